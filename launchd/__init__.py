@@ -1,0 +1,1 @@
+"""Service templates shipped inside the wheel as occd.launchd (read with importlib.resources)."""

@@ -1,0 +1,3 @@
+"""occd: the OpenClaw context-cleaner daemon."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from occd.cli.main import main
+
+main()

@@ -1,0 +1,103 @@
+"""The `occd` entry point. Commands are loaded lazily: `occd --help` imports none of them.
+
+To add a command: write it in a module under occd/cli/ (keep module-level imports light: click and occd's
+small modules only; import heavy things inside the function), then add one line to COMMANDS.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from occd import __version__
+
+# name -> (module:attribute, one-line help shown by `occd --help`, section)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "list": ("occd.cli.sessions:list_cmd", "List the agent's sessions, newest first.", "Sessions"),
+    "info": ("occd.cli.sessions:info_cmd", "Analyse one session: messages, tools, tokens, compactions.", "Sessions"),
+    "edit": ("occd.cli.sessions:edit_cmd", "Strip or truncate old tool calls in place (with a backup).", "Sessions"),
+    "clone": ("occd.cli.sessions:clone_cmd", "Copy a session under a new id, optionally stripped.", "Sessions"),
+    "restore": ("occd.cli.sessions:restore_cmd", "Put a session back to its newest backup.", "Sessions"),
+    "config": ("occd.cli.config_cmd:config_group", "Show the effective configuration and where it comes from.", "Setup"),
+}
+
+SECTIONS = ["Sessions", "Daemon", "Relevance", "Setup"]
+
+QUICKSTART = """\
+occd keeps OpenClaw sessions lean by stripping old tool calls and results from transcripts.
+
+Use it when: context is running low (`occd info` shows >60% of the window), a session has compacted
+repeatedly, or it carries many old tool results you no longer need. The conversation text is kept;
+only old tool calls/results (and their thinking) are removed or shortened. A backup is always made.
+
+Presets (--strip-tools=NAME):
+  default     keep the 20 newest turns with tools, shorten the older half of those, remove the rest
+  aggressive  keep 10, shorten the older half, remove the rest
+  extreme     remove every tool call and result
+
+Common commands:
+  occd list                          sessions of the agent, newest first
+  occd info ID                       tokens, tool calls, compactions of a session (partial ids work)
+  occd edit ID --strip-tools         clean in place (session must be idle)
+  occd clone ID --strip-tools=extreme  cleaned copy under a new id; prints how to resume it
+  occd restore ID                    undo the last edit from its backup
+  occd status                        what the daemon saw and did
+
+Flags: --agent NAME, --json (machine-readable, one object on stdout), --verbose, --help.
+Exit codes: 0 ok, 1 error (message has a hint), 2 usage, 75 busy (retry when the agent is idle).
+"""
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return sorted(set(COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx, name):
+        if name in self.commands:
+            return self.commands[name]
+        spec = COMMANDS.get(name)
+        if spec is None:
+            return None
+        mod_name, attr = spec[0].split(":")
+        cmd = getattr(importlib.import_module(mod_name), attr)
+        self.commands[name] = cmd
+        return cmd
+
+    def format_commands(self, ctx, formatter):
+        # Help text comes from COMMANDS, so listing commands imports nothing.
+        for section in SECTIONS:
+            rows = [(n, spec[1]) for n, spec in sorted(COMMANDS.items()) if spec[2] == section]
+            if rows:
+                with formatter.section(f"{section} commands"):
+                    formatter.write_dl(rows)
+
+
+def _quickstart(ctx, param, value):
+    if value and not ctx.resilient_parsing:
+        click.echo(QUICKSTART, nl=False)
+        ctx.exit(0)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="occd")
+@click.option("--quickstart", is_flag=True, expose_value=False, is_eager=True, callback=_quickstart,
+              help="About 250 tokens of agent-friendly help, then exit.")
+@click.option("--debug", is_flag=True, envvar="OCCD_DEBUG", help="Show tracebacks for unexpected errors.")
+@click.pass_context
+def cli(ctx, debug):
+    """occd: the OpenClaw context-cleaner daemon.
+
+    Cleans old tool calls out of OpenClaw session transcripts (by hand or as a daemon), rotates sessions
+    that keep compacting, and records everything in a ledger you can query.
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+def main(argv=None):
+    try:
+        cli.main(args=argv, prog_name="occd", standalone_mode=True)
+    except KeyboardInterrupt:  # pragma: no cover
+        sys.exit(130)

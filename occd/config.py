@@ -1,0 +1,234 @@
+"""occd's settings: one pydantic-settings model, one source of truth for defaults and descriptions.
+
+Precedence (lowest to highest): defaults < TOML config file < OCCD_* environment < command-line flags.
+Nested fields use `__` in the environment: OCCD_POLICY__MODE=act, OCCD_LLM__MODEL=ollama/llama3.
+Per-agent overrides live under [agents.<id>] and are merged over [policy] by `policy_for(agent)`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from occd import paths
+from occd.errors import OccdError
+
+
+class PresetConfig(BaseModel):
+    keep_turns_with_tools: int = Field(ge=0)
+    truncate_percent: float = Field(0, ge=0, le=100)
+
+
+class BreakerSettings(BaseModel):
+    max_actions: int = Field(6, description="actions per agent and kind within window_minutes before the breaker trips")
+    max_failures: int = Field(3, description="failures within window_minutes before the breaker trips")
+    window_minutes: int = Field(30, description="sliding window for counting actions and failures")
+    cooloff_minutes: int = Field(60, description="time open before one trial action is allowed (half-open)")
+    max_cooloff_minutes: int = Field(24 * 60, description="backoff cap: each failed trial doubles the cool-off")
+
+
+class RotationSettings(BaseModel):
+    enabled: bool = Field(True, description="rotate sessions that keep compacting (act mode only)")
+    rotate_at_compactions: int = Field(3, description="compactions that trigger a rotation")
+    min_compactions: int = Field(3, description="cooldown: new compactions needed before the next rotation of a key")
+    min_minutes: int = Field(30, description="cooldown: minutes before the next rotation of a key")
+    old_session_policy: Literal["archive", "delete"] = Field("archive", description="what happens to the old transcript")
+    seed_budget_percent: float = Field(15, description="share of the model's context window the seed may use")
+    max_rotations: int = Field(3, description="breaker: rotations per agent within window_minutes")
+    window_minutes: int = Field(30, description="breaker window for rotations")
+    health_turns: int = Field(10, description="a new session compacting within this many turns means the seed was too big")
+
+
+class PolicySettings(BaseModel):
+    mode: Literal["observe", "act"] = Field("observe", description="observe records what it would do; act does it")
+    strip_preset: str = Field("default", description="preset the daemon strips with")
+    strip_at_context_percent: float = Field(60, description="strip a session when its context use reaches this share of the window")
+    min_idle_minutes: float = Field(10, description="only touch sessions idle at least this long")
+    max_actions_per_hour: int = Field(6, description="automatic actions per agent per hour")
+    exclude: list[str] = Field(default_factory=list, description="session key globs never touched")
+    archive_after_days: float = Field(14, description="archive idle sessions older than this whose relevance is low")
+    archive_below_relevance: float = Field(0.1, description="relevance under which an old idle session is archived")
+    breaker: BreakerSettings = Field(default_factory=BreakerSettings)
+    rotation: RotationSettings = Field(default_factory=RotationSettings)
+
+
+class DaemonSettings(BaseModel):
+    scan_interval_seconds: int = Field(300, ge=5, description="how often the scan job runs")
+    prune_interval_hours: float = Field(24, description="how often old backups are pruned")
+    maintenance_interval_hours: float = Field(24 * 7, description="how often the ledger is maintained")
+    score_interval_seconds: int = Field(3600, description="how often sessions are scored for relevance")
+    observation_retention_days: int = Field(400, description="ledger observations older than this are thinned")
+
+
+class LLMSettings(BaseModel):
+    model: str = Field("gpt-4o-mini", description="any litellm model id; ollama/... or an OpenAI-compatible api_base work")
+    api_base: str | None = Field(None, description="base URL for a local or OpenAI-compatible server")
+    timeout_seconds: float = Field(3.0, description="one scoring call's time limit; then the keyword fallback")
+    max_tokens: int = Field(600, description="answer size limit")
+    batch_size: int = Field(25, description="sessions per model call")
+    resume_threshold: float = Field(0.6, description="score needed to resume rather than start fresh")
+    daily_budget_usd: float = Field(0.50, description="model spend per day; then keywords only")
+    enabled: bool = Field(True, description="false: always use the keyword fallback")
+
+
+class AgentOverrides(BaseModel):
+    """Any PolicySettings field, per agent (plus the agent's own LLM model)."""
+
+    model_config = {"extra": "forbid"}
+    mode: Literal["observe", "act"] | None = None
+    strip_preset: str | None = None
+    strip_at_context_percent: float | None = None
+    min_idle_minutes: float | None = None
+    max_actions_per_hour: int | None = None
+    exclude: list[str] | None = None
+    archive_after_days: float | None = None
+    archive_below_relevance: float | None = None
+    breaker: BreakerSettings | None = None
+    rotation: RotationSettings | None = None
+    llm_model: str | None = None
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="OCCD_", env_nested_delimiter="__", extra="ignore")
+
+    agent: str | None = Field(None, description="agent used when --agent is not given (else 'main')")
+    state_dir: Path | None = Field(None, description="OpenClaw state dir (else resolved as OpenClaw does)")
+    preset: str = Field("default", description="preset used by --strip-tools without a value")
+    presets: dict[str, PresetConfig] = Field(default_factory=dict, description="custom presets")
+    backups_keep: int = Field(5, ge=1, description="backups kept per session")
+    idle_seconds: int = Field(120, ge=0, description="a session changed more recently than this is considered active")
+    notify_command: str | None = Field(None, description="command run with a JSON summary on stdin after a rotation")
+    log_level: str = Field("INFO", description="daemon log level")
+    daemon: DaemonSettings = Field(default_factory=DaemonSettings)
+    policy: PolicySettings = Field(default_factory=PolicySettings)
+    agents: dict[str, AgentOverrides] = Field(default_factory=dict, description="per-agent policy overrides")
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+
+    # set by load_settings(); not a setting
+    _config_path: Path | None = None
+    _sources: dict[str, str] = {}
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings):
+        toml_path = _CURRENT_TOML.get("path")
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if toml_path is not None and toml_path.is_file():
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_path))
+        return tuple(sources)
+
+    def policy_for(self, agent: str) -> PolicySettings:
+        over = self.agents.get(agent)
+        if over is None:
+            return self.policy
+        data = self.policy.model_dump()
+        for k, v in over.model_dump(exclude_none=True).items():
+            if k != "llm_model":
+                data[k] = v
+        return PolicySettings.model_validate(data)
+
+    def llm_model_for(self, agent: str | None) -> str:
+        over = self.agents.get(agent) if agent else None
+        return (over.llm_model if over and over.llm_model else None) or self.llm.model
+
+    @property
+    def config_path(self) -> Path | None:
+        return self._config_path
+
+
+_CURRENT_TOML: dict[str, Path | None] = {"path": None}
+
+
+def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if isinstance(v, dict) and v:
+                out.update(_flatten(v, key))
+            else:
+                out[key] = v
+    return out
+
+
+def _drop_none(d: dict) -> dict:
+    return {k: (_drop_none(v) if isinstance(v, dict) else v) for k, v in d.items() if v is not None}
+
+
+def load_settings(overrides: dict[str, Any] | None = None, config_path: Path | None = None) -> Settings:
+    """Build the effective settings. `overrides` are CLI flags (nested dicts allowed; None values ignored)."""
+    path = config_path or paths.config_file()
+    _CURRENT_TOML["path"] = path
+    cli = _drop_none(overrides or {})
+    try:
+        s = Settings(**cli)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err.get("loc", ()))
+        raise OccdError(f"Invalid setting {loc}: {err.get('msg')}", f"check {paths.display_path(path)} and OCCD_* variables",
+                        code="BAD_CONFIG") from None
+    except Exception as e:  # a TOML syntax error
+        raise OccdError(f"Cannot read config {paths.display_path(path)}: {e}".splitlines()[0], "fix the file or set OCCD_CONFIG",
+                        code="BAD_CONFIG") from None
+    finally:
+        _CURRENT_TOML["path"] = None
+    s._config_path = path
+    s._sources = _sources(path, cli)
+    return s
+
+
+def _sources(path: Path, cli: dict) -> dict[str, str]:
+    """For each dotted setting, the source that set it: default, file, env or flag."""
+    found: dict[str, str] = {}
+    if path.is_file():
+        try:
+            for k in _flatten(TomlConfigSettingsSource(Settings, toml_file=path)()):
+                found[k] = "file"
+        except Exception:
+            pass
+    try:
+        env = EnvSettingsSource(Settings, env_prefix="OCCD_", env_nested_delimiter="__")()
+        for k in _flatten(env):
+            found[k] = "env"
+    except Exception:
+        pass
+    for k in _flatten(cli):
+        found[k] = "flag"
+    return found
+
+
+def effective_items(s: Settings) -> list[tuple[str, Any, str]]:
+    """(dotted key, value, source) for every setting, for `occd config show`."""
+    flat = _flatten(s.model_dump(mode="json"))
+    rows = []
+    for k in sorted(flat):
+        src = s._sources.get(k)
+        if src is None:  # a parent dict set as a whole (e.g. presets.gentle)
+            src = next((v for kk, v in s._sources.items() if k.startswith(kk + ".")), "default")
+        rows.append((k, flat[k], src))
+    return rows
+
+
+BUILTIN_PRESETS: dict[str, PresetConfig] = {
+    "default": PresetConfig(keep_turns_with_tools=20, truncate_percent=50),
+    "aggressive": PresetConfig(keep_turns_with_tools=10, truncate_percent=50),
+    "extreme": PresetConfig(keep_turns_with_tools=0, truncate_percent=0),
+}
+
+
+def resolve_preset(s: Settings, name: str | None) -> tuple[str, PresetConfig]:
+    name = name or s.preset
+    if name in s.presets:
+        return name, s.presets[name]
+    if name in BUILTIN_PRESETS:
+        return name, BUILTIN_PRESETS[name]
+    names = sorted(set(BUILTIN_PRESETS) | set(s.presets))
+    raise OccdError(f"Unknown preset '{name}'", "presets: " + ", ".join(names), code="UNKNOWN_PRESET")

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs everything the tests need on a fresh machine (Python 3.11+, pip, node) and runs them.
+# Idempotent: a second run reuses .venv and the installed oracle. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q -e '.[test]'
+
+# OpenClaw's own transcript loader (../shared/oracle), installed outside the repo with npm ci.
+SHARED=${OCCD_SHARED_DIR:-$(cd .. && pwd)/shared}
+export OCCD_SHARED_DIR="$SHARED"
+export ORACLE_DIR=${ORACLE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/occd-oracle}
+if [ -f "$SHARED/oracle/package-lock.json" ]; then
+  if ! cmp -s "$SHARED/oracle/package-lock.json" "$ORACLE_DIR/package-lock.json" 2>/dev/null \
+     || [ ! -d "$ORACLE_DIR/node_modules/@mariozechner/pi-coding-agent" ]; then
+    mkdir -p "$ORACLE_DIR"
+    cp "$SHARED/oracle/package.json" "$SHARED/oracle/package-lock.json" "$ORACLE_DIR/"
+    (cd "$ORACLE_DIR" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+fi
+# Real OpenClaw releases for the end-to-end tests are installed on first use by ../shared/openclaw-e2e/setup.sh
+export OC_CACHE=${OC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/occd-openclaw-e2e}
+
+exec .venv/bin/python -m pytest "$@"

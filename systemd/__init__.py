@@ -1,0 +1,1 @@
+"""Service templates shipped inside the wheel as occd.systemd (read with importlib.resources)."""
