@@ -1,0 +1,621 @@
+"""The `Ledger` facade: plain methods to record what occd saw and did, and the queries behind `occd status`
+and `occd history`. Every write is one short BEGIN IMMEDIATE transaction; every method that depends on time
+takes `now` (epoch seconds or an aware datetime; None means the wall clock).
+
+Rows come back as plain dicts (column name → value) so callers need no SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass, fields
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from occd import paths
+from occd.errors import OccdError
+from occd.ledger import engine as _eng
+from occd.ledger import migrate as _mig
+
+# An unchanged session's last_seen is refreshed at most this often, so a quiet scan writes (almost) nothing.
+LAST_SEEN_RESOLUTION_S = 3600.0
+ROTATION_STATES = ("IDLE", "PENDING", "ARCHIVING", "ARCHIVED", "INJECTED", "COOLDOWN")
+ROTATION_UNFINISHED = ("PENDING", "ARCHIVING", "ARCHIVED", "INJECTED")
+ACTION_OUTCOMES = ("ok", "failed", "skipped", "deferred")
+
+_OBS_FIELDS = ("compaction_count", "context_tokens", "tokens_source", "context_window", "size", "entry_count",
+               "last_activity")
+
+
+def ts(now: float | datetime | None) -> float:
+    if now is None:
+        return time.time()
+    if isinstance(now, datetime):
+        return now.timestamp()
+    return float(now)
+
+
+def local_day_start(now: float) -> float:
+    lt = time.localtime(now)
+    return time.mktime((lt.tm_year, lt.tm_mon, lt.tm_mday, 0, 0, 0, 0, 0, -1))
+
+
+@dataclass(frozen=True)
+class BreakerRecord:
+    """A breaker row. Same field names as occd.policy.breaker.BreakerState, so either converts with **asdict."""
+
+    agent: str
+    kind: str
+    state: str = "closed"
+    opened_at: float | None = None
+    failures: int = 0
+    cooloff_minutes: float | None = None
+    trial_started_at: float | None = None
+    reason: str | None = None
+    updated_at: float | None = None
+
+
+def _dumps(obj: Any) -> str | None:
+    if obj is None:
+        return None
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True, default=str)
+
+
+def _loads(s: str | None) -> Any:
+    return json.loads(s) if s else None
+
+
+class Ledger:
+    def __init__(self, path: Path, engine, readonly: bool = False):
+        self.path = path
+        self.engine = engine
+        self.readonly = readonly
+
+    # ---- lifecycle ----
+
+    @classmethod
+    def open(cls, path: Path | str | None = None, *, readonly: bool = False, upgrade: bool = True,
+             busy_timeout: float = _eng.BUSY_TIMEOUT_S) -> "Ledger":
+        """Open (creating if needed) and bring the schema to head. `readonly` opens without writing anything
+        and refuses a ledger whose schema is behind (`occd db upgrade` fixes that)."""
+        p = Path(path) if path is not None else paths.ledger_path()
+        if readonly:
+            if not p.exists():
+                raise OccdError(f"No ledger at {paths.display_path(p)} yet", "start the daemon or run `occd db upgrade`",
+                                code="LEDGER_MISSING")
+            eng = _eng.make_engine(p, readonly=True, busy_timeout=busy_timeout)
+            led = cls(p, eng, readonly=True)
+            with _eng.guarded(p):
+                rev = _mig.current_revision(eng)
+            if rev != _mig.head_revision():
+                eng.dispose()
+                raise OccdError(f"The ledger {paths.display_path(p)} has schema {rev}, this occd needs "
+                                f"{_mig.head_revision()}", "run `occd db upgrade`", code="LEDGER_OUTDATED")
+            return led
+        try:
+            paths.ensure_dir(p.parent)
+        except OSError as e:
+            raise OccdError(f"Cannot create {paths.display_path(p.parent)}: {e.strerror}",
+                            "set OCCD_HOME to a writable folder", code="LEDGER_UNAVAILABLE") from None
+        if p.exists() and not os.access(p, os.W_OK):
+            raise OccdError(f"The ledger {paths.display_path(p)} is read-only",
+                            "check the file's permissions and owner, or point OCCD_HOME at a writable folder",
+                            code="LEDGER_READONLY")
+        new = not p.exists()
+        eng = _eng.make_engine(p, busy_timeout=busy_timeout)
+        led = cls(p, eng)
+        if new:
+            with _eng.guarded(p):
+                with eng.connect() as c:  # create the file with private permissions before anything is in it
+                    c.exec_driver_sql("PRAGMA user_version")
+            os.chmod(p, 0o600)
+        if upgrade:
+            led.upgrade()
+        return led
+
+    def upgrade(self) -> _mig.UpgradeResult:
+        with _eng.guarded(self.path):
+            return _mig.upgrade(self.engine, self.path)
+
+    def revision(self) -> str | None:
+        with _eng.guarded(self.path):
+            return _mig.current_revision(self.engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> "Ledger":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _w(self):
+        if self.readonly:
+            raise OccdError("The ledger was opened read-only", code="LEDGER_READONLY")
+        return _eng.write_tx(self.engine, self.path)
+
+    def _r(self):
+        return _eng.read_tx(self.engine, self.path)
+
+    def _rows(self, sql: str, params: Sequence | Mapping = ()) -> list[dict]:
+        with self._r() as c:
+            res = c.exec_driver_sql(sql, params if isinstance(params, Mapping) else tuple(params))
+            return [dict(r._mapping) for r in res]
+
+    # ---- agents and sessions ----
+
+    @staticmethod
+    def _upsert_agent(c, agent: str, era: str | None, now: float) -> None:
+        c.exec_driver_sql(
+            "INSERT INTO agents (id, era, first_seen, last_seen) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(id) DO UPDATE SET era = COALESCE(excluded.era, agents.era), "
+            "last_seen = MAX(agents.last_seen, excluded.last_seen)",
+            (agent, era, now, now))
+
+    def record_agent(self, agent: str, era: str | None = None, now=None) -> None:
+        with self._w() as c:
+            self._upsert_agent(c, agent, era, ts(now))
+
+    @staticmethod
+    def _session_pk(c, agent: str, session_id: str, key: str | None, path: str | None, now: float,
+                    touch: bool = True) -> int:
+        row = c.exec_driver_sql("SELECT id, session_key, path, last_seen FROM sessions WHERE agent_id = ? "
+                                "AND session_id = ?", (agent, session_id)).first()
+        if row is None:
+            return c.exec_driver_sql(
+                "INSERT INTO sessions (agent_id, session_key, session_id, path, first_seen, last_seen) "
+                "VALUES (?, ?, ?, ?, ?, ?) RETURNING id", (agent, key, session_id, path, now, now)).scalar_one()
+        pk, old_key, old_path, last_seen = row
+        new_key = key if key is not None else old_key
+        new_path = path if path is not None else old_path
+        if new_key != old_key or new_path != old_path or (touch and now - last_seen >= LAST_SEEN_RESOLUTION_S):
+            c.exec_driver_sql("UPDATE sessions SET session_key = ?, path = ?, last_seen = MAX(last_seen, ?) "
+                              "WHERE id = ?", (new_key, new_path, now, pk))
+        return pk
+
+    def mark_session_archived(self, agent: str, session_id: str, archive_path: str | None, now=None) -> None:
+        now = ts(now)
+        with self._w() as c:
+            self._upsert_agent(c, agent, None, now)
+            pk = self._session_pk(c, agent, session_id, None, None, now, touch=False)
+            c.exec_driver_sql("UPDATE sessions SET archived_at = ?, archive_path = ? WHERE id = ?",
+                              (now, archive_path, pk))
+
+    def sessions(self, agent: str | None = None, include_archived: bool = True) -> list[dict]:
+        sql = "SELECT * FROM sessions WHERE (? IS NULL OR agent_id = ?)"
+        if not include_archived:
+            sql += " AND archived_at IS NULL"
+        return self._rows(sql + " ORDER BY agent_id, last_seen DESC", (agent, agent))
+
+    def agents(self) -> list[dict]:
+        return self._rows("SELECT a.*, (SELECT COUNT(*) FROM sessions s WHERE s.agent_id = a.id "
+                          "AND s.archived_at IS NULL) AS sessions FROM agents a ORDER BY a.id")
+
+    # ---- observations ----
+
+    def record_observation(self, agent: str, session_id: str, *, session_key: str | None = None,
+                           path: str | None = None, era: str | None = None, now=None, **obs: Any) -> bool:
+        """Record a session's state; returns False (and writes no observation) when nothing changed since the
+        latest one. `obs` fields: compaction_count, context_tokens, tokens_source, context_window, size,
+        entry_count, last_activity."""
+        return self.record_observations([dict(agent=agent, session_id=session_id, session_key=session_key,
+                                              path=path, era=era, **obs)], now=now) == 1
+
+    def record_observations(self, items: Iterable[Mapping[str, Any]], now=None) -> int:
+        """Batch form for a scan: one transaction for all sessions; returns how many observations were new."""
+        now = ts(now)
+        items = list(items)
+        unknown = {k for it in items for k in it} - set(_OBS_FIELDS) - {"agent", "session_id", "session_key",
+                                                                         "path", "era"}
+        if unknown:
+            raise TypeError(f"unknown observation fields: {sorted(unknown)}")
+        inserted = 0
+        with self._w() as c:
+            for agent in {it["agent"] for it in items}:
+                era = next((it.get("era") for it in items if it["agent"] == agent and it.get("era")), None)
+                self._upsert_agent(c, agent, era, now)
+            rows = []
+            for it in items:
+                pk = self._session_pk(c, it["agent"], it["session_id"], it.get("session_key"),
+                                      str(it["path"]) if it.get("path") is not None else None, now)
+                new = tuple(it.get(f) for f in _OBS_FIELDS)
+                if new[0] is None:
+                    new = (0,) + new[1:]
+                last = c.exec_driver_sql(
+                    "SELECT " + ", ".join(_OBS_FIELDS) + " FROM observations WHERE session_pk = ? "
+                    "ORDER BY ts DESC, id DESC LIMIT 1", (pk,)).first()
+                if last is not None and tuple(last) == new:
+                    continue
+                rows.append((pk, now, *new))
+            if rows:
+                c.exec_driver_sql("INSERT INTO observations (session_pk, ts, " + ", ".join(_OBS_FIELDS) +
+                                  ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                inserted = len(rows)
+        return inserted
+
+    def latest_observations(self, agent: str | None = None, include_archived: bool = False) -> list[dict]:
+        """Each session with its newest observation (status). One index seek per session."""
+        sql = ("SELECT s.agent_id AS agent, s.session_id, s.session_key, s.path, s.first_seen, s.last_seen, "
+               "s.archived_at, o.ts, o.compaction_count, o.context_tokens, o.tokens_source, o.context_window, "
+               "o.size, o.entry_count, o.last_activity FROM sessions s JOIN observations o ON o.id = "
+               "(SELECT id FROM observations WHERE session_pk = s.id ORDER BY ts DESC, id DESC LIMIT 1) "
+               "WHERE (? IS NULL OR s.agent_id = ?)")
+        if not include_archived:
+            sql += " AND s.archived_at IS NULL"
+        return self._rows(sql + " ORDER BY s.agent_id, o.context_tokens DESC", (agent, agent))
+
+    def series(self, agent: str, session_id: str, since=None, limit: int | None = None) -> list[dict]:
+        """A session's observations over time, oldest first."""
+        since_ts = ts(since) if since is not None else None
+        sql = ("SELECT o.ts, o.compaction_count, o.context_tokens, o.tokens_source, o.context_window, o.size, "
+               "o.entry_count, o.last_activity FROM observations o JOIN sessions s ON s.id = o.session_pk "
+               "WHERE s.agent_id = ? AND s.session_id = ? AND (? IS NULL OR o.ts >= ?) ORDER BY o.ts")
+        rows = self._rows(sql, (agent, session_id, since_ts, since_ts))
+        return rows[-limit:] if limit else rows
+
+    def prune_observations(self, older_than, now=None) -> int:
+        """Maintenance: delete observations older than `older_than`, keeping each session's newest one."""
+        cutoff = ts(older_than)
+        with self._w() as c:
+            res = c.exec_driver_sql(
+                "DELETE FROM observations WHERE ts < ? AND id NOT IN (SELECT (SELECT id FROM observations o "
+                "WHERE o.session_pk = s.id ORDER BY ts DESC, id DESC LIMIT 1) FROM sessions s)", (cutoff,))
+            return res.rowcount
+
+    # ---- actions and backups ----
+
+    def record_action(self, kind: str, agent: str | None = None, session_id: str | None = None,
+                      session_key: str | None = None, *, trigger: str = "manual", policy: str | None = None,
+                      reason: str | None = None, outcome: str = "ok", before: Mapping | None = None,
+                      after: Mapping | None = None, backup_path: str | Path | None = None, error: str | None = None,
+                      dry_run: bool = False, duration_ms: float | None = None, now=None) -> int:
+        if outcome not in ACTION_OUTCOMES:
+            raise ValueError(f"outcome must be one of {ACTION_OUTCOMES}, not {outcome!r}")
+        if trigger not in ("manual", "auto"):
+            raise ValueError(f"trigger must be manual or auto, not {trigger!r}")
+        with self._w() as c:
+            return c.exec_driver_sql(
+                "INSERT INTO actions (ts, kind, agent_id, session_id, session_key, trigger, policy, reason, dry_run, "
+                "before_json, after_json, backup_path, outcome, error, duration_ms) VALUES "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (ts(now), kind, agent, session_id, session_key, trigger, policy, reason, int(bool(dry_run)),
+                 _dumps(before), _dumps(after), str(backup_path) if backup_path else None, outcome,
+                 (error or None) and str(error)[:2000], duration_ms)).scalar_one()
+
+    def record_backup(self, path: str | Path, agent: str | None = None, session_id: str | None = None, *,
+                      size: int | None = None, action_id: int | None = None, now=None) -> int:
+        with self._w() as c:
+            return c.exec_driver_sql(
+                "INSERT INTO backups (agent_id, session_id, path, size, created, action_id) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(path) DO UPDATE SET size = excluded.size, created = excluded.created, pruned_at = NULL, "
+                "action_id = COALESCE(excluded.action_id, backups.action_id) RETURNING id",
+                (agent, session_id, str(path), size, ts(now), action_id)).scalar_one()
+
+    def mark_backup_pruned(self, path: str | Path, now=None) -> bool:
+        with self._w() as c:
+            return c.exec_driver_sql("UPDATE backups SET pruned_at = ? WHERE path = ? AND pruned_at IS NULL",
+                                     (ts(now), str(path))).rowcount > 0
+
+    def backups(self, agent: str | None = None, session_id: str | None = None, include_pruned: bool = False) -> list[dict]:
+        sql = "SELECT * FROM backups WHERE (? IS NULL OR agent_id = ?) AND (? IS NULL OR session_id = ?)"
+        if not include_pruned:
+            sql += " AND pruned_at IS NULL"
+        return self._rows(sql + " ORDER BY created DESC", (agent, agent, session_id, session_id))
+
+    @staticmethod
+    def _action_dict(r: dict) -> dict:
+        r = dict(r)
+        r["before"] = _loads(r.pop("before_json"))
+        r["after"] = _loads(r.pop("after_json"))
+        r["dry_run"] = bool(r["dry_run"])
+        return r
+
+    def history(self, agent: str | None = None, session: str | None = None, kind: str | None = None,
+                since=None, limit: int = 500) -> list[dict]:
+        """Actions newest first. `session` matches a session id or key, or a prefix of either."""
+        since_ts = ts(since) if since is not None else None
+        like = (session.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%") if session else None
+        rows = self._rows(
+            "SELECT * FROM actions WHERE (? IS NULL OR agent_id = ?) AND (? IS NULL OR kind = ?) "
+            "AND (? IS NULL OR ts >= ?) AND (? IS NULL OR session_id LIKE ? ESCAPE '\\' "
+            "OR session_key LIKE ? ESCAPE '\\') ORDER BY ts DESC, id DESC LIMIT ?",
+            (agent, agent, kind, kind, since_ts, since_ts, like, like, like, limit))
+        return [self._action_dict(r) for r in rows]
+
+    def actions_since(self, since, agent: str | None = None) -> list[dict]:
+        return self.history(agent=agent, since=since, limit=100000)
+
+    def action_counts_since(self, since) -> dict[str, dict[str, dict[str, int]]]:
+        """{agent: {kind: {outcome: n}}} for actions at or after `since` (dry runs counted as outcome 'dry_run')."""
+        out: dict[str, dict[str, dict[str, int]]] = {}
+        for r in self._rows("SELECT agent_id, kind, CASE WHEN dry_run THEN 'dry_run' ELSE outcome END AS o, "
+                            "COUNT(*) AS n FROM actions WHERE ts >= ? GROUP BY 1, 2, 3", (ts(since),)):
+            out.setdefault(r["agent_id"] or "", {}).setdefault(r["kind"], {})[r["o"]] = r["n"]
+        return out
+
+    def action_times(self, agent: str, kind: str | None, since, trigger: str | None = None) -> list[tuple[float, str]]:
+        """(ts, outcome) of real (non-dry-run) actions of an agent since a time, oldest first: the breaker's and
+        the rate limit's input."""
+        rows = self._rows("SELECT ts, outcome FROM actions WHERE agent_id = ? AND (? IS NULL OR kind = ?) "
+                          "AND ts >= ? AND dry_run = 0 AND outcome IN ('ok', 'failed') AND (? IS NULL OR trigger = ?) "
+                          "ORDER BY ts", (agent, kind, kind, ts(since), trigger, trigger))
+        return [(r["ts"], r["outcome"]) for r in rows]
+
+    # ---- scans and the daemon ----
+
+    def record_scan(self, started, duration_s: float, *, agents: int = 0, sessions_seen: int = 0,
+                    sessions_changed: int = 0, bytes_read: int = 0, errors: int = 0,
+                    error_text: str | None = None) -> int:
+        with self._w() as c:
+            return c.exec_driver_sql(
+                "INSERT INTO scan_runs (started, duration_s, agents, sessions_seen, sessions_changed, bytes_read, "
+                "errors, error_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (ts(started), float(duration_s), agents, sessions_seen, sessions_changed, bytes_read, errors,
+                 (error_text or None) and error_text[:4000])).scalar_one()
+
+    def last_scan(self) -> dict | None:
+        rows = self._rows("SELECT * FROM scan_runs ORDER BY started DESC LIMIT 1")
+        return rows[0] if rows else None
+
+    def scans(self, since=None, limit: int = 100) -> list[dict]:
+        since_ts = ts(since) if since is not None else None
+        return self._rows("SELECT * FROM scan_runs WHERE (? IS NULL OR started >= ?) ORDER BY started DESC LIMIT ?",
+                          (since_ts, since_ts, limit))
+
+    def daemon_started(self, pid: int | None = None, *, mode: str | None = None, version: str | None = None,
+                       now=None) -> int:
+        now = ts(now)
+        if version is None:
+            from occd import __version__ as version
+        with self._w() as c:
+            # a previous run that never said goodbye (killed, crashed) is closed here
+            c.exec_driver_sql("UPDATE daemon_runs SET stopped = heartbeat, exit_reason = 'no clean stop' "
+                              "WHERE stopped IS NULL AND host = ?", (socket.gethostname(),))
+            return c.exec_driver_sql(
+                "INSERT INTO daemon_runs (pid, host, version, mode, started, heartbeat) VALUES (?, ?, ?, ?, ?, ?) "
+                "RETURNING id", (pid or os.getpid(), socket.gethostname(), version, mode, now, now)).scalar_one()
+
+    def heartbeat(self, run_id: int, now=None, *, last_cycle=None, next_scan=None) -> None:
+        with self._w() as c:
+            c.exec_driver_sql(
+                "UPDATE daemon_runs SET heartbeat = ?, last_cycle = COALESCE(?, last_cycle), "
+                "next_scan = COALESCE(?, next_scan) WHERE id = ?",
+                (ts(now), None if last_cycle is None else ts(last_cycle), None if next_scan is None else ts(next_scan),
+                 run_id))
+
+    def daemon_stopped(self, run_id: int, now=None, reason: str = "stopped") -> None:
+        with self._w() as c:
+            c.exec_driver_sql("UPDATE daemon_runs SET stopped = ?, heartbeat = ?, exit_reason = ? WHERE id = ?",
+                              (ts(now), ts(now), reason, run_id))
+
+    def latest_daemon_run(self) -> dict | None:
+        rows = self._rows("SELECT * FROM daemon_runs ORDER BY started DESC, id DESC LIMIT 1")
+        return rows[0] if rows else None
+
+    # ---- circuit breakers ----
+
+    @staticmethod
+    def _breaker(r: Mapping) -> BreakerRecord:
+        return BreakerRecord(agent=r["agent_id"], kind=r["kind"], state=r["state"], opened_at=r["opened_at"],
+                             failures=r["failures"], cooloff_minutes=r["cooloff_minutes"],
+                             trial_started_at=r["trial_started_at"], reason=r["reason"], updated_at=r["updated_at"])
+
+    def get_breaker(self, agent: str, kind: str) -> BreakerRecord:
+        rows = self._rows("SELECT * FROM breakers WHERE agent_id = ? AND kind = ?", (agent, kind))
+        return self._breaker(rows[0]) if rows else BreakerRecord(agent=agent, kind=kind)
+
+    def breakers(self, agent: str | None = None) -> list[BreakerRecord]:
+        return [self._breaker(r) for r in self._rows(
+            "SELECT * FROM breakers WHERE (? IS NULL OR agent_id = ?) ORDER BY agent_id, kind", (agent, agent))]
+
+    def set_breaker(self, state: Any, transitions: Iterable[Any] = (), now=None) -> None:
+        """Store a breaker state (any object with BreakerRecord's fields, e.g. the policy's BreakerState) and
+        the transitions that led to it, in one transaction."""
+        now = ts(now)
+        with self._w() as c:
+            c.exec_driver_sql(
+                "INSERT INTO breakers (agent_id, kind, state, opened_at, failures, cooloff_minutes, trial_started_at, "
+                "reason, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(agent_id, kind) DO UPDATE SET "
+                "state = excluded.state, opened_at = excluded.opened_at, failures = excluded.failures, "
+                "cooloff_minutes = excluded.cooloff_minutes, trial_started_at = excluded.trial_started_at, "
+                "reason = excluded.reason, updated_at = excluded.updated_at",
+                (state.agent, state.kind, state.state, state.opened_at, state.failures, state.cooloff_minutes,
+                 state.trial_started_at, state.reason, now))
+            for t in transitions:
+                self._transition(c, t.agent, t.kind, t.from_state, t.to_state, t.reason, ts(t.ts))
+
+    @staticmethod
+    def _transition(c, agent, kind, from_state, to_state, reason, when) -> None:
+        c.exec_driver_sql("INSERT INTO breaker_transitions (ts, agent_id, kind, from_state, to_state, reason) "
+                          "VALUES (?, ?, ?, ?, ?, ?)", (when, agent, kind, from_state, to_state, reason))
+
+    def record_breaker_transition(self, agent: str, kind: str, from_state: str, to_state: str,
+                                  reason: str | None = None, now=None) -> None:
+        with self._w() as c:
+            self._transition(c, agent, kind, from_state, to_state, reason, ts(now))
+
+    def breaker_transitions(self, agent: str | None = None, kind: str | None = None, limit: int = 100) -> list[dict]:
+        return self._rows("SELECT * FROM breaker_transitions WHERE (? IS NULL OR agent_id = ?) AND "
+                          "(? IS NULL OR kind = ?) ORDER BY ts DESC, id DESC LIMIT ?",
+                          (agent, agent, kind, kind, limit))
+
+    # ---- rotations ----
+
+    @staticmethod
+    def _rotation_dict(r: Mapping) -> dict:
+        d = dict(r)
+        d["details"] = _loads(d.pop("details_json", None))
+        return d
+
+    def rotation_get(self, rotation_id: int) -> dict | None:
+        rows = self._rows("SELECT * FROM rotations WHERE id = ?", (rotation_id,))
+        return self._rotation_dict(rows[0]) if rows else None
+
+    def rotation_upsert(self, rotation_id: int | None = None, *, now=None, **fields_: Any) -> int:
+        """Create a rotation (rotation_id None: needs agent_id, session_key; state defaults to PENDING and the
+        first transition is recorded) or update fields of an existing one. `details` is stored as JSON."""
+        now = ts(now)
+        if "details" in fields_:
+            fields_["details_json"] = _dumps(fields_.pop("details"))
+        allowed = {"agent_id", "session_key", "era", "trigger", "reason", "old_session_id", "new_session_id",
+                   "old_path", "new_path", "archive_path", "state", "seed_budget_percent", "seed_tokens",
+                   "compactions_before", "health", "details_json", "error", "finished"}
+        bad = set(fields_) - allowed
+        if bad:
+            raise TypeError(f"unknown rotation fields: {sorted(bad)}")
+        for k in ("old_path", "new_path", "archive_path"):
+            if fields_.get(k) is not None:
+                fields_[k] = str(fields_[k])
+        if fields_.get("state") is not None and fields_["state"] not in ROTATION_STATES:
+            raise ValueError(f"unknown rotation state {fields_['state']!r}")
+        with self._w() as c:
+            if rotation_id is None:
+                fields_.setdefault("state", "PENDING")
+                cols = list(fields_) + ["started", "updated"]
+                rid = c.exec_driver_sql(
+                    f"INSERT INTO rotations ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)}) RETURNING id",
+                    (*fields_.values(), now, now)).scalar_one()
+                c.exec_driver_sql("INSERT INTO rotation_transitions (rotation_id, ts, from_state, to_state, note) "
+                                  "VALUES (?, ?, NULL, ?, ?)", (rid, now, fields_["state"], fields_.get("reason")))
+                return rid
+            if fields_:
+                sets = ", ".join(f"{k} = ?" for k in fields_)
+                n = c.exec_driver_sql(f"UPDATE rotations SET {sets}, updated = ? WHERE id = ?",
+                                      (*fields_.values(), now, rotation_id)).rowcount
+                if n == 0:
+                    raise OccdError(f"No rotation {rotation_id} in the ledger", code="NOT_FOUND")
+            return rotation_id
+
+    def rotation_transition(self, rotation_id: int, to_state: str, now=None, note: str | None = None,
+                            **fields_: Any) -> bool:
+        """Move a rotation to `to_state` (with field updates) and record the transition, atomically.
+        Idempotent: already in `to_state` → only the fields are updated, no transition row; returns False."""
+        if to_state not in ROTATION_STATES:
+            raise ValueError(f"unknown rotation state {to_state!r}")
+        now = ts(now)
+        if "details" in fields_:
+            fields_["details_json"] = _dumps(fields_.pop("details"))
+        for k in ("old_path", "new_path", "archive_path"):
+            if fields_.get(k) is not None:
+                fields_[k] = str(fields_[k])
+        if to_state in ("COOLDOWN", "IDLE"):
+            fields_.setdefault("finished", now)
+        with self._w() as c:
+            cur = c.exec_driver_sql("SELECT state FROM rotations WHERE id = ?", (rotation_id,)).scalar()
+            if cur is None:
+                raise OccdError(f"No rotation {rotation_id} in the ledger", code="NOT_FOUND")
+            sets = ", ".join([f"{k} = ?" for k in fields_] + ["state = ?", "updated = ?"])
+            c.exec_driver_sql(f"UPDATE rotations SET {sets} WHERE id = ?", (*fields_.values(), to_state, now,
+                                                                              rotation_id))
+            if cur == to_state:
+                return False
+            c.exec_driver_sql("INSERT INTO rotation_transitions (rotation_id, ts, from_state, to_state, note) "
+                              "VALUES (?, ?, ?, ?, ?)", (rotation_id, now, cur, to_state, note))
+            return True
+
+    def rotation_history(self, rotation_id: int) -> list[dict]:
+        return self._rows("SELECT ts, from_state, to_state, note FROM rotation_transitions WHERE rotation_id = ? "
+                          "ORDER BY ts, id", (rotation_id,))
+
+    def rotations(self, agent: str | None = None, session_key: str | None = None, since=None,
+                  states: Sequence[str] | None = None, limit: int = 200) -> list[dict]:
+        """Rotations newest first."""
+        since_ts = ts(since) if since is not None else None
+        sql = ("SELECT * FROM rotations WHERE (? IS NULL OR agent_id = ?) AND (? IS NULL OR session_key = ?) "
+               "AND (? IS NULL OR started >= ?)")
+        params: list[Any] = [agent, agent, session_key, session_key, since_ts, since_ts]
+        if states:
+            sql += f" AND state IN ({', '.join('?' for _ in states)})"
+            params += list(states)
+        return [self._rotation_dict(r) for r in self._rows(sql + " ORDER BY started DESC, id DESC LIMIT ?",
+                                                           (*params, limit))]
+
+    def last_rotation(self, agent: str, session_key: str) -> dict | None:
+        rows = self.rotations(agent, session_key, limit=1)
+        return rows[0] if rows else None
+
+    def unfinished_rotations(self, agent: str | None = None) -> list[dict]:
+        """Rotations cut off between PENDING and INJECTED (what recovery resumes or rolls back), oldest first."""
+        return list(reversed(self.rotations(agent, states=ROTATION_UNFINISHED, limit=100000)))
+
+    # ---- relevance score cache and LLM spend ----
+
+    def score_get(self, session_id: str, fingerprint: str, task_hash: str) -> dict | None:
+        rows = self._rows("SELECT * FROM relevance_scores WHERE session_id = ? AND fingerprint = ? AND task_hash = ?",
+                          (session_id, fingerprint, task_hash))
+        return rows[0] if rows else None
+
+    def score_put(self, session_id: str, fingerprint: str, task_hash: str, score: float, method: str, *,
+                  reason: str | None = None, model: str | None = None, now=None) -> None:
+        if method not in ("model", "keywords"):
+            raise ValueError(f"method must be model or keywords, not {method!r}")
+        with self._w() as c:
+            c.exec_driver_sql(
+                "INSERT INTO relevance_scores (session_id, fingerprint, task_hash, score, method, model, reason, ts) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(session_id, fingerprint, task_hash) DO UPDATE SET "
+                "score = excluded.score, method = excluded.method, model = excluded.model, reason = excluded.reason, "
+                "ts = excluded.ts", (session_id, fingerprint, task_hash, float(score), method, model,
+                                     (reason or None) and reason[:1000], ts(now)))
+
+    def latest_scores(self, session_ids: Sequence[str] | None = None) -> dict[str, dict]:
+        """The newest cached score per session id (whatever the task): the archive policy's input."""
+        rows = self._rows("SELECT * FROM relevance_scores ORDER BY ts")
+        out = {r["session_id"]: r for r in rows}
+        return {k: v for k, v in out.items() if session_ids is None or k in session_ids}
+
+    def prune_scores(self, older_than) -> int:
+        with self._w() as c:
+            return c.exec_driver_sql("DELETE FROM relevance_scores WHERE ts < ?", (ts(older_than),)).rowcount
+
+    def record_llm_call(self, model: str, *, prompt_tokens: int = 0, completion_tokens: int = 0,
+                        cost_usd: float = 0.0, outcome: str = "ok", purpose: str | None = None,
+                        duration_ms: float | None = None, error: str | None = None, now=None) -> int:
+        with self._w() as c:
+            return c.exec_driver_sql(
+                "INSERT INTO llm_calls (ts, model, purpose, prompt_tokens, completion_tokens, cost_usd, outcome, "
+                "duration_ms, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (ts(now), model, purpose, int(prompt_tokens or 0), int(completion_tokens or 0), float(cost_usd or 0),
+                 outcome, duration_ms, (error or None) and str(error)[:1000])).scalar_one()
+
+    def spend_today(self, now=None) -> float:
+        """Model spend (USD) since local midnight."""
+        start = local_day_start(ts(now))
+        rows = self._rows("SELECT COALESCE(SUM(cost_usd), 0) AS s FROM llm_calls WHERE ts >= ?", (start,))
+        return float(rows[0]["s"])
+
+    def llm_usage(self, since) -> dict:
+        rows = self._rows("SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens, "
+                          "COALESCE(SUM(completion_tokens), 0) AS completion_tokens, COALESCE(SUM(cost_usd), 0) "
+                          "AS cost_usd FROM llm_calls WHERE ts >= ?", (ts(since),))
+        return rows[0]
+
+    # ---- maintenance and introspection ----
+
+    def maintain(self) -> None:
+        """Weekly: refresh the planner's statistics and fold the WAL back into the database."""
+        with _eng.guarded(self.path):
+            with self.engine.connect() as c:
+                raw = c.connection.dbapi_connection
+                raw.execute("PRAGMA optimize")
+                raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def table_counts(self) -> dict[str, int]:
+        from occd.ledger.models import metadata
+
+        out = {}
+        with self._r() as c:
+            for name in sorted(metadata.tables):
+                out[name] = c.exec_driver_sql(f"SELECT COUNT(*) FROM {name}").scalar_one()
+        return out
+
+    def explain(self, sql: str, params: Sequence = ()) -> list[str]:
+        return [r["detail"] for r in self._rows("EXPLAIN QUERY PLAN " + sql, params)]
+
+
+def breaker_record_fields() -> list[str]:
+    return [f.name for f in fields(BreakerRecord)]

@@ -1,0 +1,126 @@
+"""Schema migrations, run programmatically from the installed package (occd.migrations), no alembic.ini.
+
+`upgrade(engine, path)` brings a ledger to head: a new database is created at head; an existing one behind
+head is first copied with `VACUUM INTO` next to it (the last BACKUPS_KEPT copies are kept), then upgraded.
+A file lock beside the ledger serialises concurrent upgrades (the daemon starting while `occd status` runs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Iterator
+
+from sqlalchemy import Engine, inspect
+
+from occd.errors import OccdError
+
+BACKUPS_KEPT = 3
+BACKUP_GLOB = "{name}.pre-*.bak"
+
+
+@dataclass
+class UpgradeResult:
+    from_revision: str | None
+    to_revision: str | None
+    backup: Path | None
+    created: bool
+
+    @property
+    def changed(self) -> bool:
+        return self.from_revision != self.to_revision
+
+
+def script_location() -> str:
+    return str(resources.files("occd.migrations"))
+
+
+def alembic_config():
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", script_location())
+    return cfg
+
+
+def head_revision() -> str | None:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+@contextlib.contextmanager
+def _upgrade_lock(path: Path) -> Iterator[None]:
+    lock = path.with_name(path.name + ".migrate.lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def backup_copies(path: Path) -> list[Path]:
+    return sorted(path.parent.glob(BACKUP_GLOB.format(name=path.name)), key=lambda p: p.stat().st_mtime)
+
+
+def vacuum_into_backup(engine: Engine, path: Path, rev: str | None, now: float | None = None) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now if now is not None else time.time()))
+    dest = path.with_name(f"{path.name}.pre-{rev or 'base'}-{stamp}.bak")
+    n = 1
+    while dest.exists():
+        dest = path.with_name(f"{path.name}.pre-{rev or 'base'}-{stamp}-{n}.bak")
+        n += 1
+    with engine.connect() as conn:
+        conn.exec_driver_sql("VACUUM INTO ?", (str(dest),))
+    os.chmod(dest, 0o600)
+    for old in backup_copies(path)[:-BACKUPS_KEPT]:
+        with contextlib.suppress(OSError):
+            old.unlink()
+    return dest
+
+
+def upgrade(engine: Engine, path: Path, target: str = "head", *, backup: bool = True) -> UpgradeResult:
+    from alembic import command
+
+    with _upgrade_lock(path):
+        before = current_revision(engine)
+        head = head_revision() if target == "head" else target
+        if before == head:
+            return UpgradeResult(before, before, None, False)
+        has_tables = bool(inspect(engine).get_table_names())
+        if before is None and has_tables:
+            raise OccdError(f"{path} is not an occd ledger (it has tables but no schema revision)",
+                            "move it aside or set OCCD_HOME to another folder", code="LEDGER_FOREIGN")
+        copy = vacuum_into_backup(engine, path, before) if (backup and before is not None) else None
+        cfg = alembic_config()
+        with engine.connect() as conn:
+            # A batch migration recreates a table (copy, drop, rename); with foreign keys on, the DROP would
+            # cascade into child rows. The pragma only changes outside a transaction, so it is set first,
+            # and the references are checked before it is turned back on.
+            raw = conn.connection.dbapi_connection  # autocommit driver: these run outside any transaction
+            raw.execute("PRAGMA foreign_keys = OFF")
+            try:
+                conn.execution_options(sqlite_begin="IMMEDIATE")
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, target)
+                conn.commit()
+                bad = raw.execute("PRAGMA foreign_key_check").fetchall()
+            finally:
+                raw.execute("PRAGMA foreign_keys = ON")
+        if bad:
+            raise OccdError(f"The ledger upgrade left {len(bad)} broken references",
+                            f"the copy before the upgrade is {copy}", code="LEDGER_MIGRATION")
+        return UpgradeResult(before, current_revision(engine), copy, before is None)
