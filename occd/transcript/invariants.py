@@ -1,0 +1,71 @@
+"""The invariants of docs/openclaw-format.md that can be checked from a file alone.
+
+`check_invariants(path_or_transcript, original=None)` returns a list of problems (empty: fine). With the
+original Transcript it also checks what a rewrite must keep: the header id (unless `clone=True`), the leaf,
+and that no problem is new. The action layer runs it on the temp file before the rename.
+"""
+
+from __future__ import annotations
+
+import os
+
+from occd.errors import ParseError
+from occd.transcript.analysis import tool_pairing
+from occd.transcript.model import Transcript
+from occd.transcript.scan import scan
+
+
+def _problems(t: Transcript) -> list[str]:
+    out: list[str] = []
+    if t.size == 0:
+        return out
+    if t.header is None or not t.header_ok:
+        out.append("header: first line is not a session header with a string id")
+    for m in t.malformed:
+        out.append(f"line {m.lineno}: {m.kind}")
+    if t.missing_final_newline or any(m.kind == "torn" for m in t.malformed):
+        out.append("file does not end with a newline")
+    if t.duplicate_ids:
+        out.append(f"duplicate ids: {sorted(set(map(str, t.duplicate_ids)))[:5]}")
+    for e in t.entries:
+        if e.id is None:
+            out.append(f"line {e.lineno}: entry without id")
+        if e.parent is not None and e.parent not in t.by_id:
+            out.append(f"line {e.lineno}: parentId {e.parent} does not exist")
+        for name, ref in (("firstKeptEntryId", e.first_kept), ("targetId", e.target_id), ("fromId", e.from_id)):
+            if ref is not None and ref not in t.by_id:
+                out.append(f"line {e.lineno}: {name} {ref} does not exist")
+        if e.type == "compaction" and e.first_kept is None:
+            out.append(f"line {e.lineno}: compaction without firstKeptEntryId")
+    try:
+        t.check_cycles()
+    except ParseError as exc:
+        out.append(f"parent cycle at line {exc.details.get('line')}")
+        return out
+    orphans, _unanswered = tool_pairing(t)
+    for e in orphans:
+        out.append(f"line {e.lineno}: tool result without its call on the active path")
+    return out
+
+
+def check_invariants(target: Transcript | str | os.PathLike, original: Transcript | None = None, *,
+                     clone: bool = False) -> list[str]:
+    t = target if isinstance(target, Transcript) else scan(target, check_cycles=False)
+    problems = _problems(t)
+    if original is None:
+        return problems
+    before = set(_problems(original)) if original.size else set()
+    # a problem the original already had (same text) is not the rewrite's fault; line numbers may shift, so
+    # compare by kind for line-bound messages
+    def kind(p: str) -> str:
+        return p.split(": ", 1)[1] if p.startswith("line ") else p
+    before_kinds = {kind(p) for p in before}
+    new = [p for p in problems if p not in before and kind(p) not in before_kinds]
+    if clone:
+        if t.session_id == original.session_id:
+            new.append("clone kept the source's session id")
+    elif t.session_id != original.session_id:
+        new.append(f"header id changed: {original.session_id} -> {t.session_id}")
+    if original.leaf is not None and (t.leaf is None or t.leaf.id != original.leaf.id):
+        new.append("the last entry (the leaf the user was on) changed")
+    return new

@@ -1,0 +1,239 @@
+"""Byte-preserving rewrite and atomic replace.
+
+`rewrite` streams the source file again: runs of unchanged lines are copied byte-for-byte in large chunks,
+removed lines are skipped, and only the lines with an edit are parsed and re-serialized (compact JSON, key
+order kept, UTF-8 unescaped). A v1/v2 file is written as v3 with the ids it was given in memory (OpenClaw's
+own loader rewrites such files on open). The output always ends with a newline.
+
+`atomic_write` puts the result in place: temp file in the same directory, fsync, rename, fsync the directory,
+the original's mode kept, and a last check that the source did not change since it was read.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Callable, Iterable, Mapping
+
+import orjson
+
+from occd.errors import BusyError, WriteError
+from occd.transcript.limits import dumps_compact
+from occd.transcript.model import CURRENT_VERSION, Transcript
+
+EntryTransform = Callable[[dict], dict]
+_CHUNK = 1 << 20
+
+
+def serialize(obj) -> bytes:
+    """One transcript line: compact JSON (orjson; json fallback for ints orjson cannot take) + newline."""
+    return dumps_compact(obj) + b"\n"
+
+
+def _copy_range(src: IO[bytes], out: IO[bytes], n: int) -> None:
+    while n > 0:
+        chunk = src.read(min(n, _CHUNK))
+        if not chunk:
+            raise OSError("source file shrank while it was being rewritten")
+        out.write(chunk)
+        n -= len(chunk)
+
+
+def _migration_transform(t: Transcript):
+    """Per-entry-line migration to v3 (None when the file is current). Uses the ids assigned by the scan."""
+    if t.version >= CURRENT_VERSION:
+        return None
+    by_line = {e.line: e for e in t.entries}
+    v1 = t.version < 2
+
+    def migrate(line: int, obj: dict) -> dict:
+        e = by_line.get(line)
+        if e is None:
+            return obj
+        if v1:
+            obj["id"] = e.id
+            obj["parentId"] = e.parent
+            if obj.get("type") == "compaction" and "firstKeptEntryIndex" in obj:
+                if e.first_kept is not None:
+                    obj["firstKeptEntryId"] = e.first_kept
+                del obj["firstKeptEntryIndex"]
+        if obj.get("type") == "message":
+            msg = obj.get("message")
+            if isinstance(msg, dict) and msg.get("role") == "hookMessage":
+                msg["role"] = "custom"
+        return obj
+
+    return migrate
+
+
+def _needs_migration_line(t: Transcript):
+    if t.version >= CURRENT_VERSION:
+        return set()
+    if t.version < 2:
+        return {e.line for e in t.entries}
+    return {e.line for e in t.entries if e.type == "message" and e.role == "custom"}
+
+
+def migrated_header(t: Transcript) -> dict | None:
+    if t.header is None or t.version >= CURRENT_VERSION:
+        return None
+    h = dict(t.header)
+    h["version"] = CURRENT_VERSION
+    return h
+
+
+def clone_header(t: Transcript, new_session_id: str, *, parent_session: str | None = None,
+                 now: datetime | None = None) -> dict:
+    """The header of a clone: the source's header with a new id, a fresh timestamp, version 3 and
+    `parentSession` (the source path, or its id when no path is known)."""
+    now = now or datetime.now(timezone.utc)
+    h = dict(t.header or {"type": "session"})
+    h["type"] = "session"
+    h["version"] = CURRENT_VERSION
+    h["id"] = new_session_id
+    h["timestamp"] = now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+    h["parentSession"] = parent_session if parent_session is not None else (str(t.path) if t.path else t.session_id)
+    return h
+
+
+def rewrite(t: Transcript, out: IO[bytes], *, remove: Iterable[int] = (),
+            edits: Mapping[int, EntryTransform] | None = None, header: dict | None = None,
+            drop_malformed: bool = False, src: IO[bytes] | None = None) -> int:
+    """Write the transcript `t` to `out` with entries removed/changed. Returns the number of bytes written.
+
+    remove: physical line indices (EntryMeta.line) to drop. edits: line index -> function taking the parsed
+    entry dict and returning the new one. header: a replacement header (clone); a v1/v2 file gets a v3
+    header and migrated entries. drop_malformed: leave malformed lines out (otherwise copied as they are).
+    """
+    edits = dict(edits or {})
+    removed = set(remove)
+    migrate = _migration_transform(t)
+    if header is None:
+        header = migrated_header(t)
+    actions: dict[int, tuple[int, int, str]] = {}  # offset -> (length, line, action)
+    if header is not None and t.header is not None:
+        actions[t.header_offset] = (t.header_length, -1, "header")
+    mig_lines = _needs_migration_line(t)
+    for e in t.entries:
+        if e.line in removed:
+            actions[e.offset] = (e.length, e.line, "skip")
+        elif e.line in edits or e.line in mig_lines:
+            actions[e.offset] = (e.length, e.line, "edit")
+    if drop_malformed:
+        for m in t.malformed:
+            actions[m.offset] = (m.length, m.lineno - 1, "skip")
+    written = 0
+    own = src is None
+    fh = open(t.path, "rb") if own else src  # type: ignore[arg-type]
+    try:
+        fh.seek(0)
+        pos = 0
+        last_byte_nl = True
+        for offset in sorted(actions):
+            length, line, action = actions[offset]
+            if offset > pos:
+                _copy_range(fh, out, offset - pos)
+                written += offset - pos
+                last_byte_nl = True  # a copied run always ends just before a line start, i.e. after "\n"
+            raw = fh.read(length) if action != "skip" else None
+            if action == "skip":
+                fh.seek(length, os.SEEK_CUR)
+            elif action == "header":
+                data = serialize(header)
+                out.write(data)
+                written += len(data)
+            else:
+                obj = orjson.loads(raw)
+                if migrate is not None:
+                    obj = migrate(line, obj)
+                fn = edits.get(line)
+                if fn is not None:
+                    obj = fn(obj)
+                data = serialize(obj)
+                out.write(data)
+                written += len(data)
+            last_byte_nl = True
+            pos = offset + length
+        if t.size > pos:
+            rest = t.size - pos
+            # copy all but the final byte, then check it
+            _copy_range(fh, out, rest - 1)
+            last = fh.read(1)
+            if len(last) != 1:
+                raise OSError("source file shrank while it was being rewritten")
+            out.write(last)
+            written += rest
+            last_byte_nl = last == b"\n"
+        if not last_byte_nl and written:
+            out.write(b"\n")
+            written += 1
+    finally:
+        if own:
+            fh.close()
+    return written
+
+
+def atomic_write(path: str | os.PathLike, write_fn: Callable[[IO[bytes]], object], *, mode: int | None = None,
+                 expect_stat: tuple[int, int, int] | None = None, source: str | os.PathLike | None = None,
+                 validate: Callable[[Path], None] | None = None):
+    """Write `path` atomically: `write_fn(fh)` fills a temp file in the same directory, which is fsync'ed and
+    renamed over `path`; then the directory is fsync'ed. Returns what write_fn returned.
+
+    mode: the file mode (default: the existing file's mode, else 0600). expect_stat: (size, mtime_ns, inode)
+    of `source` (default: `path`) when it was read; if it differs right before the rename, the temp file is
+    deleted and BusyError is raised. validate(temp_path) may raise to abort (temp removed, original kept).
+    Any OSError becomes WriteError; the original is never touched then.
+    """
+    path = Path(path)
+    src = Path(source) if source is not None else path
+    tmp_name = None
+    try:
+        if mode is None:
+            try:
+                mode = os.stat(path).st_mode & 0o7777
+            except FileNotFoundError:
+                mode = 0o600
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".occd-tmp", dir=path.parent)
+        with os.fdopen(fd, "wb") as fh:
+            result = write_fn(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp_name, mode)
+        if validate is not None:
+            validate(Path(tmp_name))
+        if expect_stat is not None:
+            try:
+                st = os.stat(src)
+                now = (st.st_size, st.st_mtime_ns, st.st_ino)
+            except FileNotFoundError:
+                now = None
+            if now != tuple(expect_stat):
+                raise BusyError(f"Session '{src.stem}' is in use",
+                                "the transcript changed while occd was working on it; try again when the agent is idle")
+        os.replace(tmp_name, path)
+        tmp_name = None
+        _fsync_dir(path.parent)
+        return result
+    except OSError as exc:
+        raise WriteError(f"Failed to write {path}", f"check disk space and permissions ({exc.strerror or exc})") from None
+    finally:
+        if tmp_name is not None:
+            try:
+                os.unlink(tmp_name)
+            except OSError:
+                pass
+
+
+def _fsync_dir(d: Path) -> None:
+    try:
+        fd = os.open(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

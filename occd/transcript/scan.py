@@ -1,0 +1,334 @@
+"""Streaming scan of a transcript file into compact metadata (see occd.transcript.model).
+
+The file is read once, line by line in binary; each line is parsed once with orjson and reduced to an
+`EntryMeta`; the parsed dict is dropped right away. Lines OpenClaw would skip are recorded in
+`Transcript.malformed` with their 1-based line number (never an exception). Old versions are migrated in
+memory the way OpenClaw's loader does it (v1: ids assigned and chained in file order, `firstKeptEntryIndex`
+mapped to an id; v2: role `hookMessage` read as `custom`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import IO, Iterator
+
+import orjson
+
+from occd.errors import NotFoundError, ParseError
+from occd.transcript.limits import args_within_limit, jslen, text_within_limit
+from occd.transcript.model import EntryMeta, Malformed, Transcript
+
+DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+_CHUNK = 1 << 20
+
+
+def iter_lines(fh: IO[bytes], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[tuple[int, bytes | None, int, bool]]:
+    """Yield (offset, line bytes without the newline or None if longer than max_line_bytes, length including
+    the newline, ends_with_newline). Memory stays bounded by max_line_bytes."""
+    offset = 0
+    while True:
+        raw = fh.readline(max_line_bytes + 1)
+        if not raw:
+            return
+        if raw.endswith(b"\n"):
+            yield offset, raw[:-1], len(raw), True
+            offset += len(raw)
+            continue
+        if len(raw) <= max_line_bytes:  # last line, no newline
+            yield offset, raw, len(raw), False
+            offset += len(raw)
+            continue
+        # a line over the limit: skip the rest of it without keeping it
+        length = len(raw)
+        nl = False
+        while True:
+            more = fh.readline(_CHUNK)
+            if not more:
+                break
+            length += len(more)
+            if more.endswith(b"\n"):
+                nl = True
+                break
+        yield offset, None, length, nl
+        offset += length
+
+
+def _v1_id(session_id: str, pos: int, taken: set) -> str:
+    """Deterministic 8-hex ids for v1 entries (OpenClaw uses random ones; any unique 8-hex id is valid)."""
+    n = 0
+    while True:
+        h = hashlib.blake2b(f"{session_id}:{pos}:{n}".encode(), digest_size=4).hexdigest()
+        if h not in taken:
+            taken.add(h)
+            return h
+        n += 1
+
+
+def _usage_tokens(u) -> int | None:
+    if not isinstance(u, dict):
+        return None
+    tt = u.get("totalTokens")
+    if isinstance(tt, (int, float)) and tt:
+        return int(tt)
+    total = 0
+    for k in ("input", "output", "cacheRead", "cacheWrite"):
+        v = u.get(k)
+        if isinstance(v, (int, float)):
+            total += v
+    return int(total)
+
+
+def _content_facts(e: EntryMeta, content, *, count_images_est: bool) -> int:
+    """Fill has_text / images / n_blocks from a string-or-blocks content; return text chars for the estimate."""
+    chars = 0
+    if isinstance(content, str):
+        e.has_text = e.has_text or bool(content)
+        return jslen(content)
+    if isinstance(content, list):
+        e.n_blocks = len(content)
+        for b in content:
+            if not isinstance(b, dict):
+                continue
+            bt = b.get("type")
+            if bt == "text":
+                t = b.get("text")
+                if isinstance(t, str) and t:
+                    e.has_text = True
+                    chars += jslen(t)
+            elif bt == "image":
+                e.images += 1
+                if count_images_est:
+                    chars += 4800
+    return chars
+
+
+def _ceil4(n: int) -> int:
+    return -(-n // 4)
+
+
+def _fill_message(e: EntryMeta, msg: dict, version: int) -> None:
+    role = msg.get("role")
+    if role == "hookMessage" and version < 3:
+        role = "custom"
+    e.role = role if isinstance(role, str) else None
+    content = msg.get("content")
+    if role == "assistant":
+        e.stop_reason = msg.get("stopReason")
+        chars = 0
+        if isinstance(content, list):
+            e.n_blocks = len(content)
+            call_ids, call_blocks, call_trunc, thinking = [], [], [], []
+            for i, b in enumerate(content):
+                if not isinstance(b, dict):
+                    continue
+                bt = b.get("type")
+                if bt == "text":
+                    t = b.get("text")
+                    if isinstance(t, str):
+                        if t:
+                            e.has_text = True
+                        chars += jslen(t)
+                elif bt == "thinking":
+                    thinking.append(i)
+                    if b.get("thinkingSignature") or b.get("redacted"):
+                        e.signed_thinking += 1
+                    t = b.get("thinking")
+                    if isinstance(t, str):
+                        chars += jslen(t)
+                elif bt == "toolCall":
+                    call_ids.append(b.get("id"))
+                    call_blocks.append(i)
+                    args = b.get("arguments")
+                    call_trunc.append(not args_within_limit(args))
+                    name = b.get("name")
+                    chars += (jslen(name) if isinstance(name, str) else 0)
+                    try:
+                        s = orjson.dumps(args)
+                        chars += len(s) if s.isascii() else jslen(s.decode())
+                    except TypeError:
+                        chars += 0
+                elif bt == "image":
+                    e.images += 1
+            e.call_ids, e.call_blocks, e.call_trunc = tuple(call_ids), tuple(call_blocks), tuple(call_trunc)
+            e.thinking_blocks = tuple(thinking)
+        if e.stop_reason not in ("aborted", "error"):
+            e.usage_tokens = _usage_tokens(msg.get("usage"))
+        e.est_tokens = _ceil4(chars)
+    elif role == "toolResult":
+        tcid = msg.get("toolCallId")
+        e.result_for = tcid if isinstance(tcid, str) else None
+        chars = _content_facts(e, content, count_images_est=True)
+        texts = _result_texts(content)
+        e.result_trunc = e.images > 0 or not text_within_limit("\n".join(texts))
+        e.est_tokens = _ceil4(chars)
+    elif role == "user":
+        e.est_tokens = _ceil4(_content_facts(e, content, count_images_est=False))
+    elif role == "custom":
+        e.display = msg.get("display")
+        e.est_tokens = _ceil4(_content_facts(e, content, count_images_est=True))
+    elif role == "bashExecution":
+        cmd, out = msg.get("command"), msg.get("output")
+        e.has_text = bool(cmd or out)
+        e.est_tokens = _ceil4((jslen(cmd) if isinstance(cmd, str) else 0) + (jslen(out) if isinstance(out, str) else 0))
+    else:
+        _content_facts(e, content, count_images_est=True)
+
+
+def _result_texts(content) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    out = []
+    if isinstance(content, list):
+        for b in content:
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str):
+                out.append(b["text"])
+    return out
+
+
+def entry_from_obj(o: dict, line: int, offset: int, length: int, pos: int, version: int) -> EntryMeta:
+    """Reduce one parsed entry to its metadata (ids as in the file; v1 ids are assigned by the caller)."""
+    etype = o.get("type")
+    e = EntryMeta(line, offset, length, pos, etype if isinstance(etype, str) else None, o.get("id"), o.get("parentId"))
+    if etype == "message":
+        msg = o.get("message")
+        if isinstance(msg, dict):
+            _fill_message(e, msg, version)
+    elif etype == "compaction":
+        e.first_kept = o.get("firstKeptEntryId")
+        s = o.get("summary")
+        e.est_tokens = _ceil4(jslen(s)) if isinstance(s, str) else 0
+    elif etype == "branch_summary":
+        e.from_id = o.get("fromId")
+        s = o.get("summary")
+        e.summary = bool(s)
+        e.est_tokens = _ceil4(jslen(s)) if isinstance(s, str) else 0
+    elif etype == "custom_message":
+        e.role = "custom"
+        e.display = o.get("display")
+        e.est_tokens = _ceil4(_content_facts(e, o.get("content"), count_images_est=True))
+    elif etype == "label":
+        e.target_id = o.get("targetId")
+    return e
+
+
+def scan(path: str | os.PathLike, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+         check_cycles: bool = True) -> Transcript:
+    """Read a transcript once, streaming, into a Transcript (compact metadata only).
+
+    Raises NotFoundError when the file does not exist, ParseError on a parent cycle (OpenClaw would loop
+    forever on it). Everything else that is wrong with lines is recorded in `malformed`.
+    """
+    p = Path(path)
+    try:
+        fh = open(p, "rb")
+    except FileNotFoundError:
+        raise NotFoundError(f"Transcript not found: {p}", "run `occd list`") from None
+    except OSError as exc:
+        raise ParseError(f"Failed to read session file {p}", str(exc)) from None
+    with fh:
+        st = os.fstat(fh.fileno())
+        t = scan_stream(fh, path=p, max_line_bytes=max_line_bytes)
+        t.stat = (st.st_size, st.st_mtime_ns, st.st_ino)
+    if check_cycles:
+        t.check_cycles()
+    return t
+
+
+def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Transcript:
+    header: dict | None = None
+    header_length = 0
+    header_offset = 0
+    header_ok = False
+    version = 3
+    entries: list[EntryMeta] = []
+    malformed: list[Malformed] = []
+    extra_sessions: list[int] = []
+    size = 0
+    pos = 0  # parsed objects so far
+    missing_nl = False
+    line = -1
+    loads = orjson.loads
+    v1_pending: list[tuple[EntryMeta, int]] = []  # (compaction entry, firstKeptEntryIndex)
+    for line, (offset, raw, length, nl) in enumerate(iter_lines(fh, max_line_bytes)):
+        size = offset + length
+        if raw is None:
+            malformed.append(Malformed(line + 1, "too-long", offset, length))
+            continue
+        if not raw.strip():
+            continue
+        try:
+            o = loads(raw)
+        except orjson.JSONDecodeError:
+            try:
+                raw.decode("utf-8")
+                kind = "invalid-json" if nl else "torn"
+            except UnicodeDecodeError:
+                kind = "non-utf8"
+            malformed.append(Malformed(line + 1, kind, offset, length))
+            continue
+        if not isinstance(o, dict):
+            malformed.append(Malformed(line + 1, "not-object", offset, length))
+            continue
+        if not nl:
+            missing_nl = True
+        if pos == 0:
+            pos = 1
+            if o.get("type") == "session":
+                header = o
+                header_length = length
+                header_offset = offset
+                header_ok = isinstance(o.get("id"), str)
+                v = o.get("version", 1)
+                version = int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 1
+                if line != 0:
+                    header_ok = False  # something unparseable came before it: not the first line
+                continue
+            header_ok = False
+            version = 3
+        if o.get("type") == "session":
+            extra_sessions.append(line + 1)
+            pos += 1
+            continue
+        e = entry_from_obj(o, line, offset, length, pos, version)
+        if version < 2 and e.type == "compaction":
+            idx = o.get("firstKeptEntryIndex")
+            e.first_kept = None
+            if isinstance(idx, int) and not isinstance(idx, bool):
+                v1_pending.append((e, idx))
+        entries.append(e)
+        pos += 1
+        del o
+    t = Transcript(path=path, header=header, header_length=header_length, version=version, entries=entries,
+                   malformed=malformed, size=size, stat=None, missing_final_newline=missing_nl,
+                   header_ok=header_ok, extra_sessions=extra_sessions, lines=line + 1,
+                   header_offset=header_offset)
+    if version < 2:
+        _migrate_v1(t, v1_pending)
+    by_id: dict = {}
+    dups = []
+    for i, e in enumerate(entries):
+        if e.id in by_id:
+            dups.append(e.id)
+        by_id[e.id] = i
+    t.by_id = by_id
+    t.duplicate_ids = dups
+    return t
+
+
+def _migrate_v1(t: Transcript, pending: list[tuple[EntryMeta, int]]) -> None:
+    """OpenClaw's migrateV1ToV2, in memory: every entry gets an id, chained in file order."""
+    taken: set = set()
+    sid = t.session_id or ""
+    prev = None
+    by_pos: dict[int, EntryMeta] = {}
+    for e in t.entries:
+        e.id = _v1_id(sid, e.pos, taken)
+        e.parent = prev
+        prev = e.id
+        by_pos[e.pos] = e
+    for comp, idx in pending:
+        target = by_pos.get(idx)  # index into the parsed objects, header = 0
+        if target is not None:
+            comp.first_kept = target.id
