@@ -1,0 +1,289 @@
+"""The strip plan: which entries are removed or rewritten, re-parenting, reference fixes, statistics.
+
+Pure: it takes the scanned metadata (occd.transcript.Transcript) and the preset numbers and returns a
+StripPlan; `occd.transcript.rewrite(t, out, remove=plan.remove, edits=plan.transforms())` applies it.
+
+Rules (docs/design.md "cleaner", ../shared/docs/openclaw-format.md):
+- Turns on the active path (user message through the last entry before the next user message). Of the turns
+  with tool calls, the newest `keep` are kept; of those the oldest `truncate_percent` % (rounded down) are
+  truncated; older ones lose their tool calls and results.
+- A result follows its call (matched by id to the latest open call before it on the path), wherever it is.
+  A result with no call before it (an orphan, which providers reject) is removed when it lies in a turn that
+  is removed or truncated; orphans in kept turns and calls without a result elsewhere are left as they are
+  (kept turns are never touched; OpenClaw patches an unanswered call itself) and reported by `analyze`.
+- Thinking blocks of assistant messages that carry tool calls in removed and truncated turns are removed;
+  every other line stays byte-identical. User content and assistant text are never changed.
+- An entry left with no content is removed; its children (on any branch) get its nearest surviving ancestor
+  as parent. compaction.firstKeptEntryId moves to the next surviving entry after it on the compaction's path
+  (the compaction itself when none is left, so nothing extra is sent); label.targetId and
+  branch_summary.fromId move to the nearest surviving ancestor.
+- A session whose last tool call has no result yet (or whose last entry is a tool result waiting for the
+  model's reply) is running: BusyError, no plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from occd.cleaner.truncate import truncate_args, truncate_result_content
+from occd.errors import BusyError, OccdError, ParseError
+from occd.transcript.model import EntryMeta, Transcript
+
+REMOVED, TRUNCATED, KEPT = "removed", "truncated", "kept"
+
+
+@dataclass
+class EntryEdit:
+    """How one entry line changes: content blocks dropped, tool-call arguments truncated, the tool result
+    truncated, top-level reference fields replaced."""
+
+    drop_blocks: frozenset = frozenset()
+    truncate_calls: frozenset = frozenset()
+    truncate_result: bool = False
+    set_fields: dict = field(default_factory=dict)
+
+    def apply(self, obj: dict) -> dict:
+        msg = obj.get("message") if obj.get("type") == "message" else None
+        if isinstance(msg, dict):
+            content = msg.get("content")
+            if isinstance(content, list) and (self.truncate_calls or self.drop_blocks):
+                for i in self.truncate_calls:
+                    b = content[i]
+                    if isinstance(b, dict) and b.get("type") == "toolCall":
+                        b["arguments"] = truncate_args(b.get("arguments"))
+                if self.drop_blocks:
+                    msg["content"] = [b for i, b in enumerate(content) if i not in self.drop_blocks]
+            if self.truncate_result:
+                msg["content"] = truncate_result_content(msg.get("content"))
+        for k, v in self.set_fields.items():
+            obj[k] = v
+        return obj
+
+
+@dataclass
+class TurnRange:
+    status: str
+    first: int  # 1-based turn numbers on the active path
+    last: int
+    turns: int  # turns with tools in the range
+
+    def to_json(self) -> dict:
+        return {"status": self.status, "from": self.first, "to": self.last, "turnsWithTools": self.turns}
+
+
+@dataclass
+class StripPlan:
+    remove: set = field(default_factory=set)            # line indices of removed entries
+    edits: dict = field(default_factory=dict)           # line index -> EntryEdit
+    keep_turns_with_tools: int = 0
+    truncate_percent: float = 0
+    turns: int = 0
+    turns_with_tools: int = 0
+    turn_ranges: list = field(default_factory=list)
+    messages_original: int = 0
+    messages_after: int = 0
+    tool_calls_original: int = 0
+    tool_calls_removed: int = 0
+    tool_calls_truncated: int = 0
+    tool_calls_preserved: int = 0
+    size_original: int = 0
+    reparented: int = 0
+    refs_fixed: int = 0
+    orphans_removed: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.remove or self.edits)
+
+    def transforms(self) -> dict:
+        return {line: e.apply for line, e in self.edits.items()}
+
+    def statistics(self, size_after: int | None = None, *, clone: bool = False) -> dict:
+        """The CLI contract's statistics (EditResult; clone=True: CloneResult's key names)."""
+        after = self.size_original if size_after is None else size_after
+        red = round(100.0 * (self.size_original - after) / self.size_original, 1) if self.size_original else 0.0
+        return {
+            "messagesOriginal": self.messages_original,
+            ("messagesCloned" if clone else "messagesAfter"): self.messages_after,
+            "toolCallsOriginal": self.tool_calls_original,
+            "toolCallsRemoved": self.tool_calls_removed,
+            "toolCallsTruncated": self.tool_calls_truncated,
+            "toolCallsPreserved": self.tool_calls_preserved,
+            "sizeOriginal": self.size_original,
+            ("sizeCloned" if clone else "sizeAfter"): after,
+            "reductionPercent": red,
+        }
+
+    def turn_analysis(self) -> dict:
+        return {"turns": self.turns, "turnsWithTools": self.turns_with_tools,
+                "keepTurnsWithTools": self.keep_turns_with_tools, "truncatePercent": self.truncate_percent,
+                "ranges": [r.to_json() for r in self.turn_ranges]}
+
+
+def check_running(t: Transcript, path: list[EntryMeta]) -> None:
+    """BusyError when the active path ends mid-run: the last tool call has no result and no user message came
+    after it, or the last entry is a tool result the model has not answered yet."""
+    sid = t.session_id or "?"
+    if path and path[-1].type == "message" and path[-1].role == "toolResult":
+        raise BusyError(f"Session '{sid}' is in use", "its last tool result has no reply yet; try again when the agent is idle")
+    answered: set = set()
+    for e in reversed(path):
+        if e.type == "message" and e.role == "user":
+            return
+        if e.result_for is not None:
+            answered.add(e.result_for)
+        if e.call_ids:
+            if any(c not in answered for c in e.call_ids):
+                raise BusyError(f"Session '{sid}' is in use",
+                                "its last tool call has no result yet (a run is in progress); try again when the agent is idle")
+            return
+
+
+def plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: float | None) -> StripPlan:
+    if keep_turns_with_tools < 0 or (truncate_percent is not None and not 0 <= truncate_percent <= 100):
+        raise OccdError("Invalid preset values", "keep_turns_with_tools >= 0 and 0 <= truncate_percent <= 100")
+    plan = StripPlan(keep_turns_with_tools=keep_turns_with_tools, truncate_percent=truncate_percent or 0,
+                     size_original=t.size)
+    if t.empty:
+        return plan
+    if not t.header_ok:
+        raise ParseError("Failed to parse session file (line 1)",
+                         "the first line is not a session header; OpenClaw would treat this file as a new session")
+    t.check_cycles()
+    path = t.active_path()
+    check_running(t, path)
+    turns = t.turns(path)
+    plan.turns = len(turns)
+    tool_turns = [x for x in turns if x.has_tools]
+    plan.turns_with_tools = len(tool_turns)
+    kept = tool_turns[len(tool_turns) - keep_turns_with_tools:] if keep_turns_with_tools > 0 else []
+    n_trunc = int(len(kept) * (truncate_percent or 0) // 100) if kept else 0
+    status_of_turn: dict[int, str] = {}
+    for x in tool_turns:
+        status_of_turn[x.index] = REMOVED
+    for i, x in enumerate(kept):
+        status_of_turn[x.index] = TRUNCATED if i < n_trunc else KEPT
+    # turn ranges for --verbose
+    for x in tool_turns:
+        st = status_of_turn[x.index]
+        if plan.turn_ranges and plan.turn_ranges[-1].status == st:
+            plan.turn_ranges[-1].last = x.index + 1
+            plan.turn_ranges[-1].turns += 1
+        else:
+            plan.turn_ranges.append(TurnRange(st, x.index + 1, x.index + 1, 1))
+    # status per path position
+    pos_status: list[str | None] = [None] * len(path)
+    for x in turns:
+        st = status_of_turn.get(x.index)
+        for i in range(x.start, x.end + 1):
+            pos_status[i] = st
+    removed: set[int] = set()        # indices into t.entries? use id(entry) -> entry
+    removed_entries: dict[int, EntryMeta] = {}
+    edits: dict[int, EntryEdit] = {}
+    open_calls: dict = {}            # call id -> status
+    for i, e in enumerate(path):
+        st = pos_status[i]
+        if e.type == "message":
+            plan.messages_original += 1
+        if e.call_ids:
+            plan.tool_calls_original += len(e.call_ids)
+            call_st = st or KEPT
+            for cid in e.call_ids:
+                open_calls[cid] = call_st
+            if call_st == REMOVED:
+                plan.tool_calls_removed += len(e.call_ids)
+                drop = frozenset(e.call_blocks) | frozenset(e.thinking_blocks)
+                if len(drop) >= e.n_blocks:
+                    removed_entries[id(e)] = e
+                else:
+                    edits[e.line] = EntryEdit(drop_blocks=drop)
+            elif call_st == TRUNCATED:
+                plan.tool_calls_truncated += len(e.call_ids)
+                tr = frozenset(b for b, need in zip(e.call_blocks, e.call_trunc) if need)
+                drop = frozenset(e.thinking_blocks)
+                if tr or drop:
+                    edits[e.line] = EntryEdit(drop_blocks=drop, truncate_calls=tr)
+            else:
+                plan.tool_calls_preserved += len(e.call_ids)
+        elif e.type == "message" and e.role == "toolResult":
+            cst = open_calls.pop(e.result_for, None) if e.result_for is not None else None
+            if cst is None:  # orphan: no call before it on the path
+                if st in (REMOVED, TRUNCATED):
+                    removed_entries[id(e)] = e
+                    plan.orphans_removed += 1
+            elif cst == REMOVED:
+                removed_entries[id(e)] = e
+            elif cst == TRUNCATED and e.result_trunc:
+                edits[e.line] = EntryEdit(truncate_result=True)
+    del removed
+    if not removed_entries and not edits:
+        plan.messages_after = plan.messages_original
+        return plan
+    leaf = t.leaf
+    if leaf is not None and id(leaf) in removed_entries:  # cannot happen after check_running; never move the leaf
+        raise OccdError("Internal error: the strip would remove the session's last entry",
+                        "please report this with the output of `occd info`")
+
+    def surviving_ancestor(eid):
+        """Nearest ancestor-or-self of the entry with id `eid` that survives (None: none)."""
+        seen = set()
+        cur = t.get(eid)
+        while cur is not None and id(cur) in removed_entries:
+            if id(cur) in seen:
+                raise ParseError(f"Failed to parse session file (line {cur.lineno})", "parent cycle")
+            seen.add(id(cur))
+            cur = t.get(cur.parent) if cur.parent is not None else None
+        return cur
+
+    for e in t.entries:
+        if id(e) in removed_entries:
+            continue
+        fields: dict = {}
+        if e.parent is not None:
+            p = t.get(e.parent)
+            if p is not None and id(p) in removed_entries:
+                anc = surviving_ancestor(e.parent)
+                fields["parentId"] = anc.id if anc is not None else None
+                plan.reparented += 1
+        if e.type == "compaction" and e.first_kept is not None:
+            tgt = t.get(e.first_kept)
+            if tgt is not None and id(tgt) in removed_entries:
+                fields["firstKeptEntryId"] = _next_surviving_on_path(t, e, tgt, removed_entries, surviving_ancestor)
+        if e.type == "label" and e.target_id is not None:
+            tgt = t.get(e.target_id)
+            if tgt is not None and id(tgt) in removed_entries:
+                anc = surviving_ancestor(e.target_id)
+                fields["targetId"] = anc.id if anc is not None else e.id
+        if e.type == "branch_summary" and e.from_id is not None:
+            tgt = t.get(e.from_id)
+            if tgt is not None and id(tgt) in removed_entries:
+                anc = surviving_ancestor(e.from_id)
+                fields["fromId"] = anc.id if anc is not None else (fields.get("parentId", e.parent) or e.id)
+        if fields:
+            plan.refs_fixed += len(fields) - (1 if "parentId" in fields else 0)
+            ed = edits.get(e.line)
+            if ed is None:
+                edits[e.line] = EntryEdit(set_fields=fields)
+            else:
+                ed.set_fields.update(fields)
+    plan.remove = {e.line for e in removed_entries.values()}
+    plan.edits = edits
+    plan.messages_after = plan.messages_original - sum(
+        1 for e in path if id(e) in removed_entries and e.type == "message")
+    return plan
+
+
+def _next_surviving_on_path(t: Transcript, comp: EntryMeta, target: EntryMeta, removed: dict, surviving_ancestor):
+    """For a compaction whose firstKeptEntryId was removed: the next surviving entry after it on the
+    compaction's own path (root → compaction), the compaction itself when none survives before it."""
+    cpath = t.path_to_root(comp)
+    cpath.reverse()
+    try:
+        k = next(i for i, x in enumerate(cpath) if x is target)
+    except StopIteration:
+        anc = surviving_ancestor(target.id)
+        return anc.id if anc is not None else comp.id
+    for x in cpath[k + 1:]:
+        if id(x) not in removed:
+            return x.id
+    return comp.id
