@@ -73,7 +73,7 @@ def _upgrade_lock(path: Path) -> Iterator[None]:
 
 
 def backup_copies(path: Path) -> list[Path]:
-    return sorted(path.parent.glob(BACKUP_GLOB.format(name=path.name)), key=lambda p: p.stat().st_mtime)
+    return sorted(path.parent.glob(BACKUP_GLOB.format(name=path.name)), key=lambda p: (p.stat().st_mtime, p.name))
 
 
 def vacuum_into_backup(engine: Engine, path: Path, rev: str | None, now: float | None = None) -> Path:
@@ -83,8 +83,8 @@ def vacuum_into_backup(engine: Engine, path: Path, rev: str | None, now: float |
     while dest.exists():
         dest = path.with_name(f"{path.name}.pre-{rev or 'base'}-{stamp}-{n}.bak")
         n += 1
-    with engine.connect() as conn:
-        conn.exec_driver_sql("VACUUM INTO ?", (str(dest),))
+    with engine.connect() as conn:  # VACUUM cannot run in a transaction: use the autocommit driver directly
+        conn.connection.dbapi_connection.execute("VACUUM INTO ?", (str(dest),))
     os.chmod(dest, 0o600)
     for old in backup_copies(path)[:-BACKUPS_KEPT]:
         with contextlib.suppress(OSError):
@@ -93,8 +93,6 @@ def vacuum_into_backup(engine: Engine, path: Path, rev: str | None, now: float |
 
 
 def upgrade(engine: Engine, path: Path, target: str = "head", *, backup: bool = True) -> UpgradeResult:
-    from alembic import command
-
     with _upgrade_lock(path):
         before = current_revision(engine)
         head = head_revision() if target == "head" else target
@@ -105,22 +103,34 @@ def upgrade(engine: Engine, path: Path, target: str = "head", *, backup: bool = 
             raise OccdError(f"{path} is not an occd ledger (it has tables but no schema revision)",
                             "move it aside or set OCCD_HOME to another folder", code="LEDGER_FOREIGN")
         copy = vacuum_into_backup(engine, path, before) if (backup and before is not None) else None
-        cfg = alembic_config()
-        with engine.connect() as conn:
-            # A batch migration recreates a table (copy, drop, rename); with foreign keys on, the DROP would
-            # cascade into child rows. The pragma only changes outside a transaction, so it is set first,
-            # and the references are checked before it is turned back on.
-            raw = conn.connection.dbapi_connection  # autocommit driver: these run outside any transaction
-            raw.execute("PRAGMA foreign_keys = OFF")
-            try:
-                conn.execution_options(sqlite_begin="IMMEDIATE")
-                cfg.attributes["connection"] = conn
-                command.upgrade(cfg, target)
-                conn.commit()
-                bad = raw.execute("PRAGMA foreign_key_check").fetchall()
-            finally:
-                raw.execute("PRAGMA foreign_keys = ON")
-        if bad:
-            raise OccdError(f"The ledger upgrade left {len(bad)} broken references",
-                            f"the copy before the upgrade is {copy}", code="LEDGER_MIGRATION")
+        _run_alembic(engine, "upgrade", target, copy)
         return UpgradeResult(before, current_revision(engine), copy, before is None)
+
+
+def downgrade(engine: Engine, path: Path, target: str) -> None:
+    """For development and tests: step the schema back (data in dropped tables/columns is lost)."""
+    with _upgrade_lock(path):
+        _run_alembic(engine, "downgrade", target, None)
+
+
+def _run_alembic(engine: Engine, direction: str, target: str, copy: Path | None) -> None:
+    from alembic import command
+
+    cfg = alembic_config()
+    with engine.connect() as conn:
+        # A batch migration recreates a table (copy, drop, rename); with foreign keys on, the DROP would
+        # cascade into child rows. The pragma only changes outside a transaction, so it is set first (on the
+        # autocommit driver connection), and the references are checked before it is turned back on.
+        raw = conn.connection.dbapi_connection
+        raw.execute("PRAGMA foreign_keys = OFF")
+        try:
+            conn.execution_options(sqlite_begin="IMMEDIATE")
+            cfg.attributes["connection"] = conn
+            getattr(command, direction)(cfg, target)
+            conn.commit()
+            bad = raw.execute("PRAGMA foreign_key_check").fetchall()
+        finally:
+            raw.execute("PRAGMA foreign_keys = ON")
+    if bad:
+        raise OccdError(f"The ledger {direction} left {len(bad)} broken references",
+                        f"the copy made before it is {copy}" if copy else None, code="LEDGER_MIGRATION")
