@@ -79,10 +79,11 @@ class Ledger:
 
     @classmethod
     def open(cls, path: Path | str | None = None, *, readonly: bool = False, upgrade: bool = True,
-             busy_timeout: float = _eng.BUSY_TIMEOUT_S) -> "Ledger":
+             busy_timeout: float | None = None) -> "Ledger":
         """Open (creating if needed) and bring the schema to head. `readonly` opens without writing anything
         and refuses a ledger whose schema is behind (`occd db upgrade` fixes that)."""
         p = Path(path) if path is not None else paths.ledger_path()
+        busy_timeout = _eng.BUSY_TIMEOUT_S if busy_timeout is None else busy_timeout
         if readonly:
             if not p.exists():
                 raise OccdError(f"No ledger at {paths.display_path(p)} yet", "start the daemon or run `occd db upgrade`",
