@@ -314,3 +314,27 @@ def test_facade_queries_match_explained_sql(led):
 
     src = inspect.getsource(core.Ledger.latest_observations)
     assert "(SELECT id FROM observations WHERE session_pk = s.id ORDER BY ts DESC, id DESC LIMIT 1)" in src
+
+
+def test_series_buckets_for_sparklines(led):
+    for i in range(100):
+        led.record_observation("main", "s1", now=NOW + i * 300, **obs(context_tokens=1000 + i, size=i))
+    rows = led.series_buckets("main", "s1", since=NOW, until=NOW + 99 * 300, buckets=10)
+    assert len(rows) == 10 and sum(r["n"] for r in rows) == 100
+    assert rows[0]["context_tokens"] == 1009 and rows[-1]["context_tokens"] == 1099
+    assert [r["bucket"] for r in rows] == list(range(10))
+    assert led.series_buckets("main", "nope", since=NOW, until=NOW + 1) == []
+    plan = " | ".join(led.explain(
+        "SELECT COUNT(*) FROM observations o WHERE o.session_pk = (SELECT id FROM sessions WHERE agent_id = ? "
+        "AND session_id = ?) AND o.ts >= ? AND o.ts <= ?", ("main", "s1", NOW, NOW + 1)))
+    assert "ix_observations_session_ts" in plan and "SCAN observations" not in plan, plan
+
+
+def test_path_with_spaces_hash_and_question_mark(tmp_path):
+    p = tmp_path / "odd dir #1?" / "ledger.db"
+    with Ledger.open(p) as led:
+        led.record_action("edit", "main", "s1", now=NOW)
+    assert p.is_file()
+    with Ledger.open(p, readonly=True) as ro:
+        assert len(ro.history()) == 1
+    assert not any(x.name.startswith("odd dir ") and x.name != "odd dir #1?" for x in tmp_path.iterdir())

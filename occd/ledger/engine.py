@@ -13,9 +13,11 @@ import contextlib
 import sqlite3
 from pathlib import Path
 from typing import Iterator
+from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.pool import QueuePool
 
 from occd import paths
 from occd.errors import BusyError, OccdError
@@ -24,12 +26,13 @@ BUSY_TIMEOUT_S = 5.0
 
 
 def make_engine(path: Path, *, readonly: bool = False, busy_timeout: float = BUSY_TIMEOUT_S) -> Engine:
-    if readonly:
-        url = "sqlite+pysqlite:///" + f"file:{path}?mode=ro&uri=true"
-    else:
-        url = f"sqlite+pysqlite:///{path}"
-    eng = create_engine(url, connect_args={"timeout": busy_timeout, "check_same_thread": False},
-                        pool_pre_ping=False)
+    # The connection is made here rather than from a URL: a path with spaces, '#' or '?' survives intact.
+    target = f"file:{quote(str(path))}?mode=ro" if readonly else str(path)
+
+    def connect() -> sqlite3.Connection:
+        return sqlite3.connect(target, uri=readonly, timeout=busy_timeout, check_same_thread=False)
+
+    eng = create_engine("sqlite+pysqlite://", creator=connect, poolclass=QueuePool, pool_size=5, max_overflow=10)
 
     @event.listens_for(eng, "connect")
     def _on_connect(dbapi_conn, _record):
