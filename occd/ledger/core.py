@@ -208,36 +208,69 @@ class Ledger:
                                               path=path, era=era, **obs)], now=now) == 1
 
     def record_observations(self, items: Iterable[Mapping[str, Any]], now=None) -> int:
-        """Batch form for a scan: one transaction for all sessions; returns how many observations were new."""
+        """Batch form for a scan: one transaction for all sessions; returns how many observations were new.
+        A quiet scan (nothing changed) reads two result sets and writes nothing but the occasional last_seen."""
         now = ts(now)
         items = list(items)
+        if not items:
+            return 0
         unknown = {k for it in items for k in it} - set(_OBS_FIELDS) - {"agent", "session_id", "session_key",
                                                                          "path", "era"}
         if unknown:
             raise TypeError(f"unknown observation fields: {sorted(unknown)}")
-        inserted = 0
+        agents: dict[str, str | None] = {}
+        for it in items:
+            if it.get("era") or it["agent"] not in agents:
+                agents[it["agent"]] = it.get("era") or agents.get(it["agent"])
+        names = sorted(agents)
+        flt = f"agent_id IN ({', '.join('?' for _ in names)})" if len(names) <= 500 else "1"
+        prm = tuple(names) if len(names) <= 500 else ()
         with self._w() as c:
-            for agent in {it["agent"] for it in items}:
-                era = next((it.get("era") for it in items if it["agent"] == agent and it.get("era")), None)
-                self._upsert_agent(c, agent, era, now)
-            rows = []
+            cur = c.connection.dbapi_connection.cursor()  # the same connection and transaction, less overhead
+            known_agents = {r[0]: (r[1], r[2]) for r in cur.execute(
+                f"SELECT id, era, last_seen FROM agents WHERE {flt.replace('agent_id', 'id')}", prm)}
+            for a, era in agents.items():
+                old = known_agents.get(a)
+                if old is None or (era and era != old[0]) or now - old[1] >= LAST_SEEN_RESOLUTION_S:
+                    self._upsert_agent(c, a, era, now)
+            sess = {(r[1], r[2]): (r[0], r[3], r[4], r[5]) for r in cur.execute(
+                f"SELECT id, agent_id, session_id, session_key, path, last_seen FROM sessions WHERE {flt}", prm)}
+            latest = {r[0]: tuple(r[1:]) for r in cur.execute(
+                "SELECT s.id, " + ", ".join(f"o.{f}" for f in _OBS_FIELDS) + " FROM sessions s JOIN observations o "
+                "ON o.id = (SELECT id FROM observations WHERE session_pk = s.id ORDER BY ts DESC, id DESC LIMIT 1) "
+                f"WHERE {flt.replace('agent_id', 's.agent_id')}", prm)}
+            updates, rows = [], []
             for it in items:
-                pk = self._session_pk(c, it["agent"], it["session_id"], it.get("session_key"),
-                                      str(it["path"]) if it.get("path") is not None else None, now)
+                path = str(it["path"]) if it.get("path") is not None else None
+                key = it.get("session_key")
+                known = sess.get((it["agent"], it["session_id"]))
+                if known is None:
+                    pk = cur.execute(
+                        "INSERT INTO sessions (agent_id, session_key, session_id, path, first_seen, last_seen) "
+                        "VALUES (?, ?, ?, ?, ?, ?) RETURNING id", (it["agent"], key, it["session_id"], path, now,
+                                                                     now)).fetchone()[0]
+                    sess[(it["agent"], it["session_id"])] = (pk, key, path, now)
+                else:
+                    pk, old_key, old_path, last_seen = known
+                    new_key = key if key is not None else old_key
+                    new_path = path if path is not None else old_path
+                    if new_key != old_key or new_path != old_path or now - last_seen >= LAST_SEEN_RESOLUTION_S:
+                        updates.append((new_key, new_path, now, pk))
                 new = tuple(it.get(f) for f in _OBS_FIELDS)
                 if new[0] is None:
                     new = (0,) + new[1:]
-                last = c.exec_driver_sql(
-                    "SELECT " + ", ".join(_OBS_FIELDS) + " FROM observations WHERE session_pk = ? "
-                    "ORDER BY ts DESC, id DESC LIMIT 1", (pk,)).first()
-                if last is not None and tuple(last) == new:
+                if latest.get(pk) == new:
                     continue
+                latest[pk] = new
                 rows.append((pk, now, *new))
+            if updates:
+                cur.executemany("UPDATE sessions SET session_key = ?, path = ?, last_seen = MAX(last_seen, ?) "
+                                "WHERE id = ?", updates)
             if rows:
-                c.exec_driver_sql("INSERT INTO observations (session_pk, ts, " + ", ".join(_OBS_FIELDS) +
-                                  ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-                inserted = len(rows)
-        return inserted
+                cur.executemany("INSERT INTO observations (session_pk, ts, " + ", ".join(_OBS_FIELDS) +
+                                ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            cur.close()
+        return len(rows)
 
     def latest_observations(self, agent: str | None = None, include_archived: bool = False) -> list[dict]:
         """Each session with its newest observation (status). One index seek per session."""
