@@ -108,6 +108,8 @@ def test_invariants_under_any_sequence(steps):
             st0, trans = g.state, g.transitions
             if g.allowed:
                 log.append((now, "ok"))
+                if prev.state == "closed":
+                    assert sum(1 for t, _ in log if now - S.window_minutes * 60 < t <= now) <= S.max_actions
         elif op in ("ok", "fail"):
             if log:
                 log[-1] = (log[-1][0], "ok" if op == "ok" else "failed")
