@@ -27,20 +27,29 @@ from dataclasses import dataclass, field
 
 from occd.cleaner.truncate import truncate_args, truncate_result_content
 from occd.errors import BusyError, OccdError, ParseError
-from occd.transcript.model import EntryMeta, Transcript
+from occd.transcript.model import EntryMeta, Transcript, gc_paused
 
 REMOVED, TRUNCATED, KEPT = "removed", "truncated", "kept"
 
 
-@dataclass
 class EntryEdit:
     """How one entry line changes: content blocks dropped, tool-call arguments truncated, the tool result
     truncated, top-level reference fields replaced."""
 
-    drop_blocks: frozenset = frozenset()
-    truncate_calls: frozenset = frozenset()
-    truncate_result: bool = False
-    set_fields: dict = field(default_factory=dict)
+    __slots__ = ("drop_blocks", "truncate_calls", "truncate_result", "set_fields")
+
+    def __init__(self, drop_blocks: frozenset = frozenset(), truncate_calls: frozenset = frozenset(),
+                 truncate_result: bool = False, set_fields: dict | None = None):
+        self.drop_blocks = drop_blocks
+        self.truncate_calls = truncate_calls
+        self.truncate_result = truncate_result
+        self.set_fields = set_fields if set_fields is not None else {}
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, EntryEdit) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    def __repr__(self) -> str:
+        return "EntryEdit(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
 
     def apply(self, obj: dict) -> dict:
         msg = obj.get("message") if obj.get("type") == "message" else None
@@ -140,6 +149,12 @@ def check_running(t: Transcript, path: list[EntryMeta]) -> None:
 
 
 def plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: float | None) -> StripPlan:
+    """Plan the strip of `t` (see the module docstring). truncate_percent None/0: no truncation."""
+    with gc_paused():
+        return _plan_strip(t, keep_turns_with_tools, truncate_percent)
+
+
+def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: float | None) -> StripPlan:
     if keep_turns_with_tools < 0 or (truncate_percent is not None and not 0 <= truncate_percent <= 100):
         raise OccdError("Invalid preset values", "keep_turns_with_tools >= 0 and 0 <= truncate_percent <= 100")
     plan = StripPlan(keep_turns_with_tools=keep_turns_with_tools, truncate_percent=truncate_percent or 0,
@@ -177,45 +192,52 @@ def plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: floa
         st = status_of_turn.get(x.index)
         for i in range(x.start, x.end + 1):
             pos_status[i] = st
-    removed: set[int] = set()        # indices into t.entries? use id(entry) -> entry
-    removed_entries: dict[int, EntryMeta] = {}
+    removed_entries: dict[int, EntryMeta] = {}  # id(entry) -> entry
     edits: dict[int, EntryEdit] = {}
     open_calls: dict = {}            # call id -> status
-    for i, e in enumerate(path):
-        st = pos_status[i]
+    n_msgs = n_calls = n_removed = n_trunc_calls = n_kept = n_orphans = 0
+    result_edit = EntryEdit(truncate_result=True)  # shared: edits are read-only once made
+    for e, st in zip(path, pos_status):
+        calls = e.call_ids
         if e.type == "message":
-            plan.messages_original += 1
-        if e.call_ids:
-            plan.tool_calls_original += len(e.call_ids)
+            n_msgs += 1
+        else:
+            continue
+        if calls:
+            n = len(calls)
+            n_calls += n
             call_st = st or KEPT
-            for cid in e.call_ids:
+            for cid in calls:
                 open_calls[cid] = call_st
             if call_st == REMOVED:
-                plan.tool_calls_removed += len(e.call_ids)
-                drop = frozenset(e.call_blocks) | frozenset(e.thinking_blocks)
+                n_removed += n
+                drop = frozenset(e.call_blocks + e.thinking_blocks)
                 if len(drop) >= e.n_blocks:
                     removed_entries[id(e)] = e
                 else:
                     edits[e.line] = EntryEdit(drop_blocks=drop)
             elif call_st == TRUNCATED:
-                plan.tool_calls_truncated += len(e.call_ids)
+                n_trunc_calls += n
                 tr = frozenset(b for b, need in zip(e.call_blocks, e.call_trunc) if need)
                 drop = frozenset(e.thinking_blocks)
                 if tr or drop:
                     edits[e.line] = EntryEdit(drop_blocks=drop, truncate_calls=tr)
             else:
-                plan.tool_calls_preserved += len(e.call_ids)
-        elif e.type == "message" and e.role == "toolResult":
-            cst = open_calls.pop(e.result_for, None) if e.result_for is not None else None
+                n_kept += n
+        elif e.role == "toolResult":
+            rf = e.result_for
+            cst = open_calls.pop(rf, None) if rf is not None else None
             if cst is None:  # orphan: no call before it on the path
-                if st in (REMOVED, TRUNCATED):
+                if st == REMOVED or st == TRUNCATED:
                     removed_entries[id(e)] = e
-                    plan.orphans_removed += 1
+                    n_orphans += 1
             elif cst == REMOVED:
                 removed_entries[id(e)] = e
             elif cst == TRUNCATED and e.result_trunc:
-                edits[e.line] = EntryEdit(truncate_result=True)
-    del removed
+                edits[e.line] = result_edit
+    plan.messages_original, plan.tool_calls_original = n_msgs, n_calls
+    plan.tool_calls_removed, plan.tool_calls_truncated, plan.tool_calls_preserved = n_removed, n_trunc_calls, n_kept
+    plan.orphans_removed = n_orphans
     if not removed_entries and not edits:
         plan.messages_after = plan.messages_original
         return plan
@@ -224,37 +246,52 @@ def plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: floa
         raise OccdError("Internal error: the strip would remove the session's last entry",
                         "please report this with the output of `occd info`")
 
+    anc_cache: dict = {}
+
     def surviving_ancestor(eid):
-        """Nearest ancestor-or-self of the entry with id `eid` that survives (None: none)."""
-        seen = set()
+        """Nearest ancestor-or-self of the entry with id `eid` that survives (None: none). The file is known
+        to be acyclic (check_cycles above); results are memoized along the walk."""
+        walked = []
         cur = t.get(eid)
         while cur is not None and id(cur) in removed_entries:
-            if id(cur) in seen:
-                raise ParseError(f"Failed to parse session file (line {cur.lineno})", "parent cycle")
-            seen.add(id(cur))
+            hit = anc_cache.get(cur.id, walked)
+            if hit is not walked:
+                cur = hit
+                break
+            walked.append(cur.id)
             cur = t.get(cur.parent) if cur.parent is not None else None
+        for w in walked:
+            anc_cache[w] = cur
         return cur
 
-    for e in t.entries:
-        if id(e) in removed_entries:
-            continue
+    removed_ids = {e.id for e in removed_entries.values()}
+    path_pos: dict = {}  # id(entry) -> index on the active path, built on first use
+    entries = t.entries
+    # only entries whose parent or reference may point at a removed entry need a look
+    todo = [e for e in entries if e.parent in removed_ids]
+    seen_todo = {id(e) for e in todo}
+    todo += [e for e in t.ref_entries() if id(e) not in seen_todo and (
+        e.first_kept in removed_ids or e.target_id in removed_ids or e.from_id in removed_ids)]
+    for e in todo:
         fields: dict = {}
-        if e.parent is not None:
+        if e.parent in removed_ids and id(e) not in removed_entries:
             p = t.get(e.parent)
             if p is not None and id(p) in removed_entries:
                 anc = surviving_ancestor(e.parent)
                 fields["parentId"] = anc.id if anc is not None else None
                 plan.reparented += 1
-        if e.type == "compaction" and e.first_kept is not None:
+        et = e.type
+        if et == "compaction" and e.first_kept in removed_ids and id(e) not in removed_entries:
             tgt = t.get(e.first_kept)
             if tgt is not None and id(tgt) in removed_entries:
-                fields["firstKeptEntryId"] = _next_surviving_on_path(t, e, tgt, removed_entries, surviving_ancestor)
-        if e.type == "label" and e.target_id is not None:
+                fields["firstKeptEntryId"] = _next_surviving_on_path(t, e, tgt, removed_entries, surviving_ancestor,
+                                                                     path, path_pos)
+        elif et == "label" and e.target_id in removed_ids and id(e) not in removed_entries:
             tgt = t.get(e.target_id)
             if tgt is not None and id(tgt) in removed_entries:
                 anc = surviving_ancestor(e.target_id)
                 fields["targetId"] = anc.id if anc is not None else e.id
-        if e.type == "branch_summary" and e.from_id is not None:
+        elif et == "branch_summary" and e.from_id in removed_ids and id(e) not in removed_entries:
             tgt = t.get(e.from_id)
             if tgt is not None and id(tgt) in removed_entries:
                 anc = surviving_ancestor(e.from_id)
@@ -265,25 +302,34 @@ def plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: floa
             if ed is None:
                 edits[e.line] = EntryEdit(set_fields=fields)
             else:
-                ed.set_fields.update(fields)
+                edits[e.line] = EntryEdit(ed.drop_blocks, ed.truncate_calls, ed.truncate_result,
+                                          {**ed.set_fields, **fields})
     plan.remove = {e.line for e in removed_entries.values()}
     plan.edits = edits
-    plan.messages_after = plan.messages_original - sum(
-        1 for e in path if id(e) in removed_entries and e.type == "message")
+    plan.messages_after = plan.messages_original - len(removed_entries)  # all removed entries are path messages
     return plan
 
 
-def _next_surviving_on_path(t: Transcript, comp: EntryMeta, target: EntryMeta, removed: dict, surviving_ancestor):
+def _next_surviving_on_path(t: Transcript, comp: EntryMeta, target: EntryMeta, removed: dict, surviving_ancestor,
+                            path: list[EntryMeta], path_pos: dict):
     """For a compaction whose firstKeptEntryId was removed: the next surviving entry after it on the
     compaction's own path (root → compaction), the compaction itself when none survives before it."""
-    cpath = t.path_to_root(comp)
-    cpath.reverse()
-    try:
-        k = next(i for i, x in enumerate(cpath) if x is target)
-    except StopIteration:
+    if not path_pos:
+        path_pos.update((id(x), i) for i, x in enumerate(path))
+    ci = path_pos.get(id(comp))
+    if ci is not None:  # on the active path: its path is the active path's prefix
+        cpath, k = path, path_pos.get(id(target))
+        if k is not None and k > ci:
+            k = None
+    else:
+        cpath = t.path_to_root(comp)
+        cpath.reverse()
+        ci = len(cpath) - 1
+        k = next((i for i, x in enumerate(cpath) if x is target), None)
+    if k is None:
         anc = surviving_ancestor(target.id)
         return anc.id if anc is not None else comp.id
-    for x in cpath[k + 1:]:
+    for x in cpath[k + 1:ci + 1]:
         if id(x) not in removed:
             return x.id
     return comp.id

@@ -88,7 +88,7 @@ def truncate_args(args):
 
 
 def _cut_text(text: str, budget: int) -> str:
-    lines = text.split("\n")[:MAX_LINES]
+    lines = text[:MAX_CHARS + 1].split("\n")[:MAX_LINES]  # only the head matters (texts can be megabytes)
     s = "\n".join(lines)
     if len(s) > budget:
         s = s[:max(0, budget)]
@@ -105,17 +105,22 @@ def truncate_result_content(content):
     if not isinstance(content, list):
         return content
     texts = []
+    head_len = 0
     images = 0
     others = []
     for b in content:
         if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str):
-            texts.append(b["text"])
+            if head_len <= MAX_CHARS:  # keep only what can matter for the cut (plus one char to see overflow)
+                texts.append(b["text"][:MAX_CHARS + 1])
+                head_len += min(len(b["text"]), MAX_CHARS + 1) + 1
+            else:
+                head_len += 1
         elif isinstance(b, dict) and b.get("type") == "image":
             images += 1
         else:
             others.append(b)
-    text = "\n".join(texts)
-    if images == 0 and text_within_limit(text):
+    text = "\n".join(texts)  # the head of the joined texts: enough to cut, and to see it is over the limit
+    if images == 0 and len(text) == head_len - 1 and text_within_limit(text):
         return content
     marks = [RESULT_MARK]
     if images:

@@ -11,6 +11,8 @@ the original's mode kept, and a last check that the source did not change since 
 
 from __future__ import annotations
 
+import io
+import mmap
 import os
 import tempfile
 from datetime import datetime, timezone
@@ -21,9 +23,10 @@ import orjson
 
 from occd.errors import BusyError, WriteError
 from occd.transcript.limits import dumps_compact
-from occd.transcript.model import CURRENT_VERSION, Transcript
+from occd.transcript.model import CURRENT_VERSION, Transcript, gc_paused
 
 EntryTransform = Callable[[dict], dict]
+_USE_MMAP = False  # buffered reads: an mmap'ed source counts fully towards RSS and was not faster
 _CHUNK = 1 << 20
 
 
@@ -107,6 +110,11 @@ def rewrite(t: Transcript, out: IO[bytes], *, remove: Iterable[int] = (),
     entry dict and returning the new one. header: a replacement header (clone); a v1/v2 file gets a v3
     header and migrated entries. drop_malformed: leave malformed lines out (otherwise copied as they are).
     """
+    with gc_paused():
+        return _rewrite(t, out, remove=remove, edits=edits, header=header, drop_malformed=drop_malformed, src=src)
+
+
+def _rewrite(t: Transcript, out: IO[bytes], *, remove, edits, header, drop_malformed, src) -> int:
     edits = dict(edits or {})
     removed = set(remove)
     migrate = _migration_transform(t)
@@ -128,47 +136,70 @@ def rewrite(t: Transcript, out: IO[bytes], *, remove: Iterable[int] = (),
     own = src is None
     fh = open(t.path, "rb") if own else src  # type: ignore[arg-type]
     try:
-        fh.seek(0)
-        pos = 0
-        last_byte_nl = True
-        for offset in sorted(actions):
-            length, line, action = actions[offset]
-            if offset > pos:
-                _copy_range(fh, out, offset - pos)
-                written += offset - pos
-                last_byte_nl = True  # a copied run always ends just before a line start, i.e. after "\n"
-            raw = fh.read(length) if action != "skip" else None
-            if action == "skip":
-                fh.seek(length, os.SEEK_CUR)
-            elif action == "header":
-                data = serialize(header)
-                out.write(data)
-                written += len(data)
-            else:
-                obj = orjson.loads(raw)
-                if migrate is not None:
-                    obj = migrate(line, obj)
-                fn = edits.get(line)
-                if fn is not None:
-                    obj = fn(obj)
-                data = serialize(obj)
-                out.write(data)
-                written += len(data)
-            last_byte_nl = True
-            pos = offset + length
-        if t.size > pos:
-            rest = t.size - pos
-            # copy all but the final byte, then check it
-            _copy_range(fh, out, rest - 1)
-            last = fh.read(1)
-            if len(last) != 1:
+        size = t.size
+        mm = None
+        if size and _USE_MMAP:
+            try:
+                mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError, io.UnsupportedOperation):
+                mm = None
+        if mm is not None and len(mm) < size:
+            raise OSError("source file shrank while it was being rewritten")
+        view = memoryview(mm) if mm is not None else None
+
+        def read(off: int, n: int):
+            if view is not None:
+                return view[off:off + n]
+            fh.seek(off)
+            data = fh.read(n)
+            if len(data) != n:
                 raise OSError("source file shrank while it was being rewritten")
-            out.write(last)
-            written += rest
-            last_byte_nl = last == b"\n"
-        if not last_byte_nl and written:
-            out.write(b"\n")
-            written += 1
+            return data
+
+        def copy(off: int, n: int) -> None:
+            if view is not None:
+                out.write(view[off:off + n])
+                return
+            fh.seek(off)
+            _copy_range(fh, out, n)
+
+        pos = 0
+        write = out.write
+        loads = orjson.loads
+        try:
+            for offset in sorted(actions):
+                length, line, action = actions[offset]
+                if offset > pos:
+                    copy(pos, offset - pos)
+                    written += offset - pos
+                pos = offset + length
+                if action == "skip":
+                    continue
+                if action == "header":
+                    data = serialize(header)
+                else:
+                    obj = loads(read(offset, length))
+                    if migrate is not None:
+                        obj = migrate(line, obj)
+                    fn = edits.get(line)
+                    if fn is not None:
+                        obj = fn(obj)
+                    data = serialize(obj)
+                write(data)
+                written += len(data)
+            last_nl = True
+            if size > pos:
+                copy(pos, size - pos)
+                written += size - pos
+                last_nl = bytes(read(size - 1, 1)) == b"\n"
+            if not last_nl:
+                write(b"\n")
+                written += 1
+        finally:
+            if view is not None:
+                view.release()
+            if mm is not None:
+                mm.close()
     finally:
         if own:
             fh.close()

@@ -17,8 +17,8 @@ from typing import IO, Iterator
 import orjson
 
 from occd.errors import NotFoundError, ParseError
-from occd.transcript.limits import args_within_limit, jslen, text_within_limit
-from occd.transcript.model import EntryMeta, Malformed, Transcript
+from occd.transcript.limits import MAX_CHARS, MAX_LINES, json_text_len, jslen, text_within_limit
+from occd.transcript.model import EntryMeta, Malformed, Transcript, gc_paused
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 _CHUNK = 1 << 20
@@ -112,57 +112,93 @@ def _fill_message(e: EntryMeta, msg: dict, version: int) -> None:
     role = msg.get("role")
     if role == "hookMessage" and version < 3:
         role = "custom"
-    e.role = role if isinstance(role, str) else None
+    if not isinstance(role, str):
+        return
+    e.role = role
     content = msg.get("content")
     if role == "assistant":
-        e.stop_reason = msg.get("stopReason")
+        stop = msg.get("stopReason")
+        e.stop_reason = stop
         chars = 0
-        if isinstance(content, list):
+        if type(content) is list:
             e.n_blocks = len(content)
-            call_ids, call_blocks, call_trunc, thinking = [], [], [], []
+            call_ids = call_blocks = call_trunc = thinking = None
+            has_text = False
             for i, b in enumerate(content):
-                if not isinstance(b, dict):
+                if type(b) is not dict:
                     continue
                 bt = b.get("type")
                 if bt == "text":
                     t = b.get("text")
-                    if isinstance(t, str):
-                        if t:
-                            e.has_text = True
-                        chars += jslen(t)
+                    if type(t) is str and t:
+                        has_text = True
+                        chars += len(t) if t.isascii() else jslen(t)
                 elif bt == "thinking":
+                    if thinking is None:
+                        thinking = []
                     thinking.append(i)
                     if b.get("thinkingSignature") or b.get("redacted"):
                         e.signed_thinking += 1
                     t = b.get("thinking")
-                    if isinstance(t, str):
-                        chars += jslen(t)
+                    if type(t) is str:
+                        chars += len(t) if t.isascii() else jslen(t)
                 elif bt == "toolCall":
+                    if call_ids is None:
+                        call_ids, call_blocks, call_trunc = [], [], []
                     call_ids.append(b.get("id"))
                     call_blocks.append(i)
-                    args = b.get("arguments")
-                    call_trunc.append(not args_within_limit(args))
                     name = b.get("name")
-                    chars += (jslen(name) if isinstance(name, str) else 0)
-                    try:
-                        s = orjson.dumps(args)
-                        chars += len(s) if s.isascii() else jslen(s.decode())
-                    except TypeError:
-                        chars += 0
+                    if type(name) is str:
+                        chars += len(name)
+                    n = json_text_len(b.get("arguments"))
+                    chars += n
+                    call_trunc.append(n > MAX_CHARS)
                 elif bt == "image":
                     e.images += 1
-            e.call_ids, e.call_blocks, e.call_trunc = tuple(call_ids), tuple(call_blocks), tuple(call_trunc)
-            e.thinking_blocks = tuple(thinking)
-        if e.stop_reason not in ("aborted", "error"):
+            if has_text:
+                e.has_text = True
+            if call_ids is not None:
+                e.call_ids, e.call_blocks, e.call_trunc = tuple(call_ids), tuple(call_blocks), tuple(call_trunc)
+            if thinking is not None:
+                e.thinking_blocks = tuple(thinking)
+        if stop != "aborted" and stop != "error":
             e.usage_tokens = _usage_tokens(msg.get("usage"))
-        e.est_tokens = _ceil4(chars)
+        e.est_tokens = -(-chars // 4)
     elif role == "toolResult":
         tcid = msg.get("toolCallId")
-        e.result_for = tcid if isinstance(tcid, str) else None
-        chars = _content_facts(e, content, count_images_est=True)
-        texts = _result_texts(content)
-        e.result_trunc = e.images > 0 or not text_within_limit("\n".join(texts))
-        e.est_tokens = _ceil4(chars)
+        e.result_for = tcid if type(tcid) is str else None
+        if type(content) is list:
+            e.n_blocks = len(content)
+            chars = 0
+            plen = 0  # code points, as the truncation rules count
+            n_text = 0
+            lines = 0
+            images = 0
+            for b in content:
+                if type(b) is not dict:
+                    continue
+                bt = b.get("type")
+                if bt == "text":
+                    t = b.get("text")
+                    if type(t) is str:
+                        n_text += 1
+                        if t:
+                            e.has_text = True
+                            lt = len(t)
+                            plen += lt
+                            chars += lt if t.isascii() else jslen(t)
+                            lines += t.count("\n", 0, MAX_CHARS + 1)
+                elif bt == "image":
+                    images += 1
+            e.images = images
+            # within the limit when the texts joined by "\n" have <= 120 chars and < 2 newlines
+            joined_len = plen + max(0, n_text - 1)
+            e.result_trunc = images > 0 or joined_len > MAX_CHARS or lines + max(0, n_text - 1) >= MAX_LINES
+            e.est_tokens = -(-(chars + 4800 * images) // 4)
+        else:
+            chars = _content_facts(e, content, count_images_est=True)
+            e.result_trunc = isinstance(content, str) and not text_within_limit(content)
+            e.est_tokens = -(-chars // 4)
     elif role == "user":
         e.est_tokens = _ceil4(_content_facts(e, content, count_images_est=False))
     elif role == "custom":
@@ -174,17 +210,6 @@ def _fill_message(e: EntryMeta, msg: dict, version: int) -> None:
         e.est_tokens = _ceil4((jslen(cmd) if isinstance(cmd, str) else 0) + (jslen(out) if isinstance(out, str) else 0))
     else:
         _content_facts(e, content, count_images_est=True)
-
-
-def _result_texts(content) -> list[str]:
-    if isinstance(content, str):
-        return [content]
-    out = []
-    if isinstance(content, list):
-        for b in content:
-            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str):
-                out.append(b["text"])
-    return out
 
 
 def entry_from_obj(o: dict, line: int, offset: int, length: int, pos: int, version: int) -> EntryMeta:
@@ -227,7 +252,7 @@ def scan(path: str | os.PathLike, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTE
         raise NotFoundError(f"Transcript not found: {p}", "run `occd list`") from None
     except OSError as exc:
         raise ParseError(f"Failed to read session file {p}", str(exc)) from None
-    with fh:
+    with fh, gc_paused():
         st = os.fstat(fh.fileno())
         t = scan_stream(fh, path=p, max_line_bytes=max_line_bytes)
         t.stat = (st.st_size, st.st_mtime_ns, st.st_ino)
@@ -251,25 +276,50 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
     line = -1
     loads = orjson.loads
     v1_pending: list[tuple[EntryMeta, int]] = []  # (compaction entry, firstKeptEntryIndex)
-    for line, (offset, raw, length, nl) in enumerate(iter_lines(fh, max_line_bytes)):
-        size = offset + length
-        if raw is None:
+    readline = fh.readline
+    offset = 0
+    line = -1
+    cap = max_line_bytes + 1
+    while True:
+        # inline line loop (no generator, no copy: orjson takes the line with its newline)
+        raw = readline(cap)
+        if not raw:
+            break
+        line += 1
+        length = len(raw)
+        nl = raw[-1] == 10
+        if not nl and length == cap:  # longer than allowed: skip the rest of it without keeping it
+            while True:
+                more = readline(_CHUNK)
+                if not more:
+                    break
+                length += len(more)
+                if more[-1] == 10:
+                    nl = True
+                    break
             malformed.append(Malformed(line + 1, "too-long", offset, length))
+            offset += length
+            size = offset
             continue
-        if not raw.strip():
+        start = offset
+        offset += length
+        size = offset
+        if length <= 2 and not raw.strip():
             continue
         try:
             o = loads(raw)
         except orjson.JSONDecodeError:
+            if not raw.strip():
+                continue  # a blank line: OpenClaw skips it
             try:
                 raw.decode("utf-8")
                 kind = "invalid-json" if nl else "torn"
             except UnicodeDecodeError:
                 kind = "non-utf8"
-            malformed.append(Malformed(line + 1, kind, offset, length))
+            malformed.append(Malformed(line + 1, kind, start, length))
             continue
         if not isinstance(o, dict):
-            malformed.append(Malformed(line + 1, "not-object", offset, length))
+            malformed.append(Malformed(line + 1, "not-object", start, length))
             continue
         if not nl:
             missing_nl = True
@@ -278,7 +328,7 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
             if o.get("type") == "session":
                 header = o
                 header_length = length
-                header_offset = offset
+                header_offset = start
                 header_ok = isinstance(o.get("id"), str)
                 v = o.get("version", 1)
                 version = int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 1
@@ -291,7 +341,7 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
             extra_sessions.append(line + 1)
             pos += 1
             continue
-        e = entry_from_obj(o, line, offset, length, pos, version)
+        e = entry_from_obj(o, line, start, length, pos, version)
         if version < 2 and e.type == "compaction":
             idx = o.get("firstKeptEntryIndex")
             e.first_kept = None
