@@ -1,1 +1,45 @@
+"""Everything about OpenClaw's state on disk: the only package that knows OpenClaw's layout.
 
+Light to import (no sqlite/json5 work at import time).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from occd.openclaw.filestore import (FileStore, SessionInfo, is_session_file, load_index, new_session_id,
+                                     resolve_ref, update_index)
+from occd.openclaw.locks import LockInfo, read_lock, transcript_lock
+from occd.openclaw.state import (Agent, context_window, detect_era, get_agent, list_agents, load_openclaw_config,
+                                 resolve_state_dir, workspace_dir)
+
+
+def open_store(state_dir: Path, agent: str):
+    """The agent's session store: FileStore (file era, or a state still to migrate: then era is
+    'needs-migration' and occd only reads) or DbStore (database era, read-only)."""
+    a = get_agent(state_dir, agent)
+    if a.era == "db":
+        from occd.openclaw.dbstore import DbStore
+
+        return DbStore(state_dir, agent, a.dir)
+    store = FileStore(state_dir, agent, a.dir)
+    if a.era == "needs-migration":
+        store.era = "needs-migration"
+        store.warnings.append(f"agent '{agent}' has file-era sessions that OpenClaw has not imported yet: run "
+                              "`openclaw doctor --fix`; occd only reads them until then")
+    return store
+
+
+def context_window_for_session(state_dir: Path, agent: str, info) -> int:
+    entry = getattr(info, "entry", None) or {}
+    ct = entry.get("contextTokens")
+    if isinstance(ct, int) and ct > 0:  # OpenClaw records the window it resolved for the session
+        return ct
+    return context_window(state_dir, agent=agent, model=getattr(info, "model", None),
+                          provider=getattr(info, "model_provider", None))
+
+
+__all__ = ["Agent", "FileStore", "LockInfo", "SessionInfo", "context_window", "context_window_for_session",
+           "detect_era", "get_agent", "is_session_file", "list_agents", "load_index", "load_openclaw_config",
+           "new_session_id", "open_store", "read_lock", "resolve_ref", "resolve_state_dir", "transcript_lock",
+           "update_index", "workspace_dir"]

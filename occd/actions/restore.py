@@ -1,0 +1,49 @@
+"""`occd restore`: put a session back to its newest backup. The current file becomes a backup first, so a
+restore can itself be undone by restoring again."""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+from occd.actions import backups
+from occd.actions.common import ensure_idle, record_action, replace_with_backup, resolve_target
+from occd.actions.results import RestoreResult
+from occd.errors import BusyError, OccdError
+
+
+def restore_session(settings, *, agent=None, ref=None, force=False, trigger="manual", ledger=None,
+                    now: float | None = None) -> RestoreResult:
+    target = resolve_target(settings, agent, ref, action="restore")
+    path = target.path
+    found = backups.list_backups(path)
+    if not found:
+        raise OccdError(f"No backup found for session '{target.session_id}'",
+                        "the session was never edited by occd", code="NO_BACKUP")
+    source = found[-1]
+    t0 = time.monotonic()
+    size_before = path.stat().st_size
+    try:
+        ensure_idle(path, settings.idle_seconds, force, now)
+        from occd.transcript.model import file_stat
+
+        expect = file_stat(path)
+
+        def write(fh):
+            with open(source.path, "rb") as src:
+                shutil.copyfileobj(src, fh, 1 << 20)
+
+        # Backups are earlier versions occd itself wrote or replaced; restore them as they are (no invariant
+        # rewrite), so a restore is exact. The replaced file becomes the newest backup.
+        backup_path, pruned = replace_with_backup(path, write, expect, max(settings.backups_keep, 2), verify=None)
+    except BusyError as e:
+        record_action("restore", target, outcome="deferred", trigger=trigger, error=e.message, ledger=ledger)
+        raise
+    except OccdError as e:
+        record_action("restore", target, outcome="failed", trigger=trigger, error=e.message, ledger=ledger)
+        raise
+    res = RestoreResult(target.session_id, path, source.path, backup_path, size_before, path.stat().st_size)
+    record_action("restore", target, outcome="ok", trigger=trigger, before={"size": size_before},
+                  after={"size": res.size_after, "restoredFrom": str(source.path)}, backup_path=backup_path,
+                  pruned=pruned, duration_ms=(time.monotonic() - t0) * 1000, ledger=ledger)
+    return res

@@ -1,0 +1,238 @@
+"""The cleaner commands: list, info, edit, clone, restore. Parse → call one domain function → render."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import click
+
+from occd.cli.common import (
+    agent_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx, ok_mark, state_option,
+    verbose_option,
+)
+from occd.cli.render import human_bytes, human_tokens, percent_change, relative_time, short_id
+from occd.paths import display_path
+
+_strip_option = click.option(
+    "--strip-tools", "strip_tools", is_flag=False, flag_value="", default=None, metavar="[=PRESET]",
+    help="Strip old tool calls with a preset: default, aggressive, extreme, or one from the config "
+         "(without a value: the configured default).")
+
+
+def _settings(agent, state_dir):
+    return load_settings_from_ctx(agent=agent, state_dir=state_dir)
+
+
+@click.command("list")
+@agent_option
+@state_option
+@click.option("-n", "--limit", type=click.IntRange(min=1), default=None, help="Show at most N sessions.")
+@click.option("--archived", is_flag=True, help="List sessions occd archived (rotation/cleanup) instead.")
+@json_option
+@verbose_option
+@handle_errors
+def list_cmd(agent, state_dir, limit, archived, as_json, verbose):
+    """List the agent's sessions, newest first (reads the index and file stats, never whole transcripts)."""
+    from occd.inspect import list_sessions
+
+    s = _settings(agent, state_dir)
+    listing = list_sessions(s, agent=agent, limit=limit, archived=archived)
+    if as_json:
+        emit_json([row.to_json() for row in listing.sessions])
+        return
+    from rich.table import Table
+
+    c = console()
+    now = datetime.now(timezone.utc)
+    era = f" ({listing.era} era)" if listing.era != "file" else ""
+    if not listing.sessions:
+        c.print(f"No {'archived ' if archived else ''}sessions for agent '{listing.agent}'{era}.")
+        return
+    t = Table(show_edge=False, box=None, pad_edge=False)
+    for col, just in [("ID", "left"), ("UPDATED", "right"), ("SIZE", "right"), ("TOKENS", "right"),
+                      ("COMPACT", "right"), ("LABEL / ORIGIN", "left")]:
+        t.add_column(col, justify=just, no_wrap=col != "LABEL / ORIGIN")
+    for row in listing.sessions:
+        tokens = human_tokens(row.tokens)
+        if row.tokens is not None and row.context_window:
+            tokens += f" ({100 * row.tokens / row.context_window:.0f}%)"
+        flags = (" [running]" if row.running else "") + (" [unindexed]" if row.unindexed else "")
+        t.add_row(short_id(row.session_id), relative_time(row.updated_at, now), human_bytes(row.size), tokens,
+                  str(row.compaction_count if row.compaction_count is not None else "-"), (row.label or "") + flags)
+    c.print(t)
+    if verbose:
+        c.print(f"{len(listing.sessions)} of {listing.total} sessions · agent {listing.agent}{era} · "
+                f"{display_path(listing.sessions_dir) if listing.sessions_dir else ''}")
+    for w in listing.warnings:
+        click.echo(f"Warning: {w}", err=True)
+
+
+@click.command("info")
+@click.argument("session", required=False)
+@agent_option
+@state_option
+@json_option
+@verbose_option
+@handle_errors
+def info_cmd(session, agent, state_dir, as_json, verbose):
+    """Analyse one session (partial ids work; default: the most recently updated)."""
+    from occd.inspect import session_info
+
+    s = _settings(agent, state_dir)
+    info = session_info(s, agent=agent, ref=session)
+    if as_json:
+        emit_json(info)
+        return
+    c = console()
+    a = info["analysis"]
+    c.print(f"Session {info['sessionId']}  ({info.get('key') or 'no index entry'})")
+    c.print(f"  File:        {display_path(info['path']) if info.get('path') else '(database)'}  "
+            f"{human_bytes(info['size'])}")
+    if a.get("empty"):
+        c.print("  Empty session: no entries yet.")
+        return
+    roles = ", ".join(f"{k} {v}" for k, v in sorted(a["messagesByRole"].items()))
+    c.print(f"  Messages:    {a['messages']} on the active path ({roles})")
+    c.print(f"  Tool calls:  {a['toolCalls']} calls, {a['toolResults']} results, "
+            f"{a['turnsWithTools']} of {a['turns']} turns use tools")
+    c.print(f"  Thinking:    {a['thinkingBlocks']} blocks   Images: {a['images']}")
+    c.print(f"  Compactions: {a['compactions']}   Branches: {a['branches']}   Entries: {a['entries']}")
+    ctx = info["context"]
+    if ctx["tokens"] is not None:
+        share = f" = {ctx['percent']:.0f}% of {human_tokens(ctx['window'])} context" if ctx.get("window") else ""
+        label = "last measured" if ctx["source"] == "usage" else "estimate"
+        c.print(f"  Context:     {human_tokens(ctx['tokens'])} tokens ({label}){share}")
+    if info.get("running"):
+        c.print("  Status:      running (transcript lock held by a live process)")
+    if a.get("malformedLines"):
+        lines = ", ".join(f"{m['line']} ({m['kind']})" for m in a["malformedLines"][:10])
+        c.print(f"  Malformed:   {len(a['malformedLines'])} line(s): {lines} — OpenClaw silently skips these; "
+                "`occd edit --drop-malformed` removes them (they stay in the backup)")
+    if verbose:
+        for k, v in sorted(a.items()):
+            if k not in ("messagesByRole", "malformedLines"):
+                c.print(f"  {k}: {v}")
+
+
+def _render_strip(c, title, sid, stats, extra_lines):
+    st = stats.to_json(clone=False)
+    c.print(f"{ok_mark()} {title}: {short_id(sid)}")
+    ma, mb = st["messagesOriginal"], st["messagesAfter"]
+    c.print(f"  Messages:   {ma} → {mb} ({percent_change(ma, mb)}% fewer)")
+    c.print(f"  Tool calls: {st['toolCallsRemoved']} removed, {st['toolCallsTruncated']} truncated, "
+            f"{st['toolCallsPreserved']} kept")
+    sa, sb = st["sizeOriginal"], st["sizeAfter"]
+    c.print(f"  Size:       {human_bytes(sa)} → {human_bytes(sb)} ({percent_change(sa, sb)}% smaller)")
+    if st.get("tokensBefore") is not None:
+        window = f" of {human_tokens(st['contextWindow'])} context" if st.get("contextWindow") else ""
+        after = human_tokens(st.get("tokensAfterEstimate"))
+        c.print(f"  Tokens:     {human_tokens(st['tokensBefore'])} → {after} (estimated){window}")
+    for line in extra_lines:
+        c.print(line)
+
+
+def _render_turns(c, stats):
+    t = stats.turns
+    if not t:
+        return
+    c.print(f"  Turns:      {t.get('turns', 0)} on the active path, {t.get('turnsWithTools', 0)} with tools")
+    for kind in ("removed", "truncated", "kept"):
+        ranges = t.get(kind) or []
+        if ranges:
+            text = ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in ranges)
+            c.print(f"    {kind:<9} turns {text}")
+
+
+@click.command("edit")
+@click.argument("session", required=False)
+@_strip_option
+@agent_option
+@state_option
+@click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
+@click.option("--force", is_flag=True, help="Skip only the 'changed recently' idle check (never the lock check).")
+@click.option("--drop-malformed", is_flag=True, help="Drop malformed lines (they stay in the backup).")
+@json_option
+@verbose_option
+@handle_errors
+def edit_cmd(session, strip_tools, agent, state_dir, dry_run, force, drop_malformed, as_json, verbose):
+    """Strip or truncate old tool calls of a session in place, after a backup.
+
+    Without SESSION: the agent's most recently updated session. The session keeps its id.
+    """
+    from occd.actions.edit import edit_session
+    from occd.errors import UsageError
+
+    if strip_tools is None:
+        raise UsageError("Nothing to do: edit needs --strip-tools[=PRESET]", "e.g. occd edit ID --strip-tools")
+    s = _settings(agent, state_dir)
+    res = edit_session(s, agent=agent, ref=session, preset=strip_tools or None, force=force,
+                       drop_malformed=drop_malformed, dry_run=dry_run)
+    if as_json:
+        emit_json(res.to_json())
+        return
+    c = console()
+    if not res.changed:
+        c.print(f"{ok_mark()} Nothing to strip in {short_id(res.session_id)} with preset '{res.preset}': file left as it was.")
+        return
+    extra = [f"  Backup:     {display_path(res.backup_path)}"] if res.backup_path else []
+    if res.dry_run:
+        extra = ["  (dry run: nothing was written)"]
+    _render_strip(c, "Session edited" if not res.dry_run else "Would edit session", res.session_id, res.stats, extra)
+    if verbose:
+        _render_turns(c, res.stats)
+
+
+@click.command("clone")
+@click.argument("session")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the clone here (default: beside the source, as <new id>.jsonl).")
+@_strip_option
+@click.option("--no-register", is_flag=True, help="Do not add the clone to sessions.json.")
+@agent_option
+@state_option
+@json_option
+@verbose_option
+@handle_errors
+def clone_cmd(session, output, strip_tools, no_register, agent, state_dir, as_json, verbose):
+    """Copy a session under a new session id (optionally stripped) and register it for resuming."""
+    from occd.actions.clone import clone_session
+
+    s = _settings(agent, state_dir)
+    res = clone_session(s, agent=agent, ref=session, output=output,
+                        preset=(strip_tools or None) if strip_tools is not None else False,
+                        register=not no_register)
+    if as_json:
+        emit_json(res.to_json())
+        return
+    c = console()
+    extra = [f"  New id:     {res.cloned_session_id}", f"  Path:       {display_path(res.cloned_path)}"]
+    if res.registered_key:
+        extra.append(f"  Key:        {res.registered_key}")
+    extra.append(f"  Resume:     {res.resume_command}")
+    _render_strip(c, "Session cloned", res.source_session_id, res.stats, extra)
+    if verbose:
+        _render_turns(c, res.stats)
+
+
+@click.command("restore")
+@click.argument("session")
+@agent_option
+@state_option
+@click.option("--force", is_flag=True, help="Skip only the 'changed recently' idle check.")
+@json_option
+@handle_errors
+def restore_cmd(session, agent, state_dir, force, as_json):
+    """Put a session back to its newest backup (the current file is backed up first: restore can be undone)."""
+    from occd.actions.restore import restore_session
+
+    s = _settings(agent, state_dir)
+    res = restore_session(s, agent=agent, ref=session, force=force)
+    if as_json:
+        emit_json(res.to_json())
+        return
+    c = console()
+    c.print(f"{ok_mark()} Session restored: {short_id(res.session_id)}")
+    c.print(f"  From:       {display_path(res.restored_from)}")
+    c.print(f"  Size:       {human_bytes(res.size_before)} → {human_bytes(res.size_after)}")
+    if res.backup_of_current:
+        c.print(f"  Undo:       the replaced file is in {display_path(res.backup_of_current)} (occd restore again)")

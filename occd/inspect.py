@@ -1,0 +1,171 @@
+"""Read-only views of sessions for `occd list` and `occd info` (both storage eras). Never writes anything."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from occd.actions.common import open_agent_store
+from occd.errors import OccdError
+
+
+@dataclass
+class SessionRow:
+    session_id: str
+    key: str | None
+    path: Path | None
+    updated_at: datetime | None
+    size: int | None
+    tokens: int | None
+    tokens_source: str | None
+    context_window: int | None
+    compaction_count: int | None
+    label: str | None
+    running: bool = False
+    unindexed: bool = False
+    archived: bool = False
+
+    def to_json(self) -> dict:
+        pct = round(100 * self.tokens / self.context_window, 1) if self.tokens is not None and self.context_window else None
+        return {"id": self.session_id, "shortId": self.session_id[:13], "key": self.key,
+                "path": str(self.path) if self.path else None,
+                "updatedAt": self.updated_at.isoformat() if self.updated_at else None,
+                "size": self.size, "tokens": self.tokens, "tokensSource": self.tokens_source,
+                "contextWindow": self.context_window, "contextPercent": pct,
+                "compactions": self.compaction_count, "label": self.label, "running": self.running,
+                "unindexed": self.unindexed, "archived": self.archived}
+
+
+@dataclass
+class Listing:
+    agent: str
+    era: str
+    sessions_dir: Path | None
+    sessions: list[SessionRow]
+    total: int
+    warnings: list[str] = field(default_factory=list)
+
+
+def _dt(v) -> datetime | None:
+    if v is None:
+        return None
+    if isinstance(v, datetime):
+        return v if v.tzinfo else v.replace(tzinfo=timezone.utc)
+    if isinstance(v, (int, float)):
+        return datetime.fromtimestamp(v / 1000 if v > 1e11 else v, tz=timezone.utc)
+    return None
+
+
+def _label(info) -> str | None:
+    for attr in ("label", "display_name"):
+        v = getattr(info, attr, None)
+        if v:
+            return str(v)
+    origin = getattr(info, "chat_type", None) or getattr(info, "last_channel", None)
+    key = getattr(info, "key", None)
+    if key:
+        return key if not origin else f"{key} ({origin})"
+    return origin
+
+
+def _row(store, info, window_for) -> SessionRow:
+    from occd.transcript import context_tokens_from_tail
+
+    path = Path(info.path) if getattr(info, "path", None) else None
+    size = getattr(info, "size", None)
+    tokens, source = None, None
+    if path is not None and path.is_file():
+        try:
+            tokens, source = context_tokens_from_tail(path, window=32 * 1024)
+        except OSError:
+            tokens, source = None, None
+        if tokens is None:
+            source = None
+    if tokens is None:
+        idx = getattr(info, "total_tokens", None) or getattr(info, "context_tokens", None)
+        if idx is not None:
+            tokens, source = int(idx), "index"
+    running = False
+    lock_fn = getattr(store, "is_running", None)
+    if lock_fn is not None:
+        try:
+            running = bool(lock_fn(info))
+        except Exception:  # noqa: BLE001
+            running = False
+    return SessionRow(info.session_id, getattr(info, "key", None), path,
+                      _dt(getattr(info, "updated_at", None)) or (_dt(getattr(info, "mtime", None))),
+                      size, tokens, source, window_for(info), getattr(info, "compaction_count", None), _label(info),
+                      running=running, unindexed=bool(getattr(info, "unindexed", False)),
+                      archived=bool(getattr(info, "archived", False)))
+
+
+def list_sessions(settings, *, agent: str | None = None, limit: int | None = None, archived: bool = False) -> Listing:
+    state_dir, aid, store = open_agent_store(settings, agent)
+    infos = store.archived_sessions() if archived else store.sessions()
+    window_for = _window_lookup(state_dir, aid)
+    total = len(infos)
+    if not infos and not archived:
+        raise OccdError(f"No sessions found for agent '{aid}'", "OpenClaw creates a session on the agent's first turn",
+                        code="NO_SESSIONS")
+    chosen = infos[:limit] if limit else infos
+    rows = [_row(store, i, window_for) for i in chosen]
+    return Listing(aid, getattr(store, "era", "file"), getattr(store, "sessions_dir", None), rows, total,
+                   list(getattr(store, "warnings", []) or []))
+
+
+def _window_lookup(state_dir: Path, agent: str):
+    cache: dict = {}
+
+    def window_for(info) -> int | None:
+        model = getattr(info, "model", None)
+        provider = getattr(info, "model_provider", None)
+        k = (provider, model)
+        if k not in cache:
+            try:
+                from occd.openclaw import context_window
+
+                cache[k] = context_window(state_dir, agent=agent, model=model, provider=provider)
+            except Exception:  # noqa: BLE001 - informative only
+                cache[k] = None
+        return cache[k]
+
+    return window_for
+
+
+def session_info(settings, *, agent: str | None = None, ref: str | None = None) -> dict:
+    from occd.transcript import analyze, scan
+    from occd.transcript.scan import scan_stream
+
+    state_dir, aid, store = open_agent_store(settings, agent)
+    info = store.resolve(ref) if ref else store.latest()
+    path = Path(info.path) if getattr(info, "path", None) else None
+    if path is not None:
+        if not path.is_file():
+            raise OccdError(f"Transcript of session '{info.session_id}' is missing",
+                            f"the index points to {path}; run `occd list`", code="SESSION_NOT_FOUND")
+        t = scan(path)
+        size = t.size
+    else:
+        data = b"".join(store.read_lines(info))
+        t = scan_stream(io.BytesIO(data))
+        size = len(data)
+    a = analyze(t)
+    window = _window_lookup(state_dir, aid)(info)
+    ctx = a.get("contextTokens") or {}
+    tokens = ctx.get("tokens") if ctx.get("source") not in (None, "empty") else None
+    running = False
+    if hasattr(store, "is_running"):
+        try:
+            running = bool(store.is_running(info))
+        except Exception:  # noqa: BLE001
+            running = False
+    return {
+        "sessionId": info.session_id, "key": getattr(info, "key", None), "agent": aid,
+        "era": getattr(store, "era", "file"), "path": str(path) if path else None, "size": size,
+        "running": running, "compactionCountIndex": getattr(info, "compaction_count", None),
+        "context": {"tokens": tokens, "source": ctx.get("source"), "window": window,
+                    "percent": round(100 * tokens / window, 1) if tokens is not None and window else None},
+        "analysis": a,
+    }
