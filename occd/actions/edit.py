@@ -63,6 +63,7 @@ def edit_session(settings, *, agent=None, ref=None, preset=None, force=False, dr
 
     name, p = resolve_preset(settings, preset)
     target = target or resolve_target(settings, agent, ref, action="edit")
+    kind = "strip" if trigger == "auto" else "edit"  # automatic edits are "strip" actions (breaker, history)
     path = target.path
     t0 = time.monotonic()
     try:
@@ -78,7 +79,7 @@ def edit_session(settings, *, agent=None, ref=None, preset=None, force=False, dr
         if not plan.changed and not dropping:
             stats.tokens_after_estimate = stats.tokens_before
             res = EditResult(target.session_id, path, name, False, None, stats, dry_run=dry_run)
-            record_action("strip" if trigger == "auto" else "edit", target, outcome="skipped", trigger=trigger,
+            record_action(kind, target, outcome="skipped", trigger=trigger,
                           policy=policy, reason=reason or "nothing to strip", before=stats.to_json(),
                           dry_run=dry_run, ledger=ledger)
             return res
@@ -87,7 +88,7 @@ def edit_session(settings, *, agent=None, ref=None, preset=None, force=False, dr
             buf_size = rewrite_size(t, plan, drop_malformed)
             stats.size_after = buf_size
             res = EditResult(target.session_id, path, name, True, None, stats, dry_run=True)
-            record_action("edit", target, outcome="ok", trigger=trigger, policy=policy, reason=reason,
+            record_action(kind, target, outcome="ok", trigger=trigger, policy=policy, reason=reason,
                           before={"size": t.size}, after=stats.to_json(), dry_run=True, ledger=ledger)
             return res
         from occd.transcript import rewrite
@@ -96,18 +97,18 @@ def edit_session(settings, *, agent=None, ref=None, preset=None, force=False, dr
             path, lambda fh: rewrite(t, fh, remove=plan.remove, edits=plan.transforms(), drop_malformed=drop_malformed),
             t.stat, settings.backups_keep, verify=t)
     except BusyError as e:
-        record_action("edit", target, outcome="deferred", trigger=trigger, policy=policy, reason=reason,
+        record_action(kind, target, outcome="deferred", trigger=trigger, policy=policy, reason=reason,
                       error=e.message, ledger=ledger)
         raise
     except OccdError as e:
-        record_action("edit", target, outcome="failed", trigger=trigger, policy=policy, reason=reason,
+        record_action(kind, target, outcome="failed", trigger=trigger, policy=policy, reason=reason,
                       error=e.message, ledger=ledger)
         raise
     stats.size_after = path.stat().st_size
     stats.tokens_after_estimate = tokens_after(path)
     res = EditResult(target.session_id, path, name, True, backup, stats, pruned_backups=pruned,
                      dropped_malformed=[m.lineno for m in t.malformed] if drop_malformed else [])
-    record_action("edit", target, outcome="ok", trigger=trigger, policy=policy, reason=reason,
+    record_action(kind, target, outcome="ok", trigger=trigger, policy=policy, reason=reason,
                   before={"size": stats.size_original, "messages": stats.messages_original,
                           "toolCalls": stats.tool_calls_original, "tokens": stats.tokens_before},
                   after=stats.to_json(), backup_path=backup, pruned=pruned,

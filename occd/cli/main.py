@@ -22,6 +22,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "restore": ("occd.cli.sessions:restore_cmd", "Put a session back to its newest backup.", "Sessions"),
     "db": ("occd.cli.db_cmd:db_group", "Ledger database: path, info, schema upgrade.", "Daemon"),
     "breaker": ("occd.cli.breaker_cmd:breaker_group", "Show or reset the circuit breakers of automatic actions.", "Daemon"),
+    "run": ("occd.cli.daemon_cmd:run_cmd", "Run the daemon in the foreground (--once: one cycle).", "Daemon"),
+    "status": ("occd.cli.status_cmd:status_cmd", "What the daemon saw and did; one session's history.", "Daemon"),
+    "history": ("occd.cli.status_cmd:history_cmd", "Actions from the ledger, filtered.", "Daemon"),
+    "demo": ("occd.cli.demo_cmd:demo_cmd", "Run occd on a built-in demo OpenClaw state (no network).", "Setup"),
     "config": ("occd.cli.config_cmd:config_group", "Show the effective configuration and where it comes from.", "Setup"),
 }
 

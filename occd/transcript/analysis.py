@@ -144,7 +144,7 @@ def tool_pairing(t: Transcript, seq=None):
 # --------------------------------------------------------------------------------------------------------------
 
 def context_tokens_from_tail(path: str | os.PathLike, *, window: int = 256 * 1024,
-                             max_bytes: int = 16 * 1024 * 1024) -> tuple[int | None, str]:
+                             max_bytes: int = 16 * 1024 * 1024, stats: dict | None = None) -> tuple[int | None, str]:
     """Context tokens from the end of the file only: the last assistant usage (not error/aborted) plus a chars/4
     estimate of the messages after it, in file order (branches and compaction cuts are not resolved: this is
     the cheap measure for `list` and the daemon scan). Reads backwards `window` bytes at a time, at most
@@ -165,6 +165,8 @@ def context_tokens_from_tail(path: str | os.PathLike, *, window: int = 256 * 102
             fh.seek(start)
             buf = fh.read(end - start) + carry
             read += end - start
+            if stats is not None:
+                stats["bytes_read"] = read
             lines = buf.split(b"\n")
             if start > 0:
                 carry = lines[0]  # may be a partial line: finish it with the next (earlier) block

@@ -1,0 +1,164 @@
+"""`occd status [SESSION] [--rotations]` and `occd history`: the ledger, for people and for scripts."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+import click
+
+from occd.cli.common import agent_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx, use_color
+from occd.cli.render import human_bytes, human_tokens, relative_time, short_id, sparkline
+
+
+def _when(ts, now_dt):
+    if not ts:
+        return "-"
+    return relative_time(datetime.fromtimestamp(ts, tz=timezone.utc), now_dt)
+
+
+@click.command("status")
+@click.argument("session", required=False)
+@click.option("--rotations", is_flag=True, help="List session rotations.")
+@click.option("--days", type=float, default=30, show_default=True, help="History window for SESSION.")
+@json_option
+@handle_errors
+def status_cmd(session, rotations, days, as_json):
+    """Is the daemon running, what did it see and do. With SESSION: that session's history."""
+    from occd import status as st
+
+    settings = load_settings_from_ctx()
+    now = time.time()
+    now_dt = datetime.fromtimestamp(now, tz=timezone.utc)
+    c = console()
+    if rotations:
+        rows = st.rotations(settings)
+        if as_json:
+            emit_json(rows)
+            return
+        if not rows:
+            c.print("No rotations recorded.")
+            return
+        from rich.table import Table
+
+        t = Table(show_edge=False, box=None)
+        for col in ("WHEN", "AGENT", "KEY", "OLD", "NEW", "STATE", "ARCHIVE"):
+            t.add_column(col)
+        for r in rows:
+            t.add_row(_when(r.get("created") or r.get("updated"), now_dt), str(r.get("agent_id") or ""),
+                      str(r.get("session_key") or ""), short_id(r.get("old_session_id") or ""),
+                      short_id(r.get("new_session_id") or ""), str(r.get("state")), str(r.get("archive_path") or ""))
+        c.print(t)
+        return
+    if session:
+        data = st.session_status(settings, session, now=now, since_days=days)
+        if as_json:
+            emit_json(data)
+            return
+        c.print(f"Session {data['sessionId']}  ({data.get('key') or '-'}, agent {data['agent']})")
+        b = data["buckets"]
+        ascii_only = not use_color()
+        if b:
+            toks = [x.get("context_tokens") for x in b]
+            comps = [x.get("compaction_count") for x in b]
+            c.print(f"  context tokens  {sparkline(toks, ascii_only=ascii_only)}  "
+                    f"max {human_tokens(max((t for t in toks if t is not None), default=None))}")
+            c.print(f"  compactions     {sparkline(comps, ascii_only=ascii_only)}  "
+                    f"now {comps[-1] if comps else '-'}")
+            c.print(f"  ({len(data['observations'])} recent observations over the last {days:g} days)")
+        else:
+            c.print("  no observations in that window")
+        if data["actions"]:
+            c.print("  Actions:")
+            for a in data["actions"][:15]:
+                dry = " (dry run)" if a["dry_run"] else ""
+                c.print(f"    {_when(a['ts'], now_dt):>9}  {a['kind']:<8} {a['outcome']:<8} {a['trigger']:<6}"
+                        f"{dry} {a.get('reason') or a.get('error') or ''}")
+        live = [x for x in data["backups"] if not x.get("pruned_at")]
+        if data["backups"]:
+            c.print(f"  Backups: {len(live)} kept, {len(data['backups']) - len(live)} pruned")
+            for x in live[:5]:
+                c.print(f"    {x['path']}  {human_bytes(x.get('size'))}")
+        return
+    data = st.status(settings, now=now)
+    if as_json:
+        emit_json(data)
+        return
+    d = data["daemon"]
+    if d["running"]:
+        c.print(f"Daemon: running (pid {d.get('pid')}, since {_when(d.get('started'), now_dt)}); "
+                f"last cycle {_when(d.get('lastCycle'), now_dt)}, next scan {_when(d.get('nextScan'), now_dt)}")
+    else:
+        last = d.get("lastCycle")
+        c.print("Daemon: not running" + (f" (last cycle {_when(last, now_dt)})" if last else "")
+                + " — `occd service install` runs it in the background")
+    if data.get("note"):
+        c.print(data["note"])
+        return
+    ls = data.get("lastScan")
+    if ls:
+        c.print(f"Last scan: {_when(ls['started'], now_dt)}, {ls['sessions_seen']} sessions, "
+                f"{ls['sessions_changed']} changed, {human_bytes(ls['bytes_read'])} read, {ls['duration_s']:.2f}s, "
+                f"{ls['errors']} errors")
+    from rich.table import Table
+
+    for a in data["agents"]:
+        acts = a["actions24h"]
+        summary = ", ".join(f"{k} {sum(v.values())}" for k, v in sorted(acts.items())) or "none"
+        brk = ", ".join(f"{b['kind']} {b['state']}" for b in a["breakers"]) or "closed"
+        c.print(f"\nAgent {a['id']} ({a.get('era') or '?'} era, {a['mode']} mode): {a['sessions']} sessions, "
+                f"{a['compactionsTotal']} compactions; actions 24h: {summary}; breakers: {brk}")
+        if a["biggest"]:
+            t = Table(show_edge=False, box=None)
+            for col, j in (("SESSION", "left"), ("KEY", "left"), ("CONTEXT", "right"), ("COMPACT", "right"),
+                           ("SIZE", "right")):
+                t.add_column(col, justify=j)
+            for s in a["biggest"]:
+                ctx = ("~" if s.get("tokensSource") == "estimate" else "") + human_tokens(s["contextTokens"])
+                if s.get("contextPercent") is not None:
+                    ctx += f" ({s['contextPercent']:.0f}%)"
+                t.add_row(short_id(s["sessionId"]), s.get("key") or "-", ctx, str(s.get("compactions") or 0),
+                          human_bytes(s.get("size")))
+            c.print(t)
+            if any(s.get("tokensSource") == "estimate" for s in a["biggest"]):
+                c.print("  ~ estimated (chars/4) after cleaning: the exact figure returns with the next reply")
+        for w in a["wouldDo"][:5]:
+            c.print(f"  observe mode would {w['kind']} {short_id(w['sessionId'] or '')}: {w['reason']}")
+    if data.get("llmSpendToday"):
+        c.print(f"\nModel spend today: ${data['llmSpendToday']:.4f}")
+
+
+@click.command("history")
+@agent_option
+@click.option("--session", default=None, help="Session id, key, or a prefix.")
+@click.option("--kind", default=None, help="edit, strip, clone, restore, rotate, archive, compact ...")
+@click.option("--since", default=None, help="e.g. 7d, 12h, 30m.")
+@click.option("-n", "--limit", type=click.IntRange(min=1), default=200, show_default=True)
+@json_option
+@handle_errors
+def history_cmd(agent, session, kind, since, limit, as_json):
+    """Actions recorded in the ledger, newest first (manual and automatic, with outcome and reason)."""
+    from occd import status as st
+
+    settings = load_settings_from_ctx()
+    rows = st.history(settings, agent=agent, session=session, kind=kind, since=since, limit=limit)
+    if as_json:
+        emit_json(rows)
+        return
+    c = console()
+    if not rows:
+        c.print("No actions recorded" + (" for that filter." if any((agent, session, kind, since)) else "."))
+        return
+    from rich.table import Table
+
+    now_dt = datetime.now(timezone.utc)
+    t = Table(show_edge=False, box=None)
+    for col in ("WHEN", "AGENT", "SESSION", "KIND", "OUTCOME", "TRIGGER", "DETAIL"):
+        t.add_column(col, no_wrap=col != "DETAIL")
+    for a in rows:
+        detail = a.get("reason") or a.get("error") or ""
+        if a["dry_run"]:
+            detail = "(dry run) " + detail
+        t.add_row(_when(a["ts"], now_dt), a.get("agent_id") or "-", short_id(a.get("session_id") or "-"), a["kind"],
+                  a["outcome"], a["trigger"], detail)
+    c.print(t)
