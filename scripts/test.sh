@@ -20,6 +20,10 @@ if [ -f "$SHARED/oracle/package-lock.json" ]; then
     (cd "$ORACLE_DIR" && npm ci --no-audit --no-fund --loglevel=error)
   fi
 fi
+# systemd-analyze verifies the service unit in the tests (Debian package "systemd"); install it when we can.
+if ! command -v systemd-analyze >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get update -qq && apt-get install -y -qq --no-install-recommends systemd) >/dev/null 2>&1 || true
+fi
 # Real OpenClaw releases for the end-to-end tests are installed on first use by ../shared/openclaw-e2e/setup.sh
 export OC_CACHE=${OC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/occd-openclaw-e2e}
 
