@@ -76,7 +76,10 @@ def _row(store, info, window_for) -> SessionRow:
     path = Path(info.path) if getattr(info, "path", None) else None
     size = getattr(info, "size", None)
     tokens, source = None, None
-    if path is not None and path.is_file():
+    entry = getattr(info, "entry", None) or {}
+    if getattr(info, "total_tokens", None) is not None and entry.get("totalTokensFresh"):
+        tokens, source = int(info.total_tokens), "usage"  # OpenClaw's own figure, as `openclaw sessions list`
+    elif path is not None and path.is_file():
         try:
             tokens, source = context_tokens_from_tail(path, window=32 * 1024)
         except OSError:

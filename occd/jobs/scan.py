@@ -165,7 +165,10 @@ def scan_agent(ctx, agent, result: ScanResult, files: dict, seen_paths: set) -> 
         seen_paths.add(str(path))
         compactions = info.compaction_count if info.compaction_count is not None else state.get("compactions_seen", 0)
         tokens, source = state.get("tokens"), state.get("source")
-        if tokens is None and info.total_tokens is not None:
+        if info.total_tokens is not None and (info.entry or {}).get("totalTokensFresh") and source != "estimate":
+            # OpenClaw's own figure (what `openclaw sessions list` shows), unless occd rewrote the file since
+            tokens, source = info.total_tokens, "usage"
+        elif tokens is None and info.total_tokens is not None:
             tokens, source = info.total_tokens, "index"
         last = max(st.st_mtime, state.get("last_ts") or 0)
         result.sessions.append(SessionObs(

@@ -1,0 +1,109 @@
+"""Run real OpenClaw releases offline (../shared/openclaw-e2e) from tests.
+
+`OpenClawHome(version, root)` prepares an isolated OpenClaw home with setup.sh (installs the release and Node 24
+from the npm registry into OC_CACHE on first use), starts the scripted model server, and runs real agent turns.
+Every request OpenClaw sends to the model is in `requests()`. `close()` stops what it started, by pid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from conftest import E2E_DIR, IN_CI
+
+REAL_HOME = os.environ.get("HOME", "/root")
+OC_CACHE = os.environ.get("OC_CACHE") or str(Path(os.environ.get("XDG_CACHE_HOME") or Path(REAL_HOME) / ".cache")
+                                                 / "occd-openclaw-e2e")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class OpenClawHome:
+    def __init__(self, version: str, root: Path):
+        self.version = version
+        self.root = root
+        self.home = root / "oc-home"
+        self.port = free_port()
+        self.env: dict[str, str] = {}
+        self.fake_pid: int | None = None
+
+    def __enter__(self):
+        script = (f'export OC_CACHE="{OC_CACHE}"; source "{E2E_DIR}/setup.sh" {self.version} "{self.home}" {self.port} '
+                  '>/dev/null 2>&1 || exit 3; echo "FAKE_PID=$FAKE_PID"; env -0')
+        p = subprocess.run(["bash", "-c", script], capture_output=True, timeout=900,
+                           env={k: v for k, v in os.environ.items() if k not in ("OPENCLAW_STATE_DIR",)})
+        if p.returncode != 0:
+            raise RuntimeError(f"OpenClaw {self.version} setup failed (exit {p.returncode}): {p.stderr[-500:]!r}")
+        first, _, rest = p.stdout.partition(b"\n")
+        self.fake_pid = int(first.decode().split("=", 1)[1])
+        for item in rest.split(b"\0"):
+            if b"=" in item:
+                k, v = item.decode(errors="replace").split("=", 1)
+                self.env[k] = v
+        self.env["OCCD_HOME"] = str(self.root / "occd-home")
+        self.state_dir = Path(self.env["OPENCLAW_STATE_DIR"])
+        self.workspace = self.home / "workspace"
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        if self.fake_pid:
+            try:
+                os.kill(self.fake_pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            self.fake_pid = None
+
+    @property
+    def oc(self) -> str:
+        return self.env["OC"]
+
+    def openclaw(self, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+        return subprocess.run([self.oc, *args], capture_output=True, text=True, timeout=timeout, env=self.env,
+                              stdin=subprocess.DEVNULL)
+
+    def turn(self, message: str, agent: str = "main") -> dict:
+        p = self.openclaw("agent", "--local", "--agent", agent, "--message", message, "--json")
+        assert p.returncode == 0, f"openclaw agent failed: {p.stderr[-2000:]}"
+        out = p.stdout
+        return json.loads(out[out.find("{"):])
+
+    def sessions_list(self, agent: str = "main") -> dict:
+        p = self.openclaw("sessions", "list", "--json", "--agent", agent)
+        if p.returncode != 0:
+            p = self.openclaw("sessions", "list", "--json")
+        assert p.returncode == 0, p.stderr[-2000:]
+        return json.loads(p.stdout[p.stdout.find("{"):])
+
+    def occd(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        import sys
+
+        return subprocess.run([sys.executable, "-m", "occd", *args], capture_output=True, text=True, timeout=timeout,
+                              env=self.env)
+
+    def requests(self) -> list[dict]:
+        log = Path(self.env["FAKE_LOG"])
+        if not log.exists():
+            return []
+        return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+def e2e_available() -> str | None:
+    """None when the e2e tests can run here, else why not."""
+    if not (E2E_DIR / "setup.sh").exists():
+        return f"{E2E_DIR} is missing"
+    if not IN_CI and not Path(OC_CACHE).exists():
+        return f"OpenClaw releases are not installed in {OC_CACHE} (CI installs them; set OC_CACHE)"
+    return None

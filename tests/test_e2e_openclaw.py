@@ -1,0 +1,96 @@
+"""End to end with the real OpenClaw, offline (scripted model server): the final word on whether occd's changes
+work for a user. File era (2026.7.1) and database era (2026.9.6)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from e2e_harness import OpenClawHome, e2e_available
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+
+@pytest.fixture
+def need_e2e():
+    why = e2e_available()
+    if why:
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+
+
+def _texts(msg) -> str:
+    c = msg.get("content")
+    if isinstance(c, str):
+        return c
+    return " ".join(p.get("text", "") for p in c or [] if isinstance(p, dict))
+
+
+def test_file_era_edit_then_real_turn(need_e2e, tmp_path):
+    """Real turns with real tool calls, `occd edit --strip-tools=extreme`, one more real turn: OpenClaw accepts the
+    session, and the request it sends holds the whole conversation minus the stripped tool calls."""
+    with OpenClawHome("2026.7.1", tmp_path) as oc:
+        for i in range(3):
+            note = oc.workspace / f"notes{i}.txt"
+            note.write_text(f"secret ingredient number {i} is cardamom\n")
+            oc.turn(f"Please READ {note} and summarise item{i}")
+        oc.turn("plain question alpha")
+        before = oc.requests()[-1]["body"]["messages"]
+        assert any(m.get("role") == "tool" for m in before), "the real turns made real tool calls"
+        r = oc.occd("edit", "--strip-tools=extreme", "--force", "--json")
+        assert r.returncode == 0, r.stderr
+        res = json.loads(r.stdout)
+        assert res["statistics"]["toolCallsRemoved"] == 3 and Path(res["backupPath"]).exists()
+        oc.turn("final question omega")
+        after = oc.requests()[-1]["body"]["messages"]
+        assert not any(m.get("role") == "tool" for m in after)
+        assert not any(m.get("tool_calls") for m in after if m.get("role") == "assistant")
+        users = [_texts(m) for m in after if m.get("role") == "user"]
+        for i in range(3):
+            assert any(f"item{i}" in u for u in users), f"user turn {i} lost"
+        assert any("plain question alpha" in u for u in users) and "final question omega" in users[-1]
+        assistants = [_texts(m) for m in after if m.get("role") == "assistant"]
+        assert any("plain question alpha | messages sent" in a for a in assistants)
+        assert sum("Done reading" in a for a in assistants) == 3  # the text after each tool call stays
+        # OpenClaw kept appending to the cleaned file: it is still one valid session
+        lst = oc.sessions_list()
+        assert lst["sessions"][0]["sessionId"] == res["sessionId"]
+
+
+def _ledger_latest(oc) -> dict:
+    r = oc.occd("status", "--json")
+    assert r.returncode == 0, r.stderr
+    st = json.loads(r.stdout)
+    out = {}
+    for a in st["agents"]:
+        for s in a["biggest"]:
+            out[s["sessionId"]] = s
+    return out, st
+
+
+@pytest.mark.parametrize("version,era", [("2026.7.1", "file"), ("2026.9.6", "db")])
+def test_scan_matches_openclaw_sessions_list(need_e2e, tmp_path, version, era):
+    with OpenClawHome(version, tmp_path) as oc:
+        note = oc.workspace / "notes.txt"
+        note.write_text("hello\n")
+        oc.turn(f"Please READ {note}")
+        oc.turn("and now a plain question")
+        r = oc.occd("run", "--once", "--json")
+        assert r.returncode == 0, r.stderr
+        ours, st = _ledger_latest(oc)
+        assert st["agents"][0]["era"] == era
+        theirs = oc.sessions_list()["sessions"]
+        assert {s["sessionId"] for s in theirs} == set(ours)
+        for s in theirs:
+            o = ours[s["sessionId"]]
+            assert (o["compactions"] or 0) == (s.get("compactionCount") or 0)
+            if s.get("totalTokens") is not None:
+                assert o["contextTokens"] == s["totalTokens"]
+        if era == "db":  # occd never writes OpenClaw's database
+            r = oc.occd("edit", "--strip-tools", "--json")
+            assert r.returncode == 1 and "openclaw sessions compact" in r.stderr
