@@ -23,7 +23,7 @@ from occd.errors import OccdError
 
 log = logging.getLogger("occd.jobs.scan")
 CACHE_KEY = "scan.files"
-TAIL_WINDOW = 32 * 1024
+TAIL_WINDOW = 8 * 1024  # the last reply and its usage are usually in the last few KB; reads go back further if not
 
 
 @dataclass
@@ -75,16 +75,19 @@ def _parse_ts(v) -> float | None:
     return None
 
 
-def _last_line_end(path: Path, size: int) -> tuple[int, int]:
-    """(offset just after the last complete line, bytes read to find it)."""
+def _complete_end(path: Path, size: int) -> tuple[int, int]:
+    """(offset just after the last complete line at `size`, bytes read to find it): one byte when the file ends
+    with a newline (the usual case), else a look back for the last newline (a line being written)."""
     if size == 0:
         return 0, 0
     with open(path, "rb") as fh:
+        fd = fh.fileno()
+        if os.pread(fd, 1, size - 1) == b"\n":
+            return size, 1
         back = min(size, 64 * 1024)
-        fh.seek(size - back)
-        buf = fh.read(back)
+        buf = os.pread(fd, back, size - back)
     i = buf.rfind(b"\n")
-    return (size - back + i + 1 if i >= 0 else 0), len(buf)
+    return (size - back + i + 1 if i >= 0 else 0), 1 + len(buf)
 
 
 def _file_tokens(path: Path, st: os.stat_result, cached: dict | None, result: ScanResult) -> dict:
@@ -112,8 +115,8 @@ def _file_tokens(path: Path, st: os.stat_result, cached: dict | None, result: Sc
     # new, replaced or shrunk: the tail only
     stats: dict = {"bytes_read": 0}
     tokens, source = context_tokens_from_tail(path, window=TAIL_WINDOW, stats=stats)
-    end, n = _last_line_end(path, st.st_size)
-    result.bytes_read += stats.get("bytes_read", 0) + (n if stats.get("bytes_read", 0) == 0 else 0)
+    end, n = _complete_end(path, st.st_size)
+    result.bytes_read += stats.get("bytes_read", 0) + n
     return {"ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "end": end, "tokens": tokens,
             "source": source if tokens is not None else None, "entries": None, "compactions_seen": 0,
             "last_ts": None}
