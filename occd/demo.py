@@ -104,7 +104,7 @@ def run(keep: Path | None = None, cycles: int = 3, echo=print) -> int:
                 elif name == "apply":
                     parts.append(f"stripped {s['acted']}, deferred {s['deferred']}, blocked {s['blocked']}")
                 elif name == "rotate" and s:
-                    parts.append("rotation " + ", ".join(f"{k} {v}" for k, v in s.items() if not isinstance(v, (list, dict))))
+                    parts.append(f"rotated {s.get('rotated', 0)}" + (f" (deferred {s['deferred']})" if s.get("deferred") else ""))
             echo(f"cycle {i}: " + "; ".join(parts))
     echo(f"\n({time.monotonic() - t0:.1f}s) `occd status` for the demo state:\n")
     return 0
