@@ -1,0 +1,176 @@
+"""Archiving a file-era transcript into `sessions/archive/` (the folder `occd list --archived` reads).
+
+An archive is always made as a verified copy first (temp file in the archive folder, fsync, check, rename,
+fsync the folder) and the original is removed only afterwards, by the caller, once nothing points at it any
+more. "Verified" means: the copy's first and last lines are valid JSON, it ends with a newline, its header id
+is the source's, and it has the source's size and line count. A copy that fails any of these is deleted and the
+source is left alone, so a full disk or a crash never costs a byte of the transcript.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import orjson
+
+from occd.errors import BusyError, OccdError, WriteError
+
+ARCHIVE_DIR = "archive"
+
+
+def count_lines(p: Path) -> int:
+    n = 0
+    with open(p, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            n += chunk.count(b"\n")
+    return n
+
+
+def header_id(p: Path) -> str | None:
+    try:
+        with open(p, "rb") as fh:
+            h = orjson.loads(fh.readline())
+    except (OSError, ValueError):
+        return None
+    return h.get("id") if isinstance(h, dict) else None
+
+
+def verify_copy(copy: Path, *, lines: int, size: int | None, src_id: str | None) -> str | None:
+    """None when `copy` is a complete copy of a source with that many lines, size and header id; else what
+    is wrong with it."""
+    try:
+        with open(copy, "rb") as fh:
+            first = fh.readline()
+            csize = os.fstat(fh.fileno()).st_size
+            fh.seek(max(0, csize - (1 << 16)))
+            tail = fh.read()
+    except OSError as e:
+        return f"unreadable ({e.strerror})"
+    if size is not None and csize != size:
+        return f"{csize} bytes, the source has {size}"
+    try:
+        head = orjson.loads(first)
+    except ValueError:
+        return "first line is not valid JSON"
+    if not tail.endswith(b"\n"):
+        return "does not end with a newline"
+    last = [ln for ln in tail.split(b"\n") if ln.strip()]
+    try:
+        if last:
+            orjson.loads(last[-1])
+    except ValueError:
+        return "last line is not valid JSON"
+    if src_id is not None and (not isinstance(head, dict) or head.get("id") != src_id):
+        return "header id differs from the source"
+    n = count_lines(copy)
+    if n != lines:
+        return f"{n} lines, the source has {lines}"
+    return None
+
+
+def verify_against(src: Path, copy: Path, src_id: str | None = None) -> str | None:
+    """verify_copy with the source's current size, line count and header id."""
+    try:
+        size = src.stat().st_size
+    except OSError as e:
+        return f"source unreadable ({e.strerror})"
+    return verify_copy(copy, lines=count_lines(src), size=size,
+                       src_id=src_id if src_id is not None else header_id(src))
+
+
+def copy_verified(src: Path, dst: Path, src_id: str | None = None) -> None:
+    """Copy src to dst through a temp file and verify the copy before it takes dst's name. On any failure
+    (disk full, short copy, source changed while copying) the temp file is removed and OccdError raised;
+    src is never touched."""
+    from occd.actions.backups import fsync_dir
+
+    tmp = dst.with_name(f".{dst.name}.occd-tmp")
+    try:
+        dst.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        before = src.stat()
+        shutil.copyfile(src, tmp)
+        shutil.copymode(src, tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        after = src.stat()
+        if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns):
+            raise BusyError(f"Session '{src.stem}' changed while it was being archived",
+                            "nothing was lost; it is retried when the agent is idle")
+        problem = verify_copy(tmp, lines=count_lines(src), size=after.st_size, src_id=src_id)
+        if problem:
+            raise OccdError(f"The archive copy of {src.name} is incomplete: {problem}",
+                            "check free disk space; the session was not changed", code="ARCHIVE_FAILED")
+        os.replace(tmp, dst)
+        fsync_dir(dst.parent)
+    except OSError as e:
+        raise WriteError(f"Failed to archive {src.name} to {dst.parent}",
+                         f"check disk space and permissions ({e.strerror or e}); the session was not changed") from None
+    finally:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+
+
+def archive_path_for(transcript: Path) -> Path:
+    """`sessions/archive/<name>`, or `<stem>.<n>.jsonl` when that name is taken (never overwrites)."""
+    d = transcript.parent / ARCHIVE_DIR
+    p = d / transcript.name
+    n = 1
+    while p.exists():
+        p = d / f"{transcript.stem}.{n}{transcript.suffix}"
+        n += 1
+    return p
+
+
+def archive_session(settings, *, agent: str | None = None, ref: str | None = None, trigger: str = "manual",
+                    policy: str | None = None, reason: str | None = None, force: bool = False, dry_run: bool = False,
+                    ledger=None, now: float | None = None) -> dict:
+    """Archive a whole session: its transcript moves to sessions/archive/ (verified copy, then the index entry
+    is removed, then the original), and the ledger records it. For sessions nobody continues (the idle-archive
+    policy); a rotation archives the old transcript through occd.rotation instead, keeping the key."""
+    from occd.actions.common import ensure_idle, record_action, resolve_target
+    from occd.openclaw import update_index
+
+    now = time.time() if now is None else now
+    t = resolve_target(settings, agent, ref, action="archive")
+    path = t.path
+    dst = archive_path_for(path)
+    result = {"success": True, "mode": "archive", "agent": t.agent, "sessionId": t.session_id, "sessionKey": t.key,
+              "path": str(path), "archivePath": str(dst), "dryRun": dry_run}
+    if dry_run:
+        return result
+    ensure_idle(path, settings.idle_seconds, force, now)
+    st = path.stat()
+    copy_verified(path, dst, t.session_id)
+    try:
+        if t.key:
+            def drop(index: dict) -> dict:
+                e = index.get(t.key)
+                if isinstance(e, dict) and e.get("sessionId") == t.session_id:
+                    del index[t.key]
+                return index
+
+            update_index(path.parent, drop)
+        cur = path.stat()
+        if (cur.st_size, cur.st_mtime_ns) != (st.st_size, st.st_mtime_ns):  # appended meanwhile: archive it all
+            copy_verified(path, dst, t.session_id)
+        path.unlink()
+    except BaseException:
+        if path.exists():  # the original is still there: the archive copy is a spare, not a move
+            dst.unlink(missing_ok=True)
+        raise
+    from occd.actions.backups import fsync_dir
+
+    fsync_dir(path.parent)
+    record_action("archive", t, outcome="ok", trigger=trigger, policy=policy, reason=reason,
+                  after={"archivePath": str(dst)}, ledger=ledger)
+    try:
+        if ledger is not None:
+            ledger.mark_session_archived(t.agent, t.session_id, str(dst), now=now)
+    except Exception:  # noqa: BLE001 - the move is done; the ledger row is informational
+        pass
+    return result

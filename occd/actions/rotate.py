@@ -1,0 +1,282 @@
+"""`occd rotate`: archive a session that keeps compacting and start a fresh one for the same session key, seeded
+with the agent's memory and the last exchanges. The one code path for the CLI and the daemon (occd.jobs.rotate),
+and for resuming a rotation that was cut off (occd.rotation.recovery).
+
+File era: occd does every step itself (occd.rotation.machine explains the order that keeps the key valid at
+every instant). Database era: through OpenClaw's gateway (occd.rotation.db); occd never writes OpenClaw's
+database.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import time
+from datetime import date, datetime, timezone
+from pathlib import Path
+
+from occd.actions.common import ensure_idle, open_agent_store
+from occd.errors import BusyError, OccdError
+
+log = logging.getLogger("occd.rotation")
+
+
+def _seed_tokens(lines: list[bytes]) -> int:
+    """The new session's context as occd counts everywhere else (occd.transcript's estimate of what is sent)."""
+    from occd.transcript import estimated_tokens
+    from occd.transcript.scan import scan_stream
+
+    return estimated_tokens(scan_stream(io.BytesIO(b"".join(lines))))
+
+
+def build_plan(settings, state_dir: Path, agent: str, store, info, *, now: float, budget_percent: float | None,
+               reason: str, new_id: str | None = None, archive: str | None = None,
+               source: Path | bytes | None = None) -> dict:
+    """Everything a rotation will do, including the exact content the new session starts with (pure apart
+    from reading the old transcript, the memory files and the OpenClaw config)."""
+    from occd.openclaw import context_window_for_session, new_session_id, workspace_dir
+    from occd.rotation.newsession import read_old, seed_lines
+    from occd.rotation.seed import SeedInputs, build_seed, memory_files, rotation_note
+
+    policy = settings.policy_for(agent)
+    budget = budget_percent if budget_percent is not None else policy.rotation.seed_budget_percent
+    window = context_window_for_session(state_dir, agent, info)
+    era = getattr(store, "era", "file")
+    now_dt = datetime.fromtimestamp(now, tz=timezone.utc)
+    if source is None:
+        source = Path(info.path) if era == "file" else b"".join(store.read_lines(info))
+    old = read_old(source)
+    comp = info.compaction_count or old["compactions"]
+    mem, today, yesterday = memory_files(workspace_dir(state_dir, agent), date.fromtimestamp(now))
+    plan = {"agent": agent, "era": era, "sessionKey": info.key, "sessionId": info.session_id,
+            "contextWindow": window, "seedBudgetPercent": budget, "compactions": comp, "reason": reason,
+            "workspace": str(workspace_dir(state_dir, agent)), "modelCall": era == "db",
+            "openCall": old.get("openCall", False)}
+    if era == "file":
+        old_path = Path(info.path)
+        new_id = new_id or new_session_id()
+        new_path = old_path.parent / f"{new_id}.jsonl"
+        from occd.actions.archive import archive_path_for
+
+        archive = archive or str(archive_path_for(old_path))
+        note = rotation_note(info.session_id, comp, archive, now_dt, reason)
+        seed = build_seed(SeedInputs(mem, today, yesterday, old["exchanges"], note), window, budget)
+        lines = seed_lines(new_id, seed, cwd=old["header"].get("cwd"), parent_session=archive, model=old["model"],
+                           now=now_dt)
+        plan.update(newSessionId=new_id, oldPath=str(old_path), newPath=str(new_path), archivePath=archive,
+                    seed=seed.to_json() | {"tokens": _seed_tokens(lines)},
+                    content=[ln.decode("utf-8") for ln in lines], _lines=lines,
+                    steps=[f"copy {old_path.name} to {Path(archive).parent}/ and verify it",
+                           f"write the new session {new_id} ({len(lines) - 1} entries, ending with an assistant "
+                           "message)",
+                           f"point {info.key} in sessions.json to it (compactionCount 0, token counters 0)",
+                           f"remove {old_path.name} (its verified archive stays: `occd list --archived`)"])
+    else:
+        # OpenClaw resets the session in place (its own archive: the old entries stay behind a reset marker) and
+        # puts MEMORY.md into the system prompt itself: the seed carries the exchanges and the rotation note.
+        archive = archive or f"OpenClaw database, session {info.session_id} before its reset at {now_dt:%Y-%m-%d %H:%M} UTC"
+        note = rotation_note(info.session_id, comp, archive, now_dt, reason, memory_in_prompt=True)
+        seed = build_seed(SeedInputs(None, None, None, old["exchanges"], note), window, budget,
+                          include_memory=False)
+        text = seed.message_text()
+        plan.update(newSessionId=info.session_id, oldPath=None, newPath=None, archivePath=archive,
+                    seed=seed.to_json(include_memory=False), content=[text], _message=text,
+                    steps=[f"sessions.describe {info.key} (current id and status)",
+                           f"sessions.reset {info.key} with expectedSessionId {info.session_id}",
+                           "chat.send the seed with deliver:false — this costs one model call",
+                           "wait for the seed turn's reply (sessions.describe / chat.history)"])
+    return plan
+
+
+def public(plan: dict) -> dict:
+    return {k: v for k, v in plan.items() if not k.startswith("_")}
+
+
+def _reason(trigger: str, reason: str | None, info) -> str:
+    if reason:
+        return reason
+    if trigger == "manual":
+        return "manual rotation"
+    return f"{info.compaction_count or 0} compactions"
+
+
+def rotate_session(settings, *, agent=None, ref=None, dry_run=False, force=False, trigger="manual", policy=None,
+                   reason=None, budget_percent=None, ledger=None, now: float | None = None, gateway=None) -> dict:
+    """Rotate one session (see the module doc). Returns a JSON-able summary; raises BusyError (deferred: retry
+    later) or OccdError."""
+    from occd.ledger import Ledger
+
+    now = time.time() if now is None else now
+    state_dir, aid, store = open_agent_store(settings, agent)
+    era = getattr(store, "era", "file")
+    if era not in ("file", "db"):
+        raise OccdError(f"Agent '{aid}' has sessions OpenClaw has not migrated yet", "run `openclaw doctor --fix` "
+                        "first; occd only reads such a state", code="UNSUPPORTED_ERA")
+    info = store.resolve(ref) if ref else store.latest()
+    if not info.key:
+        raise OccdError(f"Session '{info.session_id}' has no session key in the index",
+                        "only indexed sessions can be rotated (the key is what continues)", code="NOT_ROTATABLE")
+    why = _reason(trigger, reason, info)
+    if era == "file" and not dry_run:
+        ensure_idle(Path(info.path), settings.idle_seconds, force, now)
+    if dry_run:
+        plan = build_plan(settings, state_dir, aid, store, info, now=now, budget_percent=budget_percent, reason=why)
+        return public(plan) | {"dryRun": True}
+    from occd.rotation.machine import KeyLock
+
+    own = ledger is None
+    led = Ledger.open() if own else ledger
+    try:
+        with KeyLock(aid, info.key):
+            busy = led.rotations(aid, info.key, states=("PENDING", "ARCHIVING", "ARCHIVED", "INJECTED"), limit=1)
+            if busy:
+                raise BusyError(f"A rotation of '{info.key}' is already in progress (state {busy[0]['state']})",
+                                "the daemon resumes it; see `occd status --rotations`")
+            plan = build_plan(settings, state_dir, aid, store, info, now=now, budget_percent=budget_percent,
+                              reason=why)
+            if plan["openCall"]:
+                raise BusyError(f"Session '{info.key}' has a tool call waiting for its result",
+                                "a run is in progress; the rotation waits until it ends")
+            if era == "file":
+                return _rotate_file(settings, led, plan, trigger=trigger, policy=policy, now=now)
+            from occd.rotation.db import rotate_db
+
+            return rotate_db(settings, led, plan, state_dir=state_dir, trigger=trigger, policy=policy, now=now,
+                             gateway=gateway)
+    finally:
+        if own:
+            led.close()
+
+
+def _rotate_file(settings, led, plan: dict, *, trigger: str, policy: str | None, now: float) -> dict:
+    from occd.rotation.machine import file_stat, maybe_crash
+
+    old_path = Path(plan["oldPath"])
+    rid = led.rotation_upsert(agent_id=plan["agent"], session_key=plan["sessionKey"], era="file", trigger=trigger,
+                              reason=plan["reason"], old_session_id=plan["sessionId"],
+                              new_session_id=plan["newSessionId"], old_path=plan["oldPath"], new_path=plan["newPath"],
+                              archive_path=plan["archivePath"], seed_budget_percent=plan["seedBudgetPercent"],
+                              seed_tokens=plan["seed"]["tokens"], compactions_before=plan["compactions"],
+                              details={"oldStat": file_stat(old_path), "seedEntries": len(plan["_lines"]) - 1,
+                                       "seed": plan["seed"], "policy": policy}, now=now)
+    maybe_crash("PENDING")
+    return drive_file(settings, led, rid, plan, trigger=trigger, policy=policy)
+
+
+def drive_file(settings, led, rid: int, plan: dict, *, trigger: str, policy: str | None) -> dict:
+    """Run (or resume) file-era rotation `rid` to COOLDOWN; records the outcome and notifies."""
+    from occd.rotation.machine import FileRotation
+    from occd.rotation.newsession import write_new_session
+    from occd.rotation.notify import notify
+
+    t0 = time.monotonic()
+    mode = (Path(plan["oldPath"]).stat().st_mode & 0o7777) if Path(plan["oldPath"]).exists() else 0o644
+    fr = FileRotation(led, rid)
+    agent, key, old_id = plan["agent"], plan["sessionKey"], plan["sessionId"]
+    try:
+        fr.run(lambda p: write_new_session(p, plan["_lines"], mode),
+               settings.policy_for(agent).rotation.old_session_policy)
+    except BusyError as e:
+        led.record_action("rotate", agent, old_id, key, trigger=trigger, policy=policy, reason=plan["reason"],
+                          outcome="deferred", error=e.message)
+        raise
+    except OccdError as e:
+        led.rotation_upsert(rid, error=e.message)
+        led.record_action("rotate", agent, old_id, key, trigger=trigger, policy=policy, reason=plan["reason"],
+                          outcome="failed", error=e.message)
+        raise
+    row = led.rotation_get(rid)
+    archive = None if (row.get("details") or {}).get("archiveDeleted") else row.get("archive_path")
+    summary = {"success": True, "mode": "rotate", "rotationId": rid, "agent": agent, "era": "file",
+               "sessionKey": key, "oldSessionId": old_id, "newSessionId": plan["newSessionId"],
+               "newPath": plan["newPath"], "archivePath": archive, "state": row["state"], "seed": plan["seed"],
+               "reason": plan["reason"], "trigger": trigger}
+    led.record_action("rotate", agent, old_id, key, trigger=trigger, policy=policy, reason=plan["reason"],
+                      outcome="ok", before={"compactions": plan["compactions"], "path": plan["oldPath"]},
+                      after={"newSessionId": plan["newSessionId"], "seedTokens": plan["seed"]["tokens"],
+                             "archivePath": archive, "rotationId": rid},
+                      duration_ms=(time.monotonic() - t0) * 1000)
+    try:
+        led.mark_session_archived(agent, old_id, archive)
+    except Exception:  # noqa: BLE001 - informational
+        log.debug("could not mark %s archived", old_id, exc_info=True)
+    summary["notified"] = notify(settings, summary, desktop=trigger == "auto")
+    return summary
+
+
+def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, now: float | None = None) -> dict:
+    """Put the archived session back under its key while the new one has no turn beyond its seed. The seeded
+    session goes to the archive folder in its place (nothing is deleted)."""
+    from occd.actions.archive import copy_verified
+    from occd.actions.backups import fsync_dir
+    from occd.ledger import Ledger
+    from occd.openclaw import update_index
+    from occd.transcript import scan
+
+    now = time.time() if now is None else now
+    state_dir, aid, store = open_agent_store(settings, agent)
+    if getattr(store, "era", "file") != "file":
+        raise OccdError("Undo is for file-era rotations", "in the database era OpenClaw keeps the old history "
+                        "behind its reset marker in its database", code="UNSUPPORTED_ERA")
+    if not ref:
+        raise OccdError("Which rotation? `occd rotate --undo SESSION` needs the session key or id",
+                        "see `occd status --rotations`", code="USAGE")
+    own = ledger is None
+    led = Ledger.open() if own else ledger
+    try:
+        rows = [r for r in led.rotations(agent=aid, states=("INJECTED", "COOLDOWN"), limit=500)
+                if r.get("era") == "file" and (r["session_key"] == ref or (r["new_session_id"] or "").startswith(ref)
+                                               or (r["old_session_id"] or "").startswith(ref))]
+        if not rows:
+            raise OccdError(f"No finished rotation to undo for '{ref}'", "see `occd status --rotations`",
+                            code="NO_ROTATION")
+        r = rows[0]
+        details = r.get("details") or {}
+        new_path, old_path = Path(r["new_path"]), Path(r["old_path"])
+        archive = Path(r["archive_path"]) if r.get("archive_path") else None
+        if archive is None or not archive.exists():
+            raise OccdError("The archive of the old session is gone (old_session_policy = \"delete\"?)",
+                            "nothing to restore", code="NO_ARCHIVE")
+        if new_path.exists():
+            t = scan(new_path)
+            if len(t.entries) != details.get("seedEntries"):
+                raise OccdError(f"Session '{r['new_session_id'][:13]}' already has turns beyond its seed",
+                                f"undo is only possible before the first new turn; the old session stays in {archive}",
+                                code="UNDO_TOO_LATE")
+            ensure_idle(new_path, settings.idle_seconds, force, now)
+        if not old_path.exists():
+            copy_verified(archive, old_path, r["old_session_id"])
+        now_ms = int(now * 1000)
+
+        def back(index: dict) -> dict:
+            e = index.get(r["session_key"])
+            if not isinstance(e, dict) or e.get("sessionId") != r["new_session_id"]:
+                raise BusyError("The session key changed since the rotation", "nothing was changed")
+            e = dict(e)
+            e["sessionId"] = r["old_session_id"]
+            if "sessionFile" in e:
+                e["sessionFile"] = str(old_path) if Path(str(e["sessionFile"])).is_absolute() else old_path.name
+            e["compactionCount"] = r.get("compactions_before") or 0
+            e["updatedAt"] = now_ms
+            index[r["session_key"]] = e
+            return index
+
+        try:
+            update_index(old_path.parent, back)
+        except BaseException:
+            if archive.exists() and old_path.exists():
+                old_path.unlink()  # the copy was only for the switch; the archive still holds it
+            raise
+        if new_path.exists():
+            new_path.replace(archive.parent / new_path.name)
+        archive.unlink()
+        fsync_dir(old_path.parent)
+        led.rotation_transition(r["id"], "IDLE", now=now, note="undone: the old session is back under its key")
+        led.record_action("rotate-undo", aid, r["old_session_id"], r["session_key"], outcome="ok",
+                          after={"restored": str(old_path), "seededSessionArchived": str(archive.parent / new_path.name)})
+        return {"success": True, "mode": "rotate-undo", "sessionKey": r["session_key"], "sessionId": r["old_session_id"],
+                "path": str(old_path), "rotationId": r["id"],
+                "seededSessionArchivedAt": str(archive.parent / new_path.name)}
+    finally:
+        if own:
+            led.close()

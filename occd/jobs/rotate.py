@@ -1,0 +1,180 @@
+"""The rotate job (after each scan): resume rotations that were cut off, judge the health of recent ones, end
+cooldowns, and rotate the sessions that keep compacting — occd.policy.decide_rotation decides (trigger, idle,
+cooldown, backoff, per-agent breaker), occd.actions.rotate.rotate_session acts (the same path as `occd rotate`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict
+
+from occd.errors import BusyError, OccdError
+
+log = logging.getLogger("occd.jobs.rotate")
+REPEAT_QUIET_S = 3600
+
+
+def _state(obs):
+    from occd.policy.types import SessionState
+
+    return SessionState(agent=obs.agent, session_key=obs.session_key, session_id=obs.session_id,
+                        context_tokens=obs.context_tokens, context_window=obs.context_window,
+                        compaction_count=obs.compaction_count or 0, last_activity=obs.last_activity,
+                        running=obs.running)
+
+
+def _history(led, agent: str, key: str) -> list[dict]:
+    """Earlier rotations of the key that happened (aborted ones, which changed nothing, are left out)."""
+    return [r for r in led.rotations(agent, key, limit=20) if not (r["state"] == "IDLE" and r.get("error"))]
+
+
+def turns_after_seed(lines) -> tuple[int, int | None]:
+    """(user turns after the seed, turns done when the first compaction came or None) of a rotated session's
+    transcript lines. The seed is everything up to and including the last occd seed message's reply."""
+    import orjson
+
+    turns, first_comp, seeding = 0, None, True
+    for raw in lines:
+        try:
+            o = orjson.loads(raw)
+        except ValueError:
+            continue
+        if not isinstance(o, dict):
+            continue
+        if o.get("type") == "compaction" and first_comp is None:
+            first_comp = turns
+        m = o.get("message") if o.get("type") == "message" else None
+        if isinstance(m, dict) and m.get("role") == "user":
+            c = m.get("content")
+            text = c if isinstance(c, str) else " ".join(b.get("text", "") for b in c or [] if isinstance(b, dict))
+            if "[occd] This session continues session" in text:
+                turns, first_comp, seeding = 0, None, True
+                continue
+            seeding = False
+            turns += 1
+    return turns, first_comp
+
+
+def assess(ctx, obs_by_id: dict) -> int:
+    """Health of finished rotations not judged yet: did the new session compact within `health_turns`?"""
+    from occd.openclaw import open_store
+    from occd.policy.rotation import assess_health
+
+    led, n = ctx.ledger, 0
+    for r in led.rotations(states=("COOLDOWN", "IDLE"), limit=200):
+        if r.get("health") or r.get("error") or not r.get("new_session_id"):
+            continue
+        obs = obs_by_id.get(r["new_session_id"])
+        if obs is None:
+            continue
+        try:
+            store = open_store(ctx.state_dir, r["agent_id"])
+            info = store.resolve(r["new_session_id"])
+            turns, first = turns_after_seed(store.read_lines(info))
+        except (OccdError, OSError):
+            continue
+        if first is None and (obs.compaction_count or 0) > 0 and r.get("era") == "db":
+            first = turns  # the database era reports the compaction count; the turn is at most this one
+        h = assess_health(first, turns, ctx.settings.policy_for(r["agent_id"]).rotation)
+        if h:
+            led.rotation_upsert(r["id"], health=h)
+            n += 1
+    return n
+
+
+def end_cooldowns(ctx, now: float) -> int:
+    n = 0
+    for r in ctx.ledger.rotations(states=("COOLDOWN",), limit=500):
+        rs = ctx.settings.policy_for(r["agent_id"]).rotation
+        if now - (r.get("finished") or r["started"]) >= rs.min_minutes * 60:
+            ctx.ledger.rotation_transition(r["id"], "IDLE", now=now, note="cooldown over", finished=r.get("finished"))
+            n += 1
+    return n
+
+
+def _recently_recorded(led, obs, now, outcome: str, dry_run: bool) -> bool:
+    for a in led.history(agent=obs.agent, session=obs.session_id, kind="rotate", since=now - REPEAT_QUIET_S, limit=20):
+        if a["outcome"] == outcome and bool(a["dry_run"]) == dry_run:
+            return True
+    return False
+
+
+def run(ctx) -> dict:
+    from occd.policy import breaker as brk
+    from occd.policy.rotation import PastRotation, decide_rotation
+    from occd.rotation.recovery import resume_all
+
+    led, s = ctx.ledger, ctx.settings
+    counts = {"resumed": 0, "rotated": 0, "wouldDo": 0, "deferred": 0, "blocked": 0, "failed": 0, "assessed": 0}
+    res = resume_all(s, led, state_dir=ctx.state_dir, now=ctx.now())
+    counts["resumed"], counts["deferred"], counts["failed"] = res["resumed"], res["deferred"], res["failed"]
+    scan = ctx.last_scan
+    if scan is None:
+        from occd.jobs import scan as scan_job
+
+        scan_job.run(ctx)
+        scan = ctx.last_scan
+    sessions = [o for o in scan.sessions if o.era in ("file", "db")]
+    counts["assessed"] = assess(ctx, {o.session_id: o for o in sessions})
+    end_cooldowns(ctx, ctx.now())
+    for obs in sessions:
+        if ctx.stop.is_set():
+            break
+        if not obs.session_key:
+            continue
+        now = ctx.now()
+        policy = s.policy_for(obs.agent)
+        if obs.compaction_count < policy.rotation.rotate_at_compactions:
+            continue
+        hist = [PastRotation.from_row(r) for r in _history(led, obs.agent, obs.session_key)]
+        rec = led.get_breaker(obs.agent, "rotate")
+        st = brk.BreakerState(**asdict(rec))
+        bset = brk.rotation_breaker_settings(policy)
+        recent = led.action_times(obs.agent, "rotate", now - bset.window_minutes * 60, trigger="auto")
+        d = decide_rotation(_state(obs), policy, now=now, history=hist, breaker=st, recent_rotations=recent)
+        if d is None:
+            continue
+        if "breaker" in d.details and (d.act or d.blocked):
+            led.set_breaker(d.details["breaker"], d.details.get("transitions") or (), now=now)
+        if not d.act:
+            key = "wouldDo" if d.would_do else ("deferred" if d.deferred else "blocked")
+            counts[key] += 1
+            if not _recently_recorded(led, obs, now, d.outcome, d.would_do):
+                led.record_action("rotate", obs.agent, obs.session_id, obs.session_key, trigger="auto",
+                                  policy=d.policy, reason=d.reason, outcome=d.outcome, dry_run=d.would_do,
+                                  before={k: v for k, v in d.details.items() if k not in ("breaker", "transitions")},
+                                  now=now)
+            continue
+        ok = _act(ctx, obs, d, counts)
+        if ok is None:
+            continue
+        after = led.action_times(obs.agent, "rotate", now - bset.window_minutes * 60, trigger="auto")
+        state = d.details.get("breaker") or st
+        new, trans = brk.record_result(state, bset, ok, after, ctx.now())
+        led.set_breaker(new, trans, now=ctx.now())
+    return counts
+
+
+def _act(ctx, obs, d, counts) -> bool | None:
+    from occd.actions.rotate import rotate_session
+
+    t0 = time.monotonic()
+    try:
+        rotate_session(ctx.settings, agent=obs.agent, ref=obs.session_id, trigger="auto", policy=d.policy,
+                       reason=d.reason, budget_percent=d.details.get("seedBudgetPercent"), ledger=ctx.ledger,
+                       now=ctx.now())
+        counts["rotated"] += 1
+        log.info("%s/%s rotated (%s, %.1fs)", obs.agent, obs.session_key, d.reason, time.monotonic() - t0)
+        return True
+    except BusyError as e:
+        counts["deferred"] += 1
+        log.info("%s/%s rotation deferred: %s", obs.agent, obs.session_key, e.message)
+        if not _recently_recorded(ctx.ledger, obs, ctx.now(), "deferred", False):
+            ctx.ledger.record_action("rotate", obs.agent, obs.session_id, obs.session_key, trigger="auto",
+                                     policy=d.policy, reason=d.reason, outcome="deferred", error=e.message)
+        return None
+    except OccdError as e:
+        counts["failed"] += 1
+        log.warning("%s/%s rotation failed: %s", obs.agent, obs.session_key, e.message)
+        return False

@@ -1,0 +1,221 @@
+"""Database-era rotation (OpenClaw 2026.8+), entirely through OpenClaw's gateway: occd never writes its database.
+
+  PENDING    sessions.describe: the current session id, its status (must not be running) and sessionStartedAt
+             are recorded.
+  ARCHIVING  sessions.reset {key, expectedSessionId}: OpenClaw resets the session in place (same id, counters
+             to 0, the old entries stay in its database behind a reset marker: that is the archive, and occd
+             records where it is). The id does not change, so a reset is recognised by sessionStartedAt (and
+             lifecycleRevision) moving on; on resume, a changed sessionStartedAt means the reset happened.
+  ARCHIVED   chat.send {deliver: false} with the seed (exchanges and rotation note; MEMORY.md is already in
+             OpenClaw's system prompt). The idempotency key is fixed per rotation, so a resumed send is not a
+             second model call. Then occd waits for the seed turn to finish — the reliable signal is the seed's
+             reply in chat.history after the seed message, with sessions.describe no longer `running` — and
+             only then records INJECTED. Not a sleep: it polls until that is true or a deadline passes (then the
+             rotation stays ARCHIVED and the next cycle polls again).
+  INJECTED   sessions.describe still shows the reset session (same id, same sessionStartedAt) → COOLDOWN.
+
+With the gateway down every call raises BusyError: the rotation stays where it is and is resumed later.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from occd.errors import BusyError, OccdError
+from occd.rotation.machine import maybe_crash
+
+log = logging.getLogger("occd.rotation")
+SEED_MARK = "[occd] This session continues session"
+
+
+def _session(d: dict) -> dict:
+    s = d.get("session") if isinstance(d, dict) else None
+    return s if isinstance(s, dict) else (d if isinstance(d, dict) else {})
+
+
+def _started(s: dict):
+    return s.get("sessionStartedAt") or s.get("startedAt")
+
+
+def _text(content) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(b.get("text", "") for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return ""
+
+
+def _messages(history: dict) -> list[dict]:
+    for k in ("messages", "items", "history", "entries"):
+        v = history.get(k) if isinstance(history, dict) else None
+        if isinstance(v, list):
+            out = []
+            for m in v:
+                if isinstance(m, dict) and isinstance(m.get("message"), dict):
+                    m = m["message"]
+                if isinstance(m, dict):
+                    out.append(m)
+            return out
+    return []
+
+
+def seed_answered(history: dict, marker: str) -> bool:
+    """True when chat.history holds the seed message (recognised by `marker`) followed by an assistant reply
+    with text that did not end in error."""
+    msgs = _messages(history)
+    seen = False
+    for m in msgs:
+        role = m.get("role")
+        if role == "user" and marker in _text(m.get("content")):
+            seen = True
+        elif seen and role == "assistant" and _text(m.get("content")).strip() \
+                and m.get("stopReason") not in ("error", "aborted"):
+            return True
+    return False
+
+
+class DbRotation:
+    def __init__(self, ledger, rid: int, gateway, *, clock=time.time, sleep=time.sleep, wait_seconds: float = 600,
+                 poll_seconds: float = 1.0):
+        self.led, self.rid, self.gw = ledger, rid, gateway
+        self.clock, self.sleep = clock, sleep
+        self.wait_seconds, self.poll_seconds = wait_seconds, poll_seconds
+        self.row = ledger.rotation_get(rid)
+        self.details = dict(self.row.get("details") or {})
+
+    @property
+    def key(self) -> str:
+        return self.row["session_key"]
+
+    def _go(self, state: str, note: str | None = None, **fields) -> None:
+        self.led.rotation_transition(self.rid, state, now=self.clock(), note=note, details=self.details, **fields)
+        self.row = self.led.rotation_get(self.rid)
+        maybe_crash(state)
+
+    def _save(self) -> None:
+        self.led.rotation_upsert(self.rid, details=self.details, now=self.clock())
+
+    def abort(self, why: str) -> None:
+        self.led.rotation_transition(self.rid, "IDLE", now=self.clock(), note=f"aborted: {why}", error=why)
+        self.row = self.led.rotation_get(self.rid)
+
+    def describe(self) -> dict:
+        return _session(self.gw.sessions_describe(self.key))
+
+    def step_reset(self) -> None:
+        if self.row["state"] == "PENDING":
+            self._go("ARCHIVING", note="sessions.reset")
+        s = self.describe()
+        if s.get("sessionId") != self.row["old_session_id"]:
+            self.abort(f"the key now holds session {s.get('sessionId')}")
+            raise BusyError(f"Session key '{self.key}' changed during the rotation", "nothing was changed")
+        if _started(s) != self.details.get("startedBefore") and self.details.get("startedBefore") is not None:
+            self.details["startedAfter"] = _started(s)  # the reset happened before the crash
+            self._go("ARCHIVED", note="reset already done")
+            return
+        if s.get("status") == "running":
+            raise BusyError(f"Session '{self.key}' is running", "the rotation waits until the run ends")
+        r = self.gw.sessions_reset(self.key, self.row["old_session_id"], "reset")
+        self.details["lifecycleRevision"] = (r or {}).get("lifecycleRevision") or _session(r).get("lifecycleRevision")
+        maybe_crash("RESET_DONE")
+        after = self.describe()
+        self.details["startedAfter"] = _started(after)
+        self._go("ARCHIVED", note="reset in place by OpenClaw (old entries kept behind its reset marker)")
+
+    def step_seed(self, message: str | None) -> None:
+        if not self.details.get("seedSent"):
+            if message is None:
+                raise OccdError("The seed of this rotation cannot be rebuilt", "see `occd status --rotations`",
+                                code="ROTATION_FAILED")
+            self.gw.chat_send(self.key, message, self.details["idempotencyKey"])
+            self.details["seedSent"] = True
+            self.details["seedSentAt"] = self.clock()
+            self._save()
+            maybe_crash("SEED_SENT")
+        marker = self.details.get("marker") or SEED_MARK
+        deadline = time.monotonic() + self.wait_seconds
+        while True:
+            s = self.describe()
+            if s.get("status") != "running" and seed_answered(self.gw.chat_history(self.key), marker):
+                break
+            if time.monotonic() >= deadline:
+                raise BusyError(f"The seed turn of '{self.key}' has not finished yet",
+                                "the rotation stays ARCHIVED and is checked again next cycle")
+            self.sleep(self.poll_seconds)
+        self._go("INJECTED", note="the seed turn finished (its reply is in chat.history)")
+
+    def step_finish(self) -> None:
+        s = self.describe()
+        if s.get("sessionId") != self.row["old_session_id"]:
+            raise OccdError(f"After the rotation '{self.key}' holds another session", "see `occd status --rotations`",
+                            code="ROTATION_FAILED")
+        self._go("COOLDOWN", note="rotation complete")
+
+    def run(self, message: str | None) -> None:
+        if self.row["state"] in ("PENDING", "ARCHIVING"):
+            self.step_reset()
+        if self.row["state"] == "ARCHIVED":
+            self.step_seed(message)
+        if self.row["state"] == "INJECTED":
+            self.step_finish()
+
+
+def rotate_db(settings, led, plan: dict, *, state_dir, trigger: str, policy: str | None, now: float,
+              gateway=None) -> dict:
+    from occd.openclaw.gateway import Gateway
+
+    gw = gateway or Gateway(state_dir)
+    s = _session(gw.sessions_describe(plan["sessionKey"]))
+    if s.get("sessionId") and s.get("sessionId") != plan["sessionId"]:
+        raise BusyError(f"Session key '{plan['sessionKey']}' changed while occd read it", "retried next cycle")
+    if s.get("status") == "running":
+        raise BusyError(f"Session '{plan['sessionKey']}' is running", "the rotation waits until the run ends")
+    rid = led.rotation_upsert(agent_id=plan["agent"], session_key=plan["sessionKey"], era="db", trigger=trigger,
+                              reason=plan["reason"], old_session_id=plan["sessionId"],
+                              new_session_id=plan["sessionId"], archive_path=plan["archivePath"],
+                              seed_budget_percent=plan["seedBudgetPercent"], seed_tokens=plan["seed"]["tokens"],
+                              compactions_before=plan["compactions"],
+                              details={"startedBefore": _started(s), "seed": plan["seed"], "policy": policy,
+                                       }, now=now)
+    row = led.rotation_get(rid)
+    details = dict(row.get("details") or {})
+    details["idempotencyKey"] = f"occd-rotation-{rid}-{plan['sessionId']}"
+    details["marker"] = f"[occd rotation {rid}]"  # tells this rotation's seed apart from earlier ones in chat.history
+    led.rotation_upsert(rid, details=details)
+    maybe_crash("PENDING")
+    return drive_db(settings, led, rid, plan, gw, trigger=trigger, policy=policy)
+
+
+def drive_db(settings, led, rid: int, plan: dict | None, gw, *, trigger: str, policy: str | None) -> dict:
+    from occd.rotation.notify import notify
+
+    t0 = time.monotonic()
+    dr = DbRotation(led, rid, gw)
+    row = dr.row
+    try:
+        marker = dr.details.get("marker") or SEED_MARK
+        dr.run(f"{plan['_message']}\n\n{marker}" if plan else None)
+    except BusyError as e:
+        led.record_action("rotate", row["agent_id"], row["old_session_id"], row["session_key"], trigger=trigger,
+                          policy=policy, reason=row.get("reason"), outcome="deferred", error=e.message)
+        raise
+    except OccdError as e:
+        led.rotation_upsert(rid, error=e.message)
+        led.record_action("rotate", row["agent_id"], row["old_session_id"], row["session_key"], trigger=trigger,
+                          policy=policy, reason=row.get("reason"), outcome="failed", error=e.message)
+        raise
+    row = led.rotation_get(rid)
+    summary = {"success": True, "mode": "rotate", "rotationId": rid, "agent": row["agent_id"], "era": "db",
+               "sessionKey": row["session_key"], "oldSessionId": row["old_session_id"],
+               "newSessionId": row["new_session_id"], "archivePath": row.get("archive_path"), "state": row["state"],
+               "seed": (row.get("details") or {}).get("seed"), "reason": row.get("reason"), "trigger": trigger,
+               "modelCalls": 1}
+    led.record_action("rotate", row["agent_id"], row["old_session_id"], row["session_key"], trigger=trigger,
+                      policy=policy, reason=row.get("reason"), outcome="ok",
+                      before={"compactions": row.get("compactions_before")},
+                      after={"seedTokens": row.get("seed_tokens"), "archivePath": row.get("archive_path"),
+                             "rotationId": rid, "modelCalls": 1},
+                      duration_ms=(time.monotonic() - t0) * 1000)
+    summary["notified"] = notify(settings, summary, desktop=trigger == "auto")
+    return summary

@@ -1,0 +1,161 @@
+"""The seed a rotated session starts with: pure functions (inputs and `now` in, content out).
+
+Priority, within a budget of `budget_percent` of the model's context window (counted as the rest of occd
+counts: OpenClaw's chars/4 estimate, chars as JavaScript counts them): the workspace MEMORY.md; today's and
+yesterday's memory/YYYY-MM-DD.md; the last 5 user/assistant exchanges (text only); a note saying when and why
+the session was rotated and where the archive is. Over budget, shrink in this order: drop yesterday's note; keep
+3 exchanges; keep MEMORY.md's first 70% and last 20%; finally MEMORY.md and one exchange. If even that does
+not fit (a huge MEMORY.md in a small window), MEMORY.md is cut to what fits, and as a last resort the last
+exchange goes too; the rotation note always stays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+ACK = ("Understood. I have the memory and the recent exchanges from the rotated session, and I will continue "
+       "from there.")
+MIDDLE_CUT = "\n\n[… the middle of MEMORY.md is left out of this seed by occd …]\n\n"
+END_CUT = "\n\n[… the rest of MEMORY.md is left out of this seed by occd …]"
+
+
+def estimate_tokens(text: str) -> int:
+    """OpenClaw's estimate for a text message (chars/4, chars counted as JavaScript counts them), the same
+    count occd.transcript gives each entry."""
+    from occd.transcript.limits import jslen
+
+    return -(-jslen(text) // 4)
+
+
+@dataclass
+class SeedInputs:
+    memory: str | None = None
+    today: tuple[str, str] | None = None        # (file name, text)
+    yesterday: tuple[str, str] | None = None
+    exchanges: list[tuple[str, str]] = field(default_factory=list)  # (user text, assistant text), oldest first
+    note: str = ""
+
+
+@dataclass
+class Seed:
+    memory: str | None
+    notes: list[tuple[str, str]]
+    exchanges: list[tuple[str, str]]
+    note: str
+    budget_tokens: int
+    steps: list[str] = field(default_factory=list)  # the shrink steps that were needed
+
+    def context_text(self, include_memory: bool = True) -> str:
+        """The first user message of a file-era seed: the rotation note, MEMORY.md and the daily notes (the
+        exchanges follow as real user/assistant turns)."""
+        parts = [self.note]
+        if include_memory and self.memory:
+            parts.append("## MEMORY.md\n\n" + self.memory.strip())
+        for name, text in self.notes:
+            parts.append(f"## memory/{name}\n\n" + text.strip())
+        return "\n\n".join(p for p in parts if p)
+
+    def message_text(self) -> str:
+        """The one user message of a database-era seed (chat.send): the note, then the exchanges as text."""
+        parts = [self.context_text(include_memory=False)]
+        if self.exchanges:
+            parts.append("## The last exchanges before the rotation")
+            for u, a in self.exchanges:
+                parts.append(f"### User\n\n{u.strip()}\n\n### Assistant\n\n{a.strip()}")
+        parts.append("Reply with one short line to confirm; then continue as before.")
+        return "\n\n".join(parts)
+
+    def tokens(self, include_memory: bool = True) -> int:
+        if not include_memory:
+            return estimate_tokens(self.message_text())
+        t = estimate_tokens(self.context_text(include_memory)) + estimate_tokens(ACK)
+        for u, a in self.exchanges:
+            t += estimate_tokens(u) + estimate_tokens(a)
+        return t
+
+    def to_json(self, include_memory: bool = True) -> dict:
+        return {"budgetTokens": self.budget_tokens, "tokens": self.tokens(include_memory),
+                "memoryChars": len(self.memory or "") if include_memory else 0,
+                "notes": [n for n, _ in self.notes], "exchanges": len(self.exchanges), "shrinkSteps": self.steps}
+
+
+def memory_files(workspace: Path, today: date) -> tuple[str | None, tuple | None, tuple | None]:
+    """(MEMORY.md text, (today's name, text), (yesterday's name, text)); None for what is missing/empty."""
+    def read(p: Path) -> str | None:
+        try:
+            text = p.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+        return text if text.strip() else None
+
+    mem = read(workspace / "MEMORY.md")
+    t_name = f"{today.isoformat()}.md"
+    y_name = f"{(today - timedelta(days=1)).isoformat()}.md"
+    t = read(workspace / "memory" / t_name)
+    y = read(workspace / "memory" / y_name)
+    return mem, ((t_name, t) if t else None), ((y_name, y) if y else None)
+
+
+def rotation_note(old_session_id: str, compactions: int, archive: str | None, now: datetime, reason: str, *,
+                  memory_in_prompt: bool = False) -> str:
+    where = f" The full earlier history is archived at {archive}." if archive else ""
+    what = ("Your MEMORY.md is in your system prompt as usual; below are the last exchanges"
+            if memory_in_prompt else "Below are your memory files and the last exchanges")
+    return (f"[occd] This session continues session {old_session_id}, which was rotated on "
+            f"{now.strftime('%Y-%m-%d %H:%M')} UTC after {compactions} compactions ({reason}), because "
+            f"summaries of summaries lose detail.{where} {what}, to carry on from.")
+
+
+def build_seed(inp: SeedInputs, context_window: int, budget_percent: float, *, include_memory: bool = True) -> Seed:
+    """The seed within budget, shrunk in the documented order (the steps taken are in `seed.steps`)."""
+    budget = int(context_window * budget_percent / 100)
+    notes = [n for n in (inp.today, inp.yesterday) if n]
+    seed = Seed(inp.memory if include_memory else None, notes, list(inp.exchanges[-5:]), inp.note, budget)
+
+    def fits() -> bool:
+        return seed.tokens(include_memory) <= budget
+
+    if fits():
+        return seed
+    if inp.yesterday and inp.yesterday in seed.notes:
+        seed.notes = [n for n in seed.notes if n is not inp.yesterday]
+        seed.steps.append("dropped yesterday's note")
+        if fits():
+            return seed
+    if len(seed.exchanges) > 3:
+        seed.exchanges = seed.exchanges[-3:]
+        seed.steps.append("kept 3 exchanges")
+        if fits():
+            return seed
+    if seed.memory:
+        m = seed.memory
+        seed.memory = m[: int(len(m) * 0.7)] + MIDDLE_CUT + m[len(m) - int(len(m) * 0.2):]
+        seed.steps.append("kept MEMORY.md's first 70% and last 20%")
+        if fits():
+            return seed
+    if seed.notes or len(seed.exchanges) > 1:
+        seed.notes = []
+        seed.exchanges = seed.exchanges[-1:]
+        seed.steps.append("kept MEMORY.md and one exchange")
+        if fits():
+            return seed
+    if seed.memory:  # still too big: MEMORY.md cut to what fits (its beginning, where the essentials usually are)
+        m = seed.memory
+        lo, hi = 0, len(m)
+        while lo < hi:  # the longest prefix that fits
+            mid = (lo + hi + 1) // 2
+            seed.memory = m[:mid] + END_CUT
+            if fits():
+                lo = mid
+            else:
+                hi = mid - 1
+        seed.memory = (m[:lo] + END_CUT) if lo > 0 else None
+        seed.steps.append("cut MEMORY.md to fit" if lo > 0 else "dropped MEMORY.md")
+        if fits():
+            return seed
+    if seed.exchanges:
+        seed.exchanges = []
+        seed.steps.append("dropped the last exchange")
+    return seed
