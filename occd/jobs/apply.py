@@ -3,8 +3,9 @@
 For each observed session: occd.policy.decide_strip (thresholds, idle, exclude, hourly limit, observe/act),
 then the per-agent circuit breaker, then occd.actions.edit.edit_session (file era; same backups, locks and idle
 checks as the CLI) or `openclaw sessions compact` through the gateway (database era; never the database).
-Observe mode and deferrals are recorded once an hour per session, so the ledger tells what would have happened
-without filling up with the same line every five minutes.
+Observe mode and deferrals are recorded when the decision changes (its reason names the context percentage) and
+at most once a day while it stays the same, so the ledger tells what would have happened without filling up
+with the same line every five minutes.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from dataclasses import asdict
 from occd.errors import BusyError, OccdError
 
 log = logging.getLogger("occd.jobs.apply")
-REPEAT_QUIET_S = 3600
+REPEAT_QUIET_S = 24 * 3600  # an unchanged would-do is recorded once a day
+REPEAT_BUSY_S = 3600  # a deferral or a block once an hour
 
 
 def _state(obs):
@@ -27,24 +29,54 @@ def _state(obs):
                         running=obs.running)
 
 
-def _recently_recorded(ledger, obs, now, *, dry_run: bool, outcome: str) -> bool:
-    for a in ledger.history(agent=obs.agent, session=obs.session_id, kind="strip", since=now - REPEAT_QUIET_S, limit=20):
-        if bool(a["dry_run"]) == dry_run and a["outcome"] == outcome:
-            return True
-    return False
+class _Recent:
+    """What the ledger already says about automatic strips, read once per cycle (one query each instead of
+    several per session: a quiet cycle over 5,000 sessions stays well under a second) and kept up to date
+    with what this cycle records."""
 
+    def __init__(self, led, now: float, candidates: list):
+        self.led = led
+        self.now = now
+        self.by_session: dict[tuple, list[dict]] = {}
+        oldest_activity = min((o.last_activity for o in candidates if o.last_activity is not None), default=now)
+        since = min(now - REPEAT_QUIET_S, oldest_activity)
+        for a in led.history(kind="strip", since=since, limit=1_000_000) if candidates else []:
+            self.by_session.setdefault((a["agent_id"], a["session_id"]), []).append(a)
+        self.auto_times: dict[str, list[float]] = {}
+        for a in led.history(since=now - 3600, limit=1_000_000) if candidates else []:
+            if a["trigger"] == "auto" and not a["dry_run"] and a["outcome"] in ("ok", "failed"):
+                self.auto_times.setdefault(a["agent_id"], []).append(a["ts"])
 
-def _stripped_since_activity(ledger, obs) -> bool:
-    """True when occd already stripped (or found nothing to strip in) this session after the agent's last
-    activity: nothing new can have appeared, and the measured usage stays stale until the next reply."""
-    if obs.last_activity is None:
+    def recently_recorded(self, obs, now: float, *, dry_run: bool, outcome: str, reason: str | None) -> bool:
+        """The same decision is already in the ledger: a would-do with the same reason (it names the context
+        percentage) from the last REPEAT_QUIET_S, a deferral or block from the last hour. Observe mode and
+        deferrals say what would happen without repeating it every five minutes."""
+        window = REPEAT_QUIET_S if reason is not None else REPEAT_BUSY_S
+        for a in self.by_session.get((obs.agent, obs.session_id), []):
+            if (a["ts"] >= now - window and a["dry_run"] == dry_run and a["outcome"] == outcome
+                    and (reason is None or a.get("reason") == reason)):
+                return True
         return False
-    for a in ledger.history(agent=obs.agent, session=obs.session_id, kind="strip", limit=10):
-        if not a["dry_run"] and a["outcome"] in ("ok", "skipped") and a["trigger"] == "auto" and a.get("error") is None:
+
+    def stripped_since_activity(self, obs) -> bool:
+        """occd already stripped (or found nothing to strip in) this session after the agent's last activity:
+        nothing new can have appeared, and the measured usage stays stale until the next reply."""
+        if obs.last_activity is None:
+            return False
+        for a in self.by_session.get((obs.agent, obs.session_id), []):  # newest first
+            if a["dry_run"] or a["trigger"] != "auto" or a["outcome"] not in ("ok", "skipped") or a.get("error"):
+                continue
             if a.get("reason") and "blocked" in a["reason"]:
                 continue
             return a["ts"] >= obs.last_activity
-    return False
+        return False
+
+    def note(self, obs, *, ts: float, dry_run: bool, outcome: str, reason: str | None, trigger: str = "auto",
+             real: bool = False) -> None:
+        self.by_session.setdefault((obs.agent, obs.session_id), []).insert(0, {
+            "ts": ts, "dry_run": dry_run, "outcome": outcome, "reason": reason, "trigger": trigger, "error": None})
+        if real and outcome in ("ok", "failed"):
+            self.auto_times.setdefault(obs.agent, []).append(ts)
 
 
 def _after_strip(ctx, obs, res) -> None:
@@ -53,7 +85,7 @@ def _after_strip(ctx, obs, res) -> None:
     an observation now. The next reply appends to the same inode and brings real usage back."""
     import os
 
-    from occd.jobs.scan import CACHE_KEY, _load_cache, _save_cache
+    from occd.jobs.scan import CACHE_KEY, _load_cache, _save_cache, record_time
 
     try:
         st = os.stat(obs.path)
@@ -68,10 +100,11 @@ def _after_strip(ctx, obs, res) -> None:
                             "last_ts": None}
     _save_cache(files)
     obs.context_tokens, obs.tokens_source, obs.size = tokens, "estimate", st.st_size
-    ctx.ledger.record_observations([obs.ledger_row()], now=ctx.now())
+    ctx.ledger.record_observations([obs.ledger_row()], now=record_time(ctx))
 
 
 def run(ctx) -> dict:
+    from occd.jobs.scan import record_time
     from occd.policy import breaker as brk
     from occd.policy.strip import decide_strip
 
@@ -84,27 +117,34 @@ def run(ctx) -> dict:
     s = ctx.settings
     led = ctx.ledger
     counts = {"considered": 0, "acted": 0, "wouldDo": 0, "deferred": 0, "blocked": 0, "failed": 0}
-    for obs in scan.sessions:
+    now = record_time(ctx)
+    # a state that still needs OpenClaw's own migration is only reported, never acted on
+    todo = [(obs, s.policy_for(obs.agent)) for obs in scan.sessions if obs.era in ("file", "db")]
+    candidates = []
+    for obs, policy in todo:  # the pure threshold test first: most sessions stop here, with no ledger read
+        if decide_strip(_state(obs), policy, now=now, window_tokens=obs.context_window) is not None:
+            candidates.append((obs, policy))
+    recent = _Recent(led, now, [o for o, _ in candidates])
+    for obs, policy in candidates:
         if ctx.stop.is_set():
             break
-        if obs.era not in ("file", "db"):
-            continue  # a state that still needs OpenClaw's own migration is only reported
-        now = ctx.now()
-        policy = s.policy_for(obs.agent)
-        recent = [t for t, _ in led.action_times(obs.agent, None, now - 3600, trigger="auto")]
-        d = decide_strip(_state(obs), policy, now=now, window_tokens=obs.context_window, recent_action_times=recent)
+        now = record_time(ctx)
+        times = [t for t in recent.auto_times.get(obs.agent, []) if t >= now - 3600]
+        d = decide_strip(_state(obs), policy, now=now, window_tokens=obs.context_window, recent_action_times=times)
         if d is None:
             continue
-        if obs.era == "file" and _stripped_since_activity(led, obs):
+        if obs.era == "file" and recent.stripped_since_activity(obs):
             continue
         counts["considered"] += 1
         if not d.act:
             key = "wouldDo" if d.would_do else ("deferred" if d.deferred else "blocked")
             counts[key] += 1
-            if not _recently_recorded(led, obs, now, dry_run=d.would_do, outcome=d.outcome):
+            if not recent.recently_recorded(obs, now, dry_run=d.would_do, outcome=d.outcome,
+                                            reason=d.reason if d.would_do else None):
                 led.record_action("strip", obs.agent, obs.session_id, obs.session_key, trigger="auto",
                                   policy=d.policy, reason=d.reason, outcome=d.outcome, dry_run=d.would_do,
                                   before=d.details, now=now)
+                recent.note(obs, ts=now, dry_run=d.would_do, outcome=d.outcome, reason=d.reason)
             continue
         # the breaker, per agent and action kind
         rec = led.get_breaker(obs.agent, "strip")
@@ -115,22 +155,27 @@ def run(ctx) -> dict:
             led.set_breaker(g.state, g.transitions, now=now)
         if not g.allowed:
             counts["blocked"] += 1
-            if not _recently_recorded(led, obs, now, dry_run=False, outcome="skipped"):
+            reason = f"{d.reason}; {g.reason}"
+            if not recent.recently_recorded(obs, now, dry_run=False, outcome="skipped", reason=None):
                 led.record_action("strip", obs.agent, obs.session_id, obs.session_key, trigger="auto",
-                                  policy=d.policy, reason=f"{d.reason}; {g.reason}", outcome="skipped", now=now)
+                                  policy=d.policy, reason=reason, outcome="skipped", now=now)
+                recent.note(obs, ts=now, dry_run=False, outcome="skipped", reason=reason)
             continue
         ok = _act(ctx, obs, d, policy, counts)
         if ok is None:
             continue  # deferred (busy): not a success or a failure for the breaker
+        done = record_time(ctx)
+        recent.note(obs, ts=done, dry_run=False, outcome="ok" if ok else "failed", reason=d.reason, real=True)
         recent_after = led.action_times(obs.agent, "strip", window_start, trigger="auto")
-        new, transitions = brk.record_result(g.state, policy.breaker, ok, recent_after, ctx.now())
-        led.set_breaker(new, transitions, now=ctx.now())
+        new, transitions = brk.record_result(g.state, policy.breaker, ok, recent_after, done)
+        led.set_breaker(new, transitions, now=done)
     return counts
 
 
 def _act(ctx, obs, d, policy, counts) -> bool | None:
     from occd.actions.common import Target
     from occd.actions.edit import edit_session
+    from occd.jobs.scan import record_time
 
     led = ctx.ledger
     try:
@@ -139,7 +184,7 @@ def _act(ctx, obs, d, policy, counts) -> bool | None:
 
             Gateway(ctx.state_dir).sessions_compact(obs.session_key)
             led.record_action("compact", obs.agent, obs.session_id, obs.session_key, trigger="auto",
-                              policy=d.policy, reason=d.reason, outcome="ok", before=d.details, now=ctx.now())
+                              policy=d.policy, reason=d.reason, outcome="ok", before=d.details, now=record_time(ctx))
         else:
             from occd.openclaw import open_store
 
@@ -148,7 +193,7 @@ def _act(ctx, obs, d, policy, counts) -> bool | None:
             target = Target(ctx.settings, ctx.state_dir, obs.agent, store, info, obs.path)
             # kind "strip": an automatic edit; the action path records it with the policy that fired
             res = edit_session(ctx.settings, agent=obs.agent, preset=policy.strip_preset, trigger="auto",
-                               policy=d.policy, reason=d.reason, ledger=led, now=ctx.now(), target=target)
+                               policy=d.policy, reason=d.reason, ledger=led, now=record_time(ctx), target=target)
             if res.changed:
                 _after_strip(ctx, obs, res)
         counts["acted"] += 1
@@ -159,12 +204,12 @@ def _act(ctx, obs, d, policy, counts) -> bool | None:
         log.info("%s/%s: deferred: %s", obs.agent, obs.session_id[:13], e.message)
         if obs.era == "db":
             led.record_action("compact", obs.agent, obs.session_id, obs.session_key, trigger="auto",
-                              policy=d.policy, reason=d.reason, outcome="deferred", error=e.message, now=ctx.now())
+                              policy=d.policy, reason=d.reason, outcome="deferred", error=e.message, now=record_time(ctx))
         return None
     except OccdError as e:
         counts["failed"] += 1
         log.warning("%s/%s: %s failed: %s", obs.agent, obs.session_id[:13], d.action, e.message)
         if obs.era == "db":
             led.record_action("compact", obs.agent, obs.session_id, obs.session_key, trigger="auto",
-                              policy=d.policy, reason=d.reason, outcome="failed", error=e.message, now=ctx.now())
+                              policy=d.policy, reason=d.reason, outcome="failed", error=e.message, now=record_time(ctx))
         return False

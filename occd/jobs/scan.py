@@ -122,10 +122,70 @@ def _file_tokens(path: Path, st: os.stat_result, cached: dict | None, result: Sc
             "last_ts": None}
 
 
-def scan_agent(ctx, agent, result: ScanResult, files: dict, seen_paths: set) -> None:
-    from occd.openclaw import context_window_for_session, open_store
+def _store_for(state_dir: Path, agent):
+    """occd.openclaw.open_store for an Agent we already listed: open_store(state_dir, id) lists every agent
+    again to find it, which over 100 agents costs more than the whole quiet scan."""
+    from occd.openclaw import FileStore
 
-    store = open_store(ctx.state_dir, agent.id)
+    if agent.era == "db":
+        from occd.openclaw.dbstore import DbStore
+
+        return DbStore(state_dir, agent.id, agent.dir)
+    if agent.era == "needs-migration":  # reported and read, never acted on (open_store's own rule)
+        from occd.openclaw import open_store
+
+        return open_store(state_dir, agent.id)
+    return FileStore(state_dir, agent.id, agent.dir)
+
+
+def _openclaw_config(ctx) -> dict | None:
+    """OpenClaw's config (JSON5, slow to parse), parsed again only when the file changed."""
+    from occd.openclaw import load_openclaw_config
+    from occd.openclaw.state import config_path
+
+    p = config_path(ctx.state_dir)
+    try:
+        st = os.stat(p)
+        key = (str(p), st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = (str(p), None)
+    hit = ctx.cache.get("scan.openclaw_config")
+    if hit and hit[0] == key:
+        return hit[1]
+    try:
+        cfg = load_openclaw_config(ctx.state_dir)
+    except OccdError as e:
+        log.warning("%s: context windows fall back to OpenClaw's default", e.message)
+        cfg = None
+    ctx.cache["scan.openclaw_config"] = (key, cfg)
+    return cfg
+
+
+def _window(ctx, cfg: dict | None, agent_id: str, info) -> int | None:
+    """occd.openclaw.context_window_for_session with the config parsed once per change."""
+    from occd.openclaw import context_window
+
+    ct = (info.entry or {}).get("contextTokens")
+    if isinstance(ct, int) and not isinstance(ct, bool) and ct > 0:
+        return ct  # OpenClaw records the window it resolved for the session
+    if cfg is None:
+        return None
+    return context_window(ctx.state_dir, agent=agent_id, model=getattr(info, "model", None),
+                          provider=getattr(info, "model_provider", None), config=cfg)
+
+
+def scan_agent(ctx, agent, result: ScanResult, files: dict, seen_paths: set) -> None:
+    store = _store_for(ctx.state_dir, agent)
+    try:
+        _scan_store(ctx, agent, store, result, files, seen_paths)
+    finally:
+        close = getattr(store, "close", None)  # the database era's read-only connection
+        if close is not None:
+            close()
+
+
+def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: set) -> None:
+    cfg = _openclaw_config(ctx)
     era = getattr(store, "era", agent.era)
     result.agents[agent.id] = era
     try:
@@ -133,17 +193,14 @@ def scan_agent(ctx, agent, result: ScanResult, files: dict, seen_paths: set) -> 
     finally:
         for w in getattr(store, "warnings", []) or []:
             result.errors.append(f"{agent.id}: {w}")
-            log.warning("%s: %s", agent.id, w)
     windows: dict = {}
     for info in infos:
         if ctx.stop.is_set():
             return
-        wkey = (getattr(info, "model", None), (info.entry or {}).get("contextTokens"))
+        wkey = (getattr(info, "model", None), getattr(info, "model_provider", None),
+                (info.entry or {}).get("contextTokens"))
         if wkey not in windows:
-            try:
-                windows[wkey] = context_window_for_session(ctx.state_dir, agent.id, info)
-            except OccdError:
-                windows[wkey] = None
+            windows[wkey] = _window(ctx, cfg, agent.id, info)
         window = windows[wkey]
         if info.path is None:  # database era: figures from OpenClaw's own entry, no transcript read
             result.sessions.append(SessionObs(
@@ -157,12 +214,10 @@ def scan_agent(ctx, agent, result: ScanResult, files: dict, seen_paths: set) -> 
             state = _file_tokens(path, st, files.get(str(path)), result)
         except FileNotFoundError:
             result.errors.append(f"{agent.id}/{info.session_id}: transcript vanished during the scan")
-            log.warning("%s/%s: transcript vanished during the scan", agent.id, info.session_id)
             continue
         except (OSError, OccdError) as e:
             msg = getattr(e, "message", None) or str(e)
             result.errors.append(f"{agent.id}/{info.session_id}: {msg}")
-            log.warning("%s/%s: %s", agent.id, info.session_id, msg)
             continue
         files[str(path)] = state
         seen_paths.add(str(path))
@@ -179,48 +234,133 @@ def scan_agent(ctx, agent, result: ScanResult, files: dict, seen_paths: set) -> 
             state.get("entries"), last, running=store.is_running(info)))
 
 
+PENDING_KEY = "scan.unrecorded"   # notes about scans the ledger could not take, recorded with the next one
+NOTES_KEY = "scan.notes"          # problems logged last cycle: repeated ones go to DEBUG, not every 5 minutes
+FLOOR_KEY = "clock.floor"         # the latest timestamp written to the ledger (see record_time)
+
+
+def _note(ctx, notes: dict, key: str, level: int, msg: str) -> None:
+    """Log a problem at `level` the first time it shows up (and at DEBUG while it lasts)."""
+    notes[key] = msg
+    log.log(level if key not in ctx.cache.get(NOTES_KEY, {}) else logging.DEBUG, "%s", msg)
+
+
+def record_time(ctx, result: ScanResult | None = None) -> float:
+    """`now` for ledger records, never earlier than what was already written: when the wall clock jumps back
+    (NTP step, a wrong clock corrected), the ledger's "latest" rows and its ordering stay right. The jump is
+    logged and noted in the scan record; the floor advances a second per cycle until the clock catches up."""
+    now = ctx.now()
+    floor = ctx.cache.get(FLOOR_KEY)
+    if floor is None:
+        try:
+            last = ctx.ledger.last_scan()
+            floor = last["started"] if last else None
+        except OccdError:
+            floor = None
+    if floor is not None and now < floor:
+        if result is not None:
+            msg = (f"the clock moved back {floor - now:.0f}s (now {datetime.fromtimestamp(now).isoformat(timespec='seconds')});"
+                   " ledger times are held at the last recorded one until it catches up")
+            result.errors.append(msg)
+            log.warning("%s", msg)
+        now = floor + (1.0 if result is not None else 0.0)
+    ctx.cache[FLOOR_KEY] = now
+    return now
+
+
 def run(ctx) -> dict:
     from occd.openclaw import list_agents
 
     t0 = time.monotonic()
-    result = ScanResult(started=ctx.now())
-    files = ctx.cache.get(CACHE_KEY)
-    if files is None:
-        files = _load_cache()
+    result = ScanResult(started=0.0)
+    result.started = record_time(ctx, result)
+    notes: dict[str, str] = {}
+    cached = ctx.cache.get(CACHE_KEY)
+    if cached is None:
+        cached = _load_cache()
+    files = dict(cached)  # committed to ctx.cache once the cycle went through
     seen: set = set()
+    complete = True
     try:
         agents = list_agents(ctx.state_dir)
     except OccdError as e:
         result.errors.append(e.message)
-        log.error("%s (%s)", e.message, e.hint)
+        _note(ctx, notes, "state", logging.ERROR, f"{e.message} ({e.hint})" if e.hint else e.message)
         agents = []
     for agent in agents:
         if ctx.stop.is_set():
+            complete = False
             break
         if agent.era == "empty":
             result.agents[agent.id] = "empty"
+            _note(ctx, notes, f"empty:{agent.id}", logging.INFO,
+                  f"agent {agent.id} has no sessions yet ({agent.dir / 'sessions'})")
             continue
+        if agent.era == "needs-migration":
+            _note(ctx, notes, f"migrate:{agent.id}", logging.WARNING,
+                  f"agent {agent.id}: file-era sessions not yet imported by OpenClaw; occd only reports them "
+                  "(run `openclaw doctor --fix`)")
         try:
             scan_agent(ctx, agent, result, files, seen)
         except OccdError as e:
             result.errors.append(f"{agent.id}: {e.message}")
-            log.warning("%s: %s", agent.id, e.message)
+            _note(ctx, notes, f"agent:{agent.id}", logging.WARNING, f"{agent.id}: {e.message}")
             result.agents.setdefault(agent.id, agent.era)
-    for p in [p for p in files if p not in seen]:  # forget files that are gone
-        files.pop(p, None)
+            complete = False  # keep what we know of its files
+        except OSError as e:
+            result.errors.append(f"{agent.id}: {e.strerror or e}")
+            _note(ctx, notes, f"agent:{agent.id}", logging.WARNING, f"{agent.id}: cannot read its sessions: {e}")
+            result.agents.setdefault(agent.id, agent.era)
+            complete = False
+    if ctx.stop.is_set():
+        complete = False
+    if complete:
+        for p in [p for p in files if p not in seen]:  # forget files that are gone
+            del files[p]
+    for e in result.errors:
+        if e not in notes.values():
+            _note(ctx, notes, e, logging.WARNING, e)
+    for key in set(ctx.cache.get(NOTES_KEY, {})) - set(notes):
+        log.info("resolved: %s", ctx.cache[NOTES_KEY][key])
+    ctx.cache[NOTES_KEY] = notes
+    ctx.last_scan = result  # apply may act on what was seen even if the ledger is unavailable right now
+    if files != cached or not _cache_path().exists():
+        err = _save_cache(files)
+        if err:
+            result.errors.append(err)
     ctx.cache[CACHE_KEY] = files
-    _save_cache(files)
-    now = ctx.now()
-    for a, era in result.agents.items():
-        ctx.ledger.record_agent(a, era, now=now)
-    result.changed = ctx.ledger.record_observations([s.ledger_row() for s in result.sessions], now=now)
-    result.duration_s = time.monotonic() - t0
-    ctx.ledger.record_scan(result.started, result.duration_s, agents=len(result.agents),
-                           sessions_seen=len(result.sessions), sessions_changed=result.changed,
-                           bytes_read=result.bytes_read, errors=len(result.errors),
-                           error_text="\n".join(result.errors[:50]) or None)
-    ctx.last_scan = result
+    try:
+        _record(ctx, result, t0)
+    except OccdError as e:
+        # the ledger is locked, read-only or full: nothing is lost, the next scan compares against what the
+        # ledger holds and records the difference; this scan's figures are noted in the next scan record
+        when = datetime.fromtimestamp(result.started).isoformat(timespec="seconds")
+        pending = ctx.cache.setdefault(PENDING_KEY, [])
+        pending.append(f"scan at {when} not recorded: {e.message}")
+        del pending[:-20]
+        log.error("scan results not recorded: %s (%s); they are recorded with the next scan", e.message,
+                  e.hint or "")
+        raise
     return result.summary()
+
+
+def _record(ctx, result: ScanResult, t0: float) -> None:
+    led = ctx.ledger
+    now = record_time(ctx)
+    known = {a["id"]: a.get("era") for a in led.agents()}
+    with_sessions = {s.agent for s in result.sessions}
+    for a, era in result.agents.items():  # agents with sessions are upserted by record_observations
+        if a not in known or known[a] != era or a not in with_sessions:
+            led.record_agent(a, era, now=now)
+    result.changed = led.record_observations([s.ledger_row() for s in result.sessions], now=now)
+    result.duration_s = time.monotonic() - t0
+    pending = ctx.cache.get(PENDING_KEY) or []
+    texts = pending + result.errors
+    led.record_scan(result.started, result.duration_s, agents=len(result.agents),
+                    sessions_seen=len(result.sessions), sessions_changed=result.changed,
+                    bytes_read=result.bytes_read, errors=len(result.errors),
+                    error_text="\n".join(texts[:50]) or None)
+    ctx.cache.pop(PENDING_KEY, None)
 
 
 def _cache_path() -> Path:
@@ -239,16 +379,25 @@ def _load_cache() -> dict:
         return {}
 
 
-def _save_cache(files: dict) -> None:
+def _save_cache(files: dict) -> str | None:
+    """Write the per-file scan state; returns an error line instead of raising (the cache is an optimisation:
+    a full disk only costs tail reads after a restart)."""
     import orjson
 
     from occd import paths
 
     p = _cache_path()
+    tmp = p.with_name(p.name + ".tmp")
     try:
         paths.ensure_dir(p.parent)
-        tmp = p.with_name(p.name + ".tmp")
         tmp.write_bytes(orjson.dumps(files))
         os.replace(tmp, p)
-    except OSError as e:  # the cache is an optimisation: a full disk only costs a tail read next time
-        log.warning("could not save the scan cache %s: %s", p, e.strerror)
+        return None
+    except OSError as e:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        msg = f"could not save the scan cache {p}: {e.strerror or e}"
+        log.warning("%s", msg)
+        return msg
