@@ -243,7 +243,8 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
                 raise OccdError(f"Session '{r['new_session_id'][:13]}' already has turns beyond its seed",
                                 f"undo is only possible before the first new turn; the old session stays in {archive}",
                                 code="UNDO_TOO_LATE")
-            ensure_idle(new_path, settings.idle_seconds, force, now)
+            # no entry beyond the seed: nothing was appended, so only a live run lock can make it busy
+            ensure_idle(new_path, settings.idle_seconds, True, now)
         if not old_path.exists():
             copy_verified(archive, old_path, r["old_session_id"])
         now_ms = int(now * 1000)
