@@ -85,19 +85,18 @@ def _after_strip(ctx, obs, res) -> None:
     an observation now. The next reply appends to the same inode and brings real usage back."""
     import os
 
-    from occd.jobs.scan import CACHE_KEY, _load_cache, _save_cache, record_time
+    from occd.jobs.scan import CACHE_KEY, _load_cache, _save_cache, file_state, record_time
 
     try:
         st = os.stat(obs.path)
+        tokens = res.stats.tokens_after_estimate
+        state = file_state(obs.path, st, tokens, "estimate")
     except OSError:
         return
     files = ctx.cache.get(CACHE_KEY)
     if files is None:
         files = ctx.cache[CACHE_KEY] = _load_cache()
-    tokens = res.stats.tokens_after_estimate
-    files[str(obs.path)] = {"ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "end": st.st_size,
-                            "tokens": tokens, "source": "estimate", "entries": None, "compactions_seen": 0,
-                            "last_ts": None}
+    files[str(obs.path)] = state
     _save_cache(files)
     obs.context_tokens, obs.tokens_source, obs.size = tokens, "estimate", st.st_size
     ctx.ledger.record_observations([obs.ledger_row()], now=record_time(ctx))

@@ -75,34 +75,71 @@ def _parse_ts(v) -> float | None:
     return None
 
 
-def _complete_end(path: Path, size: int) -> tuple[int, int]:
-    """(offset just after the last complete line at `size`, bytes read to find it): one byte when the file ends
-    with a newline (the usual case), else a look back for the last newline (a line being written)."""
+MARK = 32  # bytes kept from just before `end`: an in-place rewrite that ends up longer is not an append
+
+
+def _mark(fd: int, end: int) -> tuple[str, int]:
+    n = min(MARK, end)
+    return (os.pread(fd, n, end - n).hex() if n else ""), n
+
+
+def _complete_end(path: Path, size: int) -> tuple[int, str, int]:
+    """(offset just after the last complete line at `size`, the mark before it, bytes read): MARK bytes when the
+    file ends with a newline (the usual case), else a look back for the last newline (a line being written)."""
     if size == 0:
-        return 0, 0
+        return 0, "", 0
     with open(path, "rb") as fh:
         fd = fh.fileno()
-        if os.pread(fd, 1, size - 1) == b"\n":
-            return size, 1
+        n = min(MARK, size)
+        buf = os.pread(fd, n, size - n)
+        if buf.endswith(b"\n"):
+            return size, buf.hex(), n
         back = min(size, 64 * 1024)
         buf = os.pread(fd, back, size - back)
-    i = buf.rfind(b"\n")
-    return (size - back + i + 1 if i >= 0 else 0), 1 + len(buf)
+        i = buf.rfind(b"\n")
+        end = size - back + i + 1 if i >= 0 else 0
+        return end, buf[max(0, i + 1 - MARK):i + 1].hex() if i >= 0 else "", n + back
+
+
+def file_state(path: Path, st: os.stat_result, tokens: int | None, source: str | None) -> dict:
+    """The cache entry for a file whose figures are known (apply, after occd rewrote it)."""
+    end, mark, _ = _complete_end(path, st.st_size)
+    return {"ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "end": end, "mark": mark,
+            "tokens": tokens, "source": source if tokens is not None else None, "entries": None,
+            "compactions_seen": 0, "last_ts": None}
+
+
+def _appended(path: Path, st: os.stat_result, cached: dict, result: ScanResult) -> bool:
+    """The file grew by appends since `cached` (same inode, longer, and the bytes before the old end are the
+    ones seen then)."""
+    end = cached.get("end")
+    if end is None or cached["ino"] != st.st_ino or st.st_size < end:
+        return False
+    if end == 0:
+        return True
+    with open(path, "rb") as fh:
+        mark, n = _mark(fh.fileno(), end)
+    result.bytes_read += n
+    return mark == cached.get("mark")
 
 
 def _file_tokens(path: Path, st: os.stat_result, cached: dict | None, result: ScanResult) -> dict:
-    """The incremental per-file state: {ino, size, mtime_ns, end, tokens, source, entries, compactions,
-    last_ts}. Reads only what changed."""
+    """The incremental per-file state: {ino, size, mtime_ns, end, mark, tokens, source, entries,
+    compactions_seen, last_ts}. Reads only what changed."""
     from occd.transcript import context_tokens_from_tail, summarize_range
 
     key = (st.st_ino, st.st_size, st.st_mtime_ns)
     if cached and (cached["ino"], cached["size"], cached["mtime_ns"]) == key:
         return cached
-    if cached and cached["ino"] == st.st_ino and st.st_size >= cached["end"] and cached.get("end") is not None:
+    if cached and _appended(path, st, cached, result):
         rs = summarize_range(path, cached["end"])
         result.bytes_read += rs.end - rs.start
         new = dict(cached)
         new.update(ino=st.st_ino, size=st.st_size, mtime_ns=st.st_mtime_ns, end=rs.end)
+        if rs.end != rs.start:
+            with open(path, "rb") as fh:
+                new["mark"], n = _mark(fh.fileno(), rs.end)
+            result.bytes_read += n
         if rs.last_usage is not None:
             new["tokens"], new["source"] = rs.last_usage + rs.trailing_est, "usage"
         elif rs.trailing_est and new.get("tokens") is not None:
@@ -112,14 +149,14 @@ def _file_tokens(path: Path, st: os.stat_result, cached: dict | None, result: Sc
         new["compactions_seen"] = new.get("compactions_seen", 0) + rs.compactions
         new["last_ts"] = _parse_ts(rs.last_timestamp) or new.get("last_ts")
         return new
-    # new, replaced or shrunk: the tail only
+    # new, replaced, shrunk or rewritten: the tail only
     stats: dict = {"bytes_read": 0}
     tokens, source = context_tokens_from_tail(path, window=TAIL_WINDOW, stats=stats)
-    end, n = _complete_end(path, st.st_size)
+    end, mark, n = _complete_end(path, st.st_size)
     result.bytes_read += stats.get("bytes_read", 0) + n
-    return {"ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "end": end, "tokens": tokens,
-            "source": source if tokens is not None else None, "entries": None, "compactions_seen": 0,
-            "last_ts": None}
+    return {"ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "end": end, "mark": mark,
+            "tokens": tokens, "source": source if tokens is not None else None, "entries": None,
+            "compactions_seen": 0, "last_ts": None}
 
 
 def _store_for(state_dir: Path, agent):
