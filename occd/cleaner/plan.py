@@ -193,16 +193,26 @@ def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: flo
         for i in range(x.start, x.end + 1):
             pos_status[i] = st
     removed_entries: dict[int, EntryMeta] = {}  # id(entry) -> entry
+    remove_lines: set = set()
+    # Re-parenting, computed on the way: the active path is a parent chain (path[i - 1] is the entry that
+    # t.get(path[i].parent) returns), so the nearest surviving ancestor of a removed path entry is the last
+    # surviving entry before it on the path. anc_of: id -> that ancestor (None: none), for every id whose
+    # t.get() entry is removed; `x in anc_of` is exactly "x names a removed entry".
+    anc_of: dict = {}
+    last_surviving: EntryMeta | None = None
+    by_id_get = t.by_id.get
+    entries = t.entries
     edits: dict[int, EntryEdit] = {}
     open_calls: dict = {}            # call id -> status
     n_msgs = n_calls = n_removed = n_trunc_calls = n_kept = n_orphans = 0
     result_edit = EntryEdit(truncate_result=True)  # shared: edits are read-only once made
     for e, st in zip(path, pos_status):
-        calls = e.call_ids
-        if e.type == "message":
-            n_msgs += 1
-        else:
+        if e.type != "message":
+            last_surviving = e
             continue
+        n_msgs += 1
+        calls = e.call_ids
+        gone = False
         if calls:
             n = len(calls)
             n_calls += n
@@ -213,15 +223,15 @@ def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: flo
                 n_removed += n
                 drop = frozenset(e.call_blocks + e.thinking_blocks)
                 if len(drop) >= e.n_blocks:
-                    removed_entries[id(e)] = e
+                    gone = True
                 else:
-                    edits[e.line] = EntryEdit(drop_blocks=drop)
+                    edits[e.line] = EntryEdit(drop)
             elif call_st == TRUNCATED:
                 n_trunc_calls += n
                 tr = frozenset(b for b, need in zip(e.call_blocks, e.call_trunc) if need)
                 drop = frozenset(e.thinking_blocks)
                 if tr or drop:
-                    edits[e.line] = EntryEdit(drop_blocks=drop, truncate_calls=tr)
+                    edits[e.line] = EntryEdit(drop, tr)
             else:
                 n_kept += n
         elif e.role == "toolResult":
@@ -229,12 +239,20 @@ def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: flo
             cst = open_calls.pop(rf, None) if rf is not None else None
             if cst is None:  # orphan: no call before it on the path
                 if st == REMOVED or st == TRUNCATED:
-                    removed_entries[id(e)] = e
+                    gone = True
                     n_orphans += 1
             elif cst == REMOVED:
-                removed_entries[id(e)] = e
+                gone = True
             elif cst == TRUNCATED and e.result_trunc:
                 edits[e.line] = result_edit
+        if gone:
+            removed_entries[id(e)] = e
+            remove_lines.add(e.line)
+            i = by_id_get(e.id)
+            if i is not None and entries[i] is e:
+                anc_of[e.id] = last_surviving
+        else:
+            last_surviving = e
     plan.messages_original, plan.tool_calls_original = n_msgs, n_calls
     plan.tool_calls_removed, plan.tool_calls_truncated, plan.tool_calls_preserved = n_removed, n_trunc_calls, n_kept
     plan.orphans_removed = n_orphans
@@ -246,65 +264,56 @@ def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: flo
         raise OccdError("Internal error: the strip would remove the session's last entry",
                         "please report this with the output of `occd info`")
 
-    anc_cache: dict = {}
-
     def surviving_ancestor(eid):
-        """Nearest ancestor-or-self of the entry with id `eid` that survives (None: none). The file is known
-        to be acyclic (check_cycles above); results are memoized along the walk."""
-        walked = []
-        cur = t.get(eid)
-        while cur is not None and id(cur) in removed_entries:
-            hit = anc_cache.get(cur.id, walked)
-            if hit is not walked:
-                cur = hit
-                break
-            walked.append(cur.id)
-            cur = t.get(cur.parent) if cur.parent is not None else None
-        for w in walked:
-            anc_cache[w] = cur
-        return cur
+        """Nearest ancestor-or-self of the entry with id `eid` that survives (None: none)."""
+        if eid in anc_of:
+            return anc_of[eid]
+        return t.get(eid)
 
-    removed_ids = {e.id for e in removed_entries.values()}
     path_pos: dict = {}  # id(entry) -> index on the active path, built on first use
-    entries = t.entries
-    # only entries whose parent or reference may point at a removed entry need a look
-    todo = [e for e in entries if e.parent in removed_ids]
-    seen_todo = {id(e) for e in todo}
-    todo += [e for e in t.ref_entries() if id(e) not in seen_todo and (
-        e.first_kept in removed_ids or e.target_id in removed_ids or e.from_id in removed_ids)]
-    for e in todo:
-        fields: dict = {}
-        if e.parent in removed_ids and id(e) not in removed_entries:
-            p = t.get(e.parent)
-            if p is not None and id(p) in removed_entries:
-                anc = surviving_ancestor(e.parent)
-                fields["parentId"] = anc.id if anc is not None else None
-                plan.reparented += 1
+    reparented = refs_fixed = 0
+    # one pass over the file: entries whose parent or reference names a removed entry (removed ones never)
+    for e in (entries if anc_of else ()):
+        par = e.parent
         et = e.type
-        if et == "compaction" and e.first_kept in removed_ids and id(e) not in removed_entries:
-            tgt = t.get(e.first_kept)
-            if tgt is not None and id(tgt) in removed_entries:
+        fields: dict | None = None
+        if par in anc_of:
+            if id(e) in removed_entries:
+                continue
+            anc = anc_of[par]
+            fields = {"parentId": anc.id if anc is not None else None}
+            reparented += 1
+        if et == "message":
+            pass
+        elif et == "compaction":
+            if e.first_kept in anc_of and id(e) not in removed_entries:
+                if fields is None:
+                    fields = {}
+                tgt = entries[by_id_get(e.first_kept)]
                 fields["firstKeptEntryId"] = _next_surviving_on_path(t, e, tgt, removed_entries, surviving_ancestor,
                                                                      path, path_pos)
-        elif et == "label" and e.target_id in removed_ids and id(e) not in removed_entries:
-            tgt = t.get(e.target_id)
-            if tgt is not None and id(tgt) in removed_entries:
-                anc = surviving_ancestor(e.target_id)
+        elif et == "label":
+            if e.target_id in anc_of and id(e) not in removed_entries:
+                if fields is None:
+                    fields = {}
+                anc = anc_of[e.target_id]
                 fields["targetId"] = anc.id if anc is not None else e.id
-        elif et == "branch_summary" and e.from_id in removed_ids and id(e) not in removed_entries:
-            tgt = t.get(e.from_id)
-            if tgt is not None and id(tgt) in removed_entries:
-                anc = surviving_ancestor(e.from_id)
+        elif et == "branch_summary":
+            if e.from_id in anc_of and id(e) not in removed_entries:
+                if fields is None:
+                    fields = {}
+                anc = anc_of[e.from_id]
                 fields["fromId"] = anc.id if anc is not None else (fields.get("parentId", e.parent) or e.id)
         if fields:
-            plan.refs_fixed += len(fields) - (1 if "parentId" in fields else 0)
+            refs_fixed += len(fields) - (1 if "parentId" in fields else 0)
             ed = edits.get(e.line)
             if ed is None:
                 edits[e.line] = EntryEdit(set_fields=fields)
             else:
                 edits[e.line] = EntryEdit(ed.drop_blocks, ed.truncate_calls, ed.truncate_result,
                                           {**ed.set_fields, **fields})
-    plan.remove = {e.line for e in removed_entries.values()}
+    plan.reparented, plan.refs_fixed = reparented, refs_fixed
+    plan.remove = remove_lines
     plan.edits = edits
     plan.messages_after = plan.messages_original - len(removed_entries)  # all removed entries are path messages
     return plan

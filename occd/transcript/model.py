@@ -202,39 +202,41 @@ class Transcript:
         """Turns on the active path: a user message through the last entry before the next user message.
         Entries before the first user message are not in any turn."""
         path = self.active_path() if path is None else path
-        starts = [i for i, e in enumerate(path) if e.role == "user" and e.type == "message"]
-        out = [Turn(k, st, (starts[k + 1] - 1) if k + 1 < len(starts) else len(path) - 1)
-               for k, st in enumerate(starts)]
-        if out:
-            first = starts[0]
-            k = 0
-            for i, e in enumerate(path):
-                if e.call_ids and i >= first:
-                    while k + 1 < len(out) and out[k + 1].start <= i:
-                        k += 1
-                    out[k].call_ids.extend(e.call_ids)
+        out: list[Turn] = []
+        cur: Turn | None = None
+        for i, e in enumerate(path):  # one pass: a user message opens a turn, which ends before the next one
+            if e.role == "user" and e.type == "message":
+                if cur is not None:
+                    cur.end = i - 1
+                cur = Turn(len(out), i, i)
+                out.append(cur)
+            if cur is not None and e.call_ids:
+                cur.call_ids.extend(e.call_ids)
+        if cur is not None:
+            cur.end = len(path) - 1
         return out
 
     def check_cycles(self) -> None:
         """Raise ParseError if any parent chain in the file loops (OpenClaw would hang walking it)."""
         if self._acyclic:
             return
-        state: dict[int, int] = {}  # entry index -> 1 visiting, 2 done
-        for start in range(len(self.entries)):
-            if state.get(start) == 2:
+        entries, get = self.entries, self.by_id.get
+        state = bytearray(len(entries))  # entry index -> 0 not seen, 1 on the chain being walked, 2 done
+        for start in range(len(entries)):
+            if state[start]:
                 continue
             chain: list[int] = []
             cur: int | None = start
-            while cur is not None and state.get(cur) != 2:
-                if state.get(cur) == 1:
-                    e = self.entries[cur]
+            while cur is not None and state[cur] != 2:
+                if state[cur] == 1:
+                    e = entries[cur]
                     raise ParseError(f"Failed to parse session file (line {e.lineno})",
                                      "parent cycle in the entry tree: OpenClaw would hang on this session",
                                      details={"line": e.lineno, "cycle": True})
                 state[cur] = 1
                 chain.append(cur)
-                e = self.entries[cur]
-                cur = self.by_id.get(e.parent) if e.parent is not None else None
+                p = entries[cur].parent
+                cur = get(p) if p is not None else None
             for c in chain:
                 state[c] = 2
         self._acyclic = True
