@@ -81,7 +81,7 @@ def _row(store, info, window_for) -> SessionRow:
         tokens, source = int(info.total_tokens), "usage"  # OpenClaw's own figure, as `openclaw sessions list`
     elif path is not None and path.is_file():
         try:
-            tokens, source = context_tokens_from_tail(path, window=32 * 1024)
+            tokens, source = context_tokens_from_tail(path, window=8 * 1024)
         except OSError:
             tokens, source = None, None
         if tokens is None:

@@ -80,3 +80,23 @@ def sparkline(values: list[float | int | None], width: int = 40, ascii_only: boo
         else:
             out.append(chars[min(len(chars) - 1, int((v - lo) / (hi - lo) * (len(chars) - 1) + 0.5))])
     return "".join(out)
+
+
+def format_table(headers: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> str:
+    """A plain aligned table (no rich import: `occd list` must start fast). Columns in `right` are right-aligned;
+    the last column is never padded."""
+    widths = [len(h) for h in headers]
+    for r in rows:
+        for i, cell in enumerate(r):
+            widths[i] = max(widths[i], len(cell))
+
+    def line(cells):
+        out = []
+        for i, c in enumerate(cells):
+            if i == len(cells) - 1:
+                out.append(c)
+            else:
+                out.append(c.rjust(widths[i]) if i in right else c.ljust(widths[i]))
+        return "  ".join(out).rstrip()
+
+    return "\n".join([line(headers)] + [line(r) for r in rows])

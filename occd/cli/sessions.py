@@ -40,29 +40,25 @@ def list_cmd(agent, state_dir, limit, archived, as_json, verbose):
     if as_json:
         emit_json([row.to_json() for row in listing.sessions])
         return
-    from rich.table import Table
+    from occd.cli.render import format_table
 
-    c = console()
     now = datetime.now(timezone.utc)
     era = f" ({listing.era} era)" if listing.era != "file" else ""
     if not listing.sessions:
-        c.print(f"No {'archived ' if archived else ''}sessions for agent '{listing.agent}'{era}.")
+        click.echo(f"No {'archived ' if archived else ''}sessions for agent '{listing.agent}'{era}.")
         return
-    t = Table(show_edge=False, box=None, pad_edge=False)
-    for col, just in [("ID", "left"), ("UPDATED", "right"), ("SIZE", "right"), ("TOKENS", "right"),
-                      ("COMPACT", "right"), ("LABEL / ORIGIN", "left")]:
-        t.add_column(col, justify=just, no_wrap=col != "LABEL / ORIGIN")
+    rows = []
     for row in listing.sessions:
         tokens = human_tokens(row.tokens)
         if row.tokens is not None and row.context_window:
             tokens += f" ({100 * row.tokens / row.context_window:.0f}%)"
         flags = (" [running]" if row.running else "") + (" [unindexed]" if row.unindexed else "")
-        t.add_row(short_id(row.session_id), relative_time(row.updated_at, now), human_bytes(row.size), tokens,
-                  str(row.compaction_count if row.compaction_count is not None else "-"), (row.label or "") + flags)
-    c.print(t)
+        rows.append([short_id(row.session_id), relative_time(row.updated_at, now), human_bytes(row.size), tokens,
+                     str(row.compaction_count if row.compaction_count is not None else "-"), (row.label or "") + flags])
+    click.echo(format_table(["ID", "UPDATED", "SIZE", "TOKENS", "COMPACT", "LABEL / ORIGIN"], rows, right={1, 2, 3, 4}))
     if verbose:
-        c.print(f"{len(listing.sessions)} of {listing.total} sessions · agent {listing.agent}{era} · "
-                f"{display_path(listing.sessions_dir) if listing.sessions_dir else ''}")
+        click.echo(f"{len(listing.sessions)} of {listing.total} sessions · agent {listing.agent}{era} · "
+                   f"{display_path(listing.sessions_dir) if listing.sessions_dir else ''}")
     for w in listing.warnings:
         click.echo(f"Warning: {w}", err=True)
 
