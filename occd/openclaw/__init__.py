@@ -10,8 +10,8 @@ from pathlib import Path
 from occd.openclaw.filestore import (FileStore, SessionInfo, is_session_file, load_index, new_session_id,
                                      resolve_ref, update_index)
 from occd.openclaw.locks import LockInfo, read_lock, transcript_lock
-from occd.openclaw.state import (Agent, context_window, detect_era, get_agent, list_agents, load_openclaw_config,
-                                 resolve_state_dir, workspace_dir)
+from occd.openclaw.state import (Agent, Release, config_path, context_window, detect_era, get_agent, list_agents,
+                                 load_openclaw_config, release_evidence, resolve_state_dir, workspace_dir)
 
 
 def open_store(state_dir: Path, agent: str):
@@ -25,7 +25,7 @@ def open_store(state_dir: Path, agent: str):
     store = FileStore(state_dir, agent, a.dir)
     if a.era == "needs-migration":
         store.era = "needs-migration"
-        store.warnings.append(f"agent '{agent}' has file-era sessions that OpenClaw has not imported yet: run "
+        store.notes.append(f"agent '{agent}' has file-era sessions that OpenClaw has not imported yet: run "
                               "`openclaw doctor --fix`; occd only reads them until then")
     return store
 
@@ -39,7 +39,7 @@ def context_window_for_session(state_dir: Path, agent: str, info) -> int:
                           provider=getattr(info, "model_provider", None))
 
 
-__all__ = ["Agent", "FileStore", "LockInfo", "SessionInfo", "context_window", "context_window_for_session",
+__all__ = ["Agent", "FileStore", "Release", "config_path", "release_evidence", "LockInfo", "SessionInfo", "context_window", "context_window_for_session",
            "detect_era", "get_agent", "is_session_file", "list_agents", "load_index", "load_openclaw_config",
            "new_session_id", "open_store", "read_lock", "resolve_ref", "resolve_state_dir", "transcript_lock",
            "update_index", "workspace_dir"]

@@ -21,15 +21,23 @@ from occd.openclaw.locks import IndexLock, transcript_lock
 
 SESSION_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$", re.IGNORECASE)
 _NOT_SESSION = re.compile(
-    r"(\.backup\.\d+\.jsonl$)|(\.jsonl\.(reset|deleted|bak)\.)|(\.zst$)|(\.lock$)|(\.tmp$)|(\.occd-tmp$)"
-    r"|(\.trajectory\.jsonl$)|(\.trajectory-path\.json$)")
+    r"(\.backup\.\d+\.jsonl$)"                     # occd's own backups
+    r"|(\.(reset|deleted|bak)\.[^/]*$)"             # OpenClaw's archives (<file>.jsonl.reset.<time>, ...)
+    r"|(\.checkpoint\.[0-9a-f-]{36}\.jsonl$)"       # OpenClaw's compaction checkpoints
+    r"|(\.zst$)|(\.lock$)|(\.tmp$)|(\.occd-tmp$)"
+    r"|(\.trajectory\.jsonl$)|(\.trajectory-path\.json$)", re.IGNORECASE)
 ARCHIVE_DIR = "archive"
 MAX_INDEX_BYTES = 256 * 1024 * 1024
 
 
-def is_session_file(name: str) -> bool:
-    """A transcript that is a session: `<id>.jsonl` or `<id>-topic-<t>.jsonl`; not backups, OpenClaw's own
-    archives (.reset/.deleted/.bak, .zst), locks, temp files or trajectory side files."""
+def is_session_file(name: str | os.PathLike) -> bool:
+    """A transcript that is a session: `<id>.jsonl` or `<id>-topic-<t>.jsonl`; not occd's backups or archive
+    folder (`sessions/archive/`), not OpenClaw's own archives (.reset/.deleted/.bak, .zst), compaction
+    checkpoints, locks, temp files or trajectory side files. Takes a file name or a path relative to sessions/."""
+    parts = Path(name).parts
+    if not parts or any(p == ARCHIVE_DIR for p in parts[:-1]):
+        return False
+    name = parts[-1]
     if not name.endswith(".jsonl") or name.startswith("."):
         return False
     if _NOT_SESSION.search(name):
@@ -108,19 +116,40 @@ def load_index(sessions_dir: Path) -> tuple[dict, list[str]]:
     return data, []
 
 
-def _resolve_file(sessions_dir: Path, entry: dict, sid: str) -> Path:
+def _resolve_file(sessions_dir: Path, entry: dict, sid: str, agent: str | None = None) -> Path:
+    """The transcript path as OpenClaw resolves it (config/sessions/paths.ts, 2026.7.1): `sessionFile` inside the
+    sessions directory (relative, or absolute under it); an absolute path of the shape
+    `.../agents/<this agent>/sessions/<file>` elsewhere (a state written by another install) as it is; anything
+    else (escaping paths, foreign layouts) falls back to `<sessionsDir>/<sessionId>.jsonl`."""
+    fallback = sessions_dir / f"{sid}.jsonl"
     sf = _str(entry.get("sessionFile"))
-    if sf:
-        p = Path(sf).expanduser()
-        return p if p.is_absolute() else sessions_dir / p
-    return sessions_dir / f"{sid}.jsonl"
+    if not sf or not sf.strip():
+        return fallback
+    sf = sf.strip()
+    base = Path(os.path.abspath(sessions_dir))
+    if os.path.isabs(sf):
+        cand = Path(os.path.normpath(sf))
+        try:
+            rel = cand.relative_to(base)
+            return base / rel if rel.parts else fallback
+        except ValueError:
+            pass
+        parts = cand.parts
+        if (len(parts) >= 4 and parts[-2] == "sessions" and parts[-4] == "agents"
+                and (agent is None or parts[-3].lower() == agent.lower())):
+            return cand
+        return fallback
+    rel = os.path.normpath(sf)
+    if rel.startswith("..") or os.path.isabs(rel) or rel == ".":
+        return fallback
+    return base / rel
 
 
-def info_from_entry(sessions_dir: Path, key: str | None, entry: dict) -> SessionInfo | None:
+def info_from_entry(sessions_dir: Path, key: str | None, entry: dict, agent: str | None = None) -> SessionInfo | None:
     sid = _str(entry.get("sessionId"))
     if not sid:
         return None
-    path = _resolve_file(sessions_dir, entry, sid)
+    path = _resolve_file(sessions_dir, entry, sid, agent)
     return SessionInfo(
         key=key, session_id=sid, path=path, updated_at=_int(entry.get("updatedAt")),
         compaction_count=_int(entry.get("compactionCount")), total_tokens=_int(entry.get("totalTokens")),
@@ -148,11 +177,12 @@ class FileStore:
         self.agent = agent
         self.agent_dir = agent_dir or state_dir / "agents" / agent
         self.sessions_dir = self.agent_dir / "sessions"
-        self.warnings: list[str] = []
+        self.notes: list[str] = []      # standing remarks about this store (e.g. it still needs migration)
+        self.warnings: list[str] = []   # notes + what the last read found
 
     def index(self) -> dict:
         data, warnings = load_index(self.sessions_dir)
-        self.warnings = warnings
+        self.warnings = self.notes + warnings
         return data
 
     def sessions(self) -> list[SessionInfo]:
@@ -165,14 +195,14 @@ class FileStore:
             if not isinstance(entry, dict):
                 self.warnings.append(f"index entry {key!r} is not an object")
                 continue
-            info = info_from_entry(self.sessions_dir, key, entry)
+            info = info_from_entry(self.sessions_dir, key, entry, self.agent)
             if info is None:
                 self.warnings.append(f"index entry {key!r} has no sessionId")
                 continue
             if not _stat_into(info):
                 self.warnings.append(f"{key}: transcript {info.path} is missing")
                 continue
-            seen.add(str(info.path))
+            seen.add(os.path.abspath(info.path))
             out.append(info)
         try:
             names = os.listdir(self.sessions_dir)
@@ -184,7 +214,7 @@ class FileStore:
         for name in names:
             if is_session_file(name):
                 p = self.sessions_dir / name
-                if str(p) not in seen:
+                if os.path.abspath(p) not in seen:
                     info = SessionInfo(key=None, session_id=name[: -len(".jsonl")], path=p, unindexed=True)
                     if _stat_into(info):
                         out.append(info)
@@ -233,7 +263,14 @@ def resolve_ref(sessions: list[SessionInfo], ref: str, agent: str) -> SessionInf
     for s in sessions:
         if s.session_id == ref or (s.key and s.key == ref):
             return s
-    matches = [s for s in sessions if s.session_id.lower().startswith(ref.lower())]
+    if not ref:
+        raise OccdError("Empty session reference", f"run `occd list --agent {agent}` to see the sessions",
+                        code="SESSION_NOT_FOUND")
+    matches, seen = [], set()
+    for s in sessions:
+        if s.session_id.lower().startswith(ref.lower()) and s.session_id not in seen:
+            seen.add(s.session_id)  # two keys naming one transcript are one session
+            matches.append(s)
     if len(matches) == 1:
         return matches[0]
     if not matches:

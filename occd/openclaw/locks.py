@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from occd.errors import BusyError
+from occd.errors import BusyError, OccdError, WriteError
 
 STALE_AFTER_S = 30.0
 
@@ -77,7 +77,10 @@ def read_lock(lock_path: Path, now: float | None = None, stale_after: float | No
     created = d.get("createdAt") if isinstance(d.get("createdAt"), str) else None
     if pid is None:
         # a lock being written right now (empty) counts as held unless it is old
-        age = (now or time.time()) - lock_path.stat().st_mtime
+        try:
+            age = (now or time.time()) - lock_path.stat().st_mtime
+        except OSError:
+            return None  # released between the read and the stat
         alive = age < STALE_AFTER_S
         return LockInfo(lock_path, None, created, st, alive, "live" if alive else "unreadable")
     if not pid_alive(pid):
@@ -119,6 +122,12 @@ class IndexLock:
         while True:
             try:
                 fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            except (FileNotFoundError, NotADirectoryError):
+                raise OccdError(f"Cannot lock {self.path}: {self.path.parent} does not exist",
+                                "check the agent and the OpenClaw state directory", code="STATE_NOT_FOUND") from None
+            except PermissionError:
+                raise WriteError(f"Cannot lock {self.path}: permission denied",
+                                 f"occd needs write access to {self.path.parent}") from None
             except FileExistsError:
                 info = read_lock(self.path, stale_after=STALE_AFTER_S)
                 if info is not None and not info.alive:

@@ -1,12 +1,17 @@
 """OpenClaw's state directory, its config (JSON5), agents, era detection and context windows.
 
-Resolution follows OpenClaw exactly (../shared/docs/openclaw-state.md "Finding the state directory"). Every
-function takes `env` (a mapping) so tests never depend on the real environment.
+Resolution follows OpenClaw (../shared/docs/openclaw-state.md "Finding the state directory"; checked against the
+code of 2026.7.1 and 2026.9.6, which read OPENCLAW_STATE_DIR and fall back to ~/.openclaw, then ~/.clawdbot;
+older releases also honoured CLAWDBOT_STATE_DIR and the ~/.moldbot, ~/.moltbot names, so occd accepts those too).
+Values are trimmed; a leading `~` means OpenClaw's home (OPENCLAW_HOME, itself `~`-expanded with HOME, else
+HOME); relative paths are made absolute. Every function takes `env` (a mapping) so tests never depend on the
+real environment.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
@@ -14,27 +19,60 @@ from typing import Mapping
 from occd.errors import OccdError
 
 LEGACY_DIRS = (".clawdbot", ".moldbot", ".moltbot")
+STATE_DIR_VARS = ("OPENCLAW_STATE_DIR", "CLAWDBOT_STATE_DIR")
+CONFIG_PATH_VARS = ("OPENCLAW_CONFIG_PATH", "CLAWDBOT_CONFIG_PATH")
 CONFIG_NAMES = ("openclaw.json", "clawdbot.json", "moldbot.json", "moltbot.json")
 DEFAULT_CONTEXT_WINDOW = 200_000
 DB_NAME = "openclaw-agent.sqlite"
+GLOBAL_DB = Path("state") / "openclaw.sqlite"
+DB_ERA_FIRST_RELEASE = (2026, 8, 1)  # session storage moved into SQLite with 2026.8.1
+_VERSION_RE = re.compile(r"(\d{4})\.(\d{1,2})\.(\d{1,3})")
 
 
-def _home(env: Mapping[str, str]) -> Path:
-    return Path(env.get("OPENCLAW_HOME") or env.get("HOME") or os.path.expanduser("~")).expanduser()
+# --------------------------------------------------------------------------------------------------------------
+# Paths
+# --------------------------------------------------------------------------------------------------------------
+
+def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
+    return os.environ if env is None else env
 
 
-def _expand(p: str, env: Mapping[str, str]) -> Path:
+def _val(env: Mapping[str, str], name: str) -> str | None:
+    v = env.get(name)
+    v = v.strip() if isinstance(v, str) else None
+    return v or None
+
+
+def openclaw_home(env: Mapping[str, str] | None = None) -> Path:
+    """OPENCLAW_HOME (a leading `~` expanded with HOME), else HOME, else the user's home."""
+    env = _env(env)
+    os_home = _val(env, "HOME") or os.path.expanduser("~")
+    oc = _val(env, "OPENCLAW_HOME")
+    if oc:
+        if oc == "~" or oc.startswith("~/"):
+            oc = os_home + oc[1:]
+        return Path(os.path.abspath(oc))
+    return Path(os.path.abspath(os_home))
+
+
+def expand_user_path(p: str, env: Mapping[str, str] | None = None) -> Path:
+    """A path as OpenClaw reads one from the environment or its config: trimmed, `~` = OpenClaw's home, absolute."""
+    p = p.strip()
     if p == "~" or p.startswith("~/"):
-        return _home(env) / p[2:] if p != "~" else _home(env)
-    return Path(p)
+        return Path(os.path.abspath(str(openclaw_home(env)) + p[1:]))
+    return Path(os.path.abspath(p))
 
 
-def resolve_state_dir(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    for var in ("OPENCLAW_STATE_DIR", "CLAWDBOT_STATE_DIR"):
-        if env.get(var):
-            return _expand(env[var], env)
-    home = _home(env)
+def resolve_state_dir(env: Mapping[str, str] | None = None, state_dir: str | os.PathLike | None = None) -> Path:
+    """OpenClaw's state directory. `state_dir` (occd's own Settings.state_dir) wins when given."""
+    env = _env(env)
+    if state_dir:
+        return expand_user_path(str(state_dir), env)
+    for var in STATE_DIR_VARS:
+        v = _val(env, var)
+        if v:
+            return expand_user_path(v, env)
+    home = openclaw_home(env)
     if (home / ".openclaw").exists():
         return home / ".openclaw"
     for name in LEGACY_DIRS:
@@ -44,10 +82,11 @@ def resolve_state_dir(env: Mapping[str, str] | None = None) -> Path:
 
 
 def config_path(state_dir: Path, env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    for var in ("OPENCLAW_CONFIG_PATH", "CLAWDBOT_CONFIG_PATH"):
-        if env.get(var):
-            return _expand(env[var], env)
+    env = _env(env)
+    for var in CONFIG_PATH_VARS:
+        v = _val(env, var)
+        if v:
+            return expand_user_path(v, env)
     for name in CONFIG_NAMES:
         if (state_dir / name).exists():
             return state_dir / name
@@ -55,41 +94,83 @@ def config_path(state_dir: Path, env: Mapping[str, str] | None = None) -> Path:
 
 
 def load_openclaw_config(state_dir: Path, env: Mapping[str, str] | None = None) -> dict:
-    """OpenClaw's config (JSON5: comments, trailing commas). Missing → {}; unreadable → OccdError."""
+    """OpenClaw's config (JSON5: comments, trailing commas). Missing → {}; unreadable or invalid → OccdError."""
     p = config_path(state_dir, env)
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
-    except OSError as e:
-        raise OccdError(f"Cannot read OpenClaw config {p}: {e.strerror}", "check its permissions", code="OPENCLAW_CONFIG") from None
+    except (OSError, UnicodeDecodeError) as e:
+        why = getattr(e, "strerror", None) or "not UTF-8 text"
+        raise OccdError(f"Cannot read OpenClaw config {p}: {why}", "check the file and its permissions",
+                        code="OPENCLAW_CONFIG") from None
+    if not text.strip():
+        return {}
     import json5
 
     try:
         data = json5.loads(text)
     except ValueError as e:
-        raise OccdError(f"OpenClaw config {p} is not valid JSON5: {str(e).splitlines()[0]}",
-                        "fix the file (openclaw doctor can help)", code="OPENCLAW_CONFIG") from None
+        first = str(e).splitlines()[0] if str(e) else "syntax error"
+        raise OccdError(f"OpenClaw config {p} is not valid JSON5: {first}",
+                        "fix the file (`openclaw doctor` can help)", code="OPENCLAW_CONFIG") from None
     return data if isinstance(data, dict) else {}
+
+
+def _dict(v) -> dict:
+    return v if isinstance(v, dict) else {}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Context window
+# --------------------------------------------------------------------------------------------------------------
+
+def _split_model(model: str | None, provider: str | None) -> tuple[str | None, str | None]:
+    if model and not provider and "/" in model:
+        p, m = model.split("/", 1)
+        return m, p
+    return model, provider
+
+
+def _window_in_providers(providers: dict, model: str, provider: str | None) -> int | None:
+    order = [provider] if provider in providers else []
+    order += [p for p in providers if p not in order]
+    for pname in order:
+        for m in _dict(providers.get(pname)).get("models") or []:
+            if isinstance(m, dict) and m.get("id") == model:
+                cw = m.get("contextWindow")
+                if isinstance(cw, int) and not isinstance(cw, bool) and cw > 0:
+                    return cw
+    return None
+
+
+def _catalog(agent_dir: Path | None) -> dict:
+    """The agent's generated model catalog (`agents/<id>/agent/models.json`), when the release writes one."""
+    if agent_dir is None:
+        return {}
+    p = agent_dir / "agent" / "models.json"
+    try:
+        import json5
+
+        return _dict(_dict(json5.loads(p.read_text(encoding="utf-8"))).get("providers"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
 
 
 def context_window(state_dir: Path, *, agent: str | None = None, model: str | None = None,
                    provider: str | None = None, config: dict | None = None) -> int:
-    """The model's context window as OpenClaw resolves it: the configured provider's model entry, else
-    agents.defaults.contextTokens, else 200000."""
+    """The model's context window as OpenClaw resolves it: the model catalog's `contextWindow`, else the configured
+    `models.providers.<p>.models[]` entry, else `agents.defaults.contextTokens`, else 200000."""
     cfg = load_openclaw_config(state_dir) if config is None else config
-    providers = ((cfg.get("models") or {}).get("providers") or {}) if isinstance(cfg.get("models"), dict) else {}
-    if model and isinstance(providers, dict):
-        order = [provider] if provider in providers else []
-        order += [p for p in providers if p not in order]
-        for pname in order:
-            for m in (providers.get(pname) or {}).get("models") or []:
-                if isinstance(m, dict) and m.get("id") == model and isinstance(m.get("contextWindow"), int):
-                    return m["contextWindow"]
-    agents = cfg.get("agents") if isinstance(cfg.get("agents"), dict) else {}
-    defaults = agents.get("defaults") if isinstance(agents.get("defaults"), dict) else {}
-    ct = defaults.get("contextTokens")
-    if isinstance(ct, int) and ct > 0:
+    model, provider = _split_model(model, provider)
+    if model:
+        for providers in (_catalog(state_dir / "agents" / agent if agent else None),
+                          _dict(_dict(cfg.get("models")).get("providers"))):
+            cw = _window_in_providers(providers, model, provider)
+            if cw:
+                return cw
+    ct = _dict(_dict(cfg.get("agents")).get("defaults")).get("contextTokens")
+    if isinstance(ct, int) and not isinstance(ct, bool) and ct > 0:
         return ct
     return DEFAULT_CONTEXT_WINDOW
 
@@ -97,17 +178,106 @@ def context_window(state_dir: Path, *, agent: str | None = None, model: str | No
 def workspace_dir(state_dir: Path, agent: str, config: dict | None = None, env: Mapping[str, str] | None = None) -> Path:
     """The agent's workspace (MEMORY.md, memory/): per-agent config, else agents.defaults.workspace, else
     <state>/workspace (OpenClaw's default; `workspace-<agent>` for non-default agents)."""
-    env = os.environ if env is None else env
+    env = _env(env)
     cfg = load_openclaw_config(state_dir, env) if config is None else config
-    agents = cfg.get("agents") if isinstance(cfg.get("agents"), dict) else {}
+    agents = _dict(cfg.get("agents"))
     for a in agents.get("list") or []:
         if isinstance(a, dict) and a.get("id") == agent and a.get("workspace"):
-            return _expand(str(a["workspace"]), env)
-    defaults = agents.get("defaults") if isinstance(agents.get("defaults"), dict) else {}
+            return expand_user_path(str(a["workspace"]), env)
+    defaults = _dict(agents.get("defaults"))
     if defaults.get("workspace"):
-        base = _expand(str(defaults["workspace"]), env)
+        base = expand_user_path(str(defaults["workspace"]), env)
         return base if agent == "main" else base.parent / f"{base.name}-{agent}"
     return state_dir / ("workspace" if agent == "main" else f"workspace-{agent}")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Releases and eras
+# --------------------------------------------------------------------------------------------------------------
+
+def parse_version(text: str | None) -> tuple[int, int, int] | None:
+    m = _VERSION_RE.search(text or "")
+    return (int(m[1]), int(m[2]), int(m[3])) if m else None
+
+
+def is_db_era_release(version: tuple[int, int, int] | None) -> bool:
+    """2026.8.1 and later keep sessions in SQLite; the 2026.7.x extended-stable line (2026.7.33–35) does not."""
+    return version is not None and version >= DB_ERA_FIRST_RELEASE
+
+
+@dataclass(frozen=True)
+class Release:
+    version: tuple[int, int, int] | None
+    source: str  # config-meta | state-db | cli | none
+
+    @property
+    def text(self) -> str | None:
+        return ".".join(map(str, self.version)) if self.version else None
+
+    @property
+    def db_era(self) -> bool:
+        return is_db_era_release(self.version)
+
+
+def openclaw_cli_version(binary: str | None = None, timeout: float = 15.0) -> tuple[int, int, int] | None:
+    """`openclaw --version` of the CLI on PATH (about 1 s); None when it is not installed or does not answer."""
+    import shutil
+    import subprocess
+
+    binary = binary or shutil.which("openclaw")
+    if not binary:
+        return None
+    try:
+        p = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=timeout,
+                           stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return parse_version(p.stdout) if p.returncode == 0 else None
+
+
+def state_db_release(state_dir: Path) -> tuple[int, int, int] | None:
+    """The newest release named in the global `state/openclaw.sqlite` schema_meta (read-only). 2026.7.x creates
+    this database too but records no app_version; 2026.8+ records its own version."""
+    import sqlite3
+
+    db = state_dir / GLOBAL_DB
+    if not db.is_file():
+        return None
+    try:
+        c = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=1.0)
+        try:
+            rows = c.execute("SELECT app_version FROM schema_meta WHERE app_version IS NOT NULL").fetchall()
+        finally:
+            c.close()
+    except sqlite3.Error:
+        return None
+    versions = [v for v in (parse_version(r[0]) for r in rows) if v]
+    return max(versions) if versions else None
+
+
+def release_evidence(state_dir: Path, config: dict | None = None, *, probe_cli: bool = False,
+                     openclaw_bin: str | None = None) -> Release:
+    """Which OpenClaw release last used this state: `meta.lastTouchedVersion` in openclaw.json, the global state
+    database, and (only when `probe_cli`, it costs a process start) `openclaw --version`. The newest wins."""
+    found: list[tuple[tuple[int, int, int], str]] = []
+    try:
+        cfg = load_openclaw_config(state_dir) if config is None else config
+    except OccdError:
+        cfg = {}
+    v = parse_version(str(_dict(cfg.get("meta")).get("lastTouchedVersion") or ""))
+    if v:
+        found.append((v, "config-meta"))
+    v = state_db_release(state_dir)
+    if v:
+        found.append((v, "state-db"))
+    if probe_cli:
+        v = openclaw_cli_version(openclaw_bin)
+        if v:
+            found.append((v, "cli"))
+    if not found:
+        return Release(None, "none")
+    v, src = max(found)
+    return Release(v, src)
 
 
 @dataclass(frozen=True)
@@ -120,14 +290,32 @@ class Agent:
         return {"id": self.id, "dir": str(self.dir), "era": self.era}
 
 
-def detect_era(agent_dir: Path) -> str:
-    """file: sessions/ holds an index or transcripts; db: agent/openclaw-agent.sqlite exists; needs-migration:
-    both (a 2026.8+ release is in use but the old files were not imported by `openclaw doctor --fix`)."""
-    db = (agent_dir / "agent" / DB_NAME).exists()
+def _listdir(d: Path) -> list[str]:
+    try:
+        return os.listdir(d)
+    except OSError:
+        return []
+
+
+def has_file_era_sessions(agent_dir: Path) -> bool:
+    """`sessions/sessions.json` or a session transcript directly in `sessions/` (not occd's archive, not
+    OpenClaw's .reset/.deleted archives or trajectory side files)."""
+    from occd.openclaw.filestore import is_session_file
+
     sdir = agent_dir / "sessions"
-    files = sdir.is_dir() and ((sdir / "sessions.json").exists() or any(
-        n.endswith(".jsonl") for n in _listdir(sdir)))
-    if db and files:
+    if (sdir / "sessions.json").is_file():
+        return True
+    return any(is_session_file(n) for n in _listdir(sdir))
+
+
+def detect_era(agent_dir: Path, *, db_release: bool = False) -> str:
+    """file: sessions/ holds an index or transcripts; db: agent/openclaw-agent.sqlite exists; needs-migration:
+    file-era sessions that a database-era release has not imported yet — the agent database exists beside them,
+    or `db_release` says a 2026.8+ release uses this state (it refuses to run until `openclaw doctor --fix`
+    imports the files, so no agent database appears); empty: neither."""
+    db = (agent_dir / "agent" / DB_NAME).is_file()
+    files = has_file_era_sessions(agent_dir)
+    if files and (db or db_release):
         return "needs-migration"
     if db:
         return "db"
@@ -136,31 +324,24 @@ def detect_era(agent_dir: Path) -> str:
     return "empty"
 
 
-def _listdir(d: Path) -> list[str]:
-    try:
-        return os.listdir(d)
-    except OSError:
-        return []
-
-
-def list_agents(state_dir: Path) -> list[Agent]:
-    root = state_dir / "agents"
+def list_agents(state_dir: Path, *, probe_cli: bool = False, release: Release | None = None) -> list[Agent]:
+    """Agents under <state>/agents/ (sorted), each with its storage era."""
     if not state_dir.exists():
         raise OccdError(f"OpenClaw state directory {state_dir} does not exist",
                         "set OPENCLAW_STATE_DIR or occd's state_dir, or run OpenClaw once", code="STATE_NOT_FOUND")
-    if not os.access(state_dir, os.R_OK | os.X_OK):
+    if not state_dir.is_dir() or not os.access(state_dir, os.R_OK | os.X_OK):
         raise OccdError(f"OpenClaw state directory {state_dir} is not readable", "check its permissions",
                         code="STATE_UNREADABLE")
-    out = []
-    for name in sorted(_listdir(root)):
-        d = root / name
-        if d.is_dir() and not name.startswith("."):
-            out.append(Agent(name, d, detect_era(d)))
-    return out
+    root = state_dir / "agents"
+    names = sorted(n for n in _listdir(root) if not n.startswith(".") and (root / n).is_dir())
+    if not names:
+        return []
+    rel = release if release is not None else release_evidence(state_dir, probe_cli=probe_cli)
+    return [Agent(n, root / n, detect_era(root / n, db_release=rel.db_era)) for n in names]
 
 
-def get_agent(state_dir: Path, agent_id: str) -> Agent:
-    agents = list_agents(state_dir)
+def get_agent(state_dir: Path, agent_id: str, **kw) -> Agent:
+    agents = list_agents(state_dir, **kw)
     for a in agents:
         if a.id == agent_id:
             return a
