@@ -23,6 +23,7 @@ Rules (docs/design.md "cleaner", ../shared/docs/openclaw-format.md):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from occd.cleaner.truncate import truncate_args, truncate_result_content
@@ -69,6 +70,31 @@ class EntryEdit:
         return obj
 
 
+class Transforms(Mapping):
+    """Read-only mapping line -> EntryEdit.apply over a plan's edits."""
+
+    __slots__ = ("_edits",)
+
+    def __init__(self, edits: dict):
+        self._edits = edits
+
+    def __getitem__(self, line):
+        return self._edits[line].apply
+
+    def get(self, line, default=None):
+        ed = self._edits.get(line)
+        return ed.apply if ed is not None else default
+
+    def __contains__(self, line) -> bool:
+        return line in self._edits
+
+    def __iter__(self):
+        return iter(self._edits)
+
+    def __len__(self) -> int:
+        return len(self._edits)
+
+
 @dataclass
 class TurnRange:
     status: str
@@ -104,8 +130,10 @@ class StripPlan:
     def changed(self) -> bool:
         return bool(self.remove or self.edits)
 
-    def transforms(self) -> dict:
-        return {line: e.apply for line, e in self.edits.items()}
+    def transforms(self) -> "Transforms":
+        """line index -> function(entry dict) -> entry dict, as `rewrite` takes it (a read-only view of
+        `edits`: no per-line objects are built up front)."""
+        return Transforms(self.edits)
 
     def statistics(self, size_after: int | None = None, *, clone: bool = False) -> dict:
         """The CLI contract's statistics (EditResult; clone=True: CloneResult's key names)."""

@@ -11,8 +11,6 @@ the original's mode kept, and a last check that the source did not change since 
 
 from __future__ import annotations
 
-import io
-import mmap
 import os
 import tempfile
 from datetime import datetime, timezone
@@ -26,7 +24,6 @@ from occd.transcript.limits import dumps_compact
 from occd.transcript.model import CURRENT_VERSION, Transcript, gc_paused
 
 EntryTransform = Callable[[dict], dict]
-_USE_MMAP = False  # buffered reads: an mmap'ed source counts fully towards RSS and was not faster
 _CHUNK = 1 << 20
 
 
@@ -114,92 +111,81 @@ def rewrite(t: Transcript, out: IO[bytes], *, remove: Iterable[int] = (),
         return _rewrite(t, out, remove=remove, edits=edits, header=header, drop_malformed=drop_malformed, src=src)
 
 
+_SKIP, _EDIT, _HEADER = 0, 1, 2
+
+
 def _rewrite(t: Transcript, out: IO[bytes], *, remove, edits, header, drop_malformed, src) -> int:
-    edits = dict(edits or {})
-    removed = set(remove)
+    if edits is None:
+        edits = {}
+    edit_lines = set(edits)  # membership without calling into a Mapping per entry
+    removed = remove if isinstance(remove, (set, frozenset)) else set(remove)
     migrate = _migration_transform(t)
     if header is None:
         header = migrated_header(t)
-    actions: dict[int, tuple[int, int, str]] = {}  # offset -> (length, line, action)
-    if header is not None and t.header is not None:
-        actions[t.header_offset] = (t.header_length, -1, "header")
     mig_lines = _needs_migration_line(t)
-    for e in t.entries:
-        if e.line in removed:
-            actions[e.offset] = (e.length, e.line, "skip")
-        elif e.line in edits or e.line in mig_lines:
-            actions[e.offset] = (e.length, e.line, "edit")
+    # (offset, length, line, action) for every line that is not copied as it is, in file order
+    acts: list[tuple[int, int, int, int]] = []
+    if header is not None and t.header is not None:
+        acts.append((t.header_offset, t.header_length, -1, _HEADER))
+    if removed or edit_lines or mig_lines:
+        append = acts.append
+        for e in t.entries:
+            ln = e.line
+            if ln in removed:
+                append((e.offset, e.length, ln, _SKIP))
+            elif ln in edit_lines or ln in mig_lines:
+                append((e.offset, e.length, ln, _EDIT))
     if drop_malformed:
         for m in t.malformed:
-            actions[m.offset] = (m.length, m.lineno - 1, "skip")
+            acts.append((m.offset, m.length, m.lineno - 1, _SKIP))
+    acts.sort()
     written = 0
     own = src is None
-    fh = open(t.path, "rb") if own else src  # type: ignore[arg-type]
+    fh = open(t.path, "rb", buffering=_CHUNK) if own else src  # type: ignore[arg-type]
     try:
         size = t.size
-        mm = None
-        if size and _USE_MMAP:
-            try:
-                mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-            except (OSError, ValueError, io.UnsupportedOperation):
-                mm = None
-        if mm is not None and len(mm) < size:
-            raise OSError("source file shrank while it was being rewritten")
-        view = memoryview(mm) if mm is not None else None
-
-        def read(off: int, n: int):
-            if view is not None:
-                return view[off:off + n]
-            fh.seek(off)
-            data = fh.read(n)
-            if len(data) != n:
-                raise OSError("source file shrank while it was being rewritten")
-            return data
-
-        def copy(off: int, n: int) -> None:
-            if view is not None:
-                out.write(view[off:off + n])
-                return
-            fh.seek(off)
-            _copy_range(fh, out, n)
-
-        pos = 0
+        fh.seek(0)
+        read = fh.read
         write = out.write
         loads = orjson.loads
-        try:
-            for offset in sorted(actions):
-                length, line, action = actions[offset]
-                if offset > pos:
-                    copy(pos, offset - pos)
-                    written += offset - pos
+        get_edit = edits.get
+        pos = 0   # next source byte to deal with; the file is read strictly forward from here
+        for offset, length, line, action in acts:
+            if offset > pos:
+                _copy_range(fh, out, offset - pos)
+                written += offset - pos
+            if action == _SKIP:
+                fh.seek(length, 1)
                 pos = offset + length
-                if action == "skip":
-                    continue
-                if action == "header":
-                    data = serialize(header)
-                else:
-                    obj = loads(read(offset, length))
-                    if migrate is not None:
-                        obj = migrate(line, obj)
-                    fn = edits.get(line)
-                    if fn is not None:
-                        obj = fn(obj)
-                    data = serialize(obj)
-                write(data)
-                written += len(data)
-            last_nl = True
-            if size > pos:
-                copy(pos, size - pos)
-                written += size - pos
-                last_nl = bytes(read(size - 1, 1)) == b"\n"
-            if not last_nl:
-                write(b"\n")
-                written += 1
-        finally:
-            if view is not None:
-                view.release()
-            if mm is not None:
-                mm.close()
+                continue
+            raw = read(length)
+            if len(raw) != length:
+                raise OSError("source file shrank while it was being rewritten")
+            pos = offset + length
+            if action == _HEADER:
+                data = serialize(header)
+            else:
+                obj = loads(raw)
+                if migrate is not None:
+                    obj = migrate(line, obj)
+                fn = get_edit(line)
+                if fn is not None:
+                    obj = fn(obj)
+                data = serialize(obj)
+            write(data)
+            written += len(data)
+        last_nl = True
+        if size > pos:
+            _copy_range(fh, out, size - pos - 1)
+            last = read(1)
+            if len(last) != 1:
+                raise OSError("source file shrank while it was being rewritten")
+            write(last)
+            written += size - pos
+            last_nl = last == b"\n"
+        if not last_nl:
+            write(b"\n")
+            written += 1
     finally:
         if own:
             fh.close()
