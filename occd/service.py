@@ -1,8 +1,9 @@
 """Installing occd as a background service: a systemd user unit on Linux, a LaunchAgent on macOS.
 
-One code path renders both from the templates shipped in the wheel (occd.systemd, occd.launchd) and returns a
-Plan (files to write, commands to run, notes); `--dry-run` prints the plan, otherwise it is carried out through
-a runner that tests replace.
+One code path renders both from the templates shipped in the wheel (packages occd.systemd and occd.launchd, read
+with importlib.resources) into a Plan: an ordered list of steps (write a file, remove a file, run a command)
+plus notes for the user. `--dry-run` prints the plan; otherwise `execute()` carries it out, running every
+command through one runner (`run_command`) that tests replace.
 """
 
 from __future__ import annotations
@@ -18,39 +19,73 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from occd import paths
-from occd.errors import OccdError
+from occd.errors import NotFoundError, OccdError, UsageError
 
 UNIT_NAME = "occd.service"
 LABEL = "io.occd.daemon"
+ENV_FILE_NAME = "occd.env"
+MIN_INTERVAL_S = 5  # daemon.scan_interval_seconds has the same lower bound
+BASE_PATH = "/usr/local/bin:/opt/homebrew/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+
+
+@dataclass
+class Step:
+    kind: str                       # "write" | "remove" | "mkdir" | "run"
+    path: Path | None = None
+    text: str | None = None
+    mode: int = 0o644
+    cmd: list[str] | None = None
+    check: bool = True              # run: a failure stops the plan; False: tolerated (e.g. "not loaded")
+
+    def describe(self) -> str:
+        if self.kind == "run":
+            return f"$ {shlex.join(self.cmd or [])}" + ("" if self.check else "   # may fail harmlessly")
+        if self.kind == "write":
+            return f"# write {self.path} (mode {self.mode:o})"
+        return f"# {self.kind} {self.path}"
 
 
 @dataclass
 class Plan:
     platform: str
-    files: dict[Path, str] = field(default_factory=dict)
-    remove: list[Path] = field(default_factory=list)
-    commands: list[list[str]] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def files(self) -> dict[Path, str]:
+        return {s.path: s.text or "" for s in self.steps if s.kind == "write" and s.path is not None}
+
+    @property
+    def commands(self) -> list[list[str]]:
+        return [s.cmd for s in self.steps if s.kind == "run" and s.cmd]
 
     def to_json(self) -> dict:
         return {"platform": self.platform, "files": {str(k): v for k, v in self.files.items()},
-                "remove": [str(p) for p in self.remove], "commands": [shlex.join(c) for c in self.commands],
-                "notes": self.notes}
+                "remove": [str(s.path) for s in self.steps if s.kind == "remove"],
+                "commands": [shlex.join(c) for c in self.commands],
+                "steps": [s.describe() for s in self.steps], "notes": self.notes}
 
 
+# ---------------------------------------------------------------------------------------------- helpers
 def detect_platform() -> str:
     return "macos" if sys.platform == "darwin" else "linux"
 
 
-def occd_command() -> list[str]:
-    """The absolute command that starts this installed occd (a service has no PATH to rely on)."""
-    exe = shutil.which("occd")
+def occd_command(argv0: str | None = None, which=shutil.which) -> list[str]:
+    """The absolute command that starts this installed occd (a service manager has no useful PATH).
+
+    The occd we were started as wins (so `~/venv/bin/occd service install` installs that one), then the occd
+    on PATH, then `python -m occd` with this interpreter (kept unresolved: a venv's python is a symlink whose
+    target would lose the venv)."""
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    if argv0 and Path(argv0).name == "occd":
+        p = Path(argv0) if os.sep in argv0 else (Path(which(argv0)) if which(argv0) else None)
+        if p is not None and p.is_file():
+            return [os.path.abspath(p)]
+    exe = which("occd")
     if exe:
-        return [str(Path(exe).resolve())]
-    argv0 = Path(sys.argv[0])
-    if argv0.name == "occd" and argv0.exists():
-        return [str(argv0.resolve())]
-    return [str(Path(sys.executable).resolve()), "-m", "occd"]
+        return [os.path.abspath(exe)]
+    return [os.path.abspath(sys.executable), "-m", "occd"]
 
 
 def template(package: str, name: str) -> str:
@@ -58,123 +93,231 @@ def template(package: str, name: str) -> str:
 
 
 def parse_interval(text: str | None) -> int | None:
-    if not text:
+    """'30s', '5m', '1h', '1d' or plain seconds → seconds (at least MIN_INTERVAL_S); None passes through."""
+    if text is None:
         return None
-    from occd.cli.daemon_cmd import parse_duration
+    t = text.strip().lower()
+    mult = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    try:
+        secs = float(t[:-1]) * mult[t[-1]] if t and t[-1] in mult else float(t)
+    except (ValueError, KeyError):
+        raise UsageError(f"{text!r} is not an interval", "use a number with s, m or h, e.g. 30s, 5m, 1h") from None
+    if secs != secs or secs < MIN_INTERVAL_S:  # NaN or too short
+        raise UsageError(f"interval {text!r} is too short", f"use at least {MIN_INTERVAL_S}s") from None
+    return int(secs)
 
-    return parse_duration(text)
 
-
-def service_env(act: bool, interval: int | None) -> dict[str, str]:
+def service_env(act: bool, interval: int | None, environ=None) -> dict[str, str]:
+    """Environment for the service: the flags, plus the occd/OpenClaw location variables of this shell (so the
+    service sees the same ledger and state as the command that installed it)."""
+    environ = os.environ if environ is None else environ
     env = {}
     if act:
         env["OCCD_POLICY__MODE"] = "act"
     if interval:
         env["OCCD_DAEMON__SCAN_INTERVAL_SECONDS"] = str(interval)
     for var in ("OCCD_HOME", "OCCD_CONFIG", "OPENCLAW_STATE_DIR", "OPENCLAW_CONFIG_PATH"):
-        if os.environ.get(var):
-            env[var] = os.environ[var]
+        if environ.get(var):
+            env[var] = environ[var]
     return env
 
 
-def systemd_unit_path(home: Path) -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or str(home / ".config")
+def env_file_path() -> Path:
+    return paths.config_file().parent / ENV_FILE_NAME
+
+
+def systemd_unit_path(home: Path, environ=None) -> Path:
+    environ = os.environ if environ is None else environ
+    base = environ.get("XDG_CONFIG_HOME") or str(home / ".config")
     return Path(base) / "systemd" / "user" / UNIT_NAME
 
 
-def render_systemd(command: list[str], env_file: Path, env: dict[str, str]) -> str:
-    def q(s: str) -> str:  # systemd quoting for ExecStart/Environment values
-        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"' if any(c in s for c in ' "\\') else s
+def plist_path(home: Path) -> Path:
+    return home / "Library" / "LaunchAgents" / f"{LABEL}.plist"
 
-    environment = "\n".join(f"Environment={q(f'{k}={v}')}" for k, v in sorted(env.items()))
+
+# ------------------------------------------------------------------------------------------------ rendering
+def _sd_escape(s: str) -> str:
+    """A value in a unit file: '%' is a specifier there, so it is doubled."""
+    return s.replace("%", "%%")
+
+
+def _sd_quote(s: str, exec_line: bool = False) -> str:
+    """One word of ExecStart= or an Environment= assignment, quoted when needed (systemd.syntax(7))."""
+    s = _sd_escape(s)
+    if exec_line:
+        s = s.replace("$", "$$")  # ExecStart= expands $VAR
+    if s and not any(c in s for c in " \t\"'\\;"):
+        return s
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def render_systemd(command: list[str], env_file: Path, env: dict[str, str]) -> str:
+    environment = "\n".join(f"Environment={_sd_quote(f'{k}={v}')}" for k, v in sorted(env.items()))
     text = template("occd.systemd", "occd.service")
-    return (text.replace("{exec_start}", " ".join(q(c) for c in command + ["run"]))
-            .replace("{env_file}", str(env_file)).replace("{environment}", environment))
+    return (text.replace("{exec_start}", " ".join(_sd_quote(c, exec_line=True) for c in command + ["run"]))
+            .replace("{env_file}", _sd_escape(str(env_file))).replace("{environment}", environment))
 
 
 def render_plist(command: list[str], env: dict[str, str], home: Path, log_dir: Path) -> str:
     args = "\n".join(f"    <string>{escape(c)}</string>" for c in command + ["run"])
-    base_env = {"PATH": "/usr/local/bin:/opt/homebrew/bin:/usr/bin:/bin:/usr/sbin:/sbin", "HOME": str(home), **env}
-    environment = "\n".join(f"    <key>{escape(k)}</key>\n    <string>{escape(v)}</string>" for k, v in sorted(base_env.items()))
+    exe_dir = os.path.dirname(command[0])
+    path = BASE_PATH if exe_dir in BASE_PATH.split(":") else f"{exe_dir}:{BASE_PATH}"
+    base_env = {"PATH": path, "HOME": str(home), **env}
+    environment = "\n".join(f"    <key>{escape(k)}</key>\n    <string>{escape(v)}</string>"
+                            for k, v in sorted(base_env.items()))
     text = template("occd.launchd", f"{LABEL}.plist")
     return (text.replace("{label}", LABEL).replace("{program_arguments}", args)
             .replace("{environment}", environment).replace("{log_dir}", escape(str(log_dir))))
 
 
-def install_plan(platform: str | None = None, *, act: bool = False, interval: str | None = None,
-                 home: Path | None = None, uid: int | None = None) -> Plan:
+# ---------------------------------------------------------------------------------------------------- plans
+def _home(home: Path | None) -> Path:
+    return home or Path(os.environ.get("HOME") or Path.home())
+
+
+def _check_platform(platform: str | None) -> str:
     platform = platform or detect_platform()
-    home = home or Path(os.environ.get("HOME") or Path.home())
+    if platform not in ("linux", "macos"):
+        raise UsageError(f"Unsupported platform '{platform}'", "use --platform linux or macos")
+    return platform
+
+
+def install_plan(platform: str | None = None, *, act: bool = False, interval: str | None = None,
+                 home: Path | None = None, uid: int | None = None, command: list[str] | None = None) -> Plan:
+    platform = _check_platform(platform)
+    home = _home(home)
     env = service_env(act, parse_interval(interval))
-    cmd = occd_command()
+    cmd = command or occd_command()
     if platform == "linux":
         unit = systemd_unit_path(home)
-        env_file = paths.config_file().parent / "occd.env"
-        plan = Plan("linux", files={unit: render_systemd(cmd, env_file, env)})
-        if not env_file.exists():
-            plan.files[env_file] = template("occd.systemd", "occd.env")
-        plan.commands = [["systemctl", "--user", "daemon-reload"], ["systemctl", "--user", "enable", "--now", UNIT_NAME]]
-        plan.notes = [f"API keys for relevance scoring go in {paths.display_path(env_file)} (mode 0600).",
-                      "On a headless machine, run `loginctl enable-linger $USER` so the service runs without a login.",
-                      "Check it with `occd service status` and `occd status`."]
+        env_file = env_file_path()
+        plan = Plan("linux")
+        if not env_file.exists():  # never overwrite: it holds the user's API keys
+            plan.steps.append(Step("write", env_file, template("occd.systemd", ENV_FILE_NAME), mode=0o600))
+        reinstall = unit.exists()
+        plan.steps += [
+            Step("write", unit, render_systemd(cmd, env_file, env)),
+            Step("run", cmd=["systemctl", "--user", "daemon-reload"]),
+            Step("run", cmd=["systemctl", "--user", "enable", "--now", UNIT_NAME]),
+        ]
+        if reinstall:  # `enable --now` leaves a running daemon alone; the new flags need a restart
+            plan.steps.append(Step("run", cmd=["systemctl", "--user", "restart", UNIT_NAME]))
+        plan.notes = [f"API keys for relevance scoring go in {paths.display_path(env_file)} (mode 0600), then "
+                      "`systemctl --user restart occd`.",
+                      "On a headless machine run `loginctl enable-linger $USER`, or the service stops when you log out.",
+                      "Check it with `occd service status` and `occd status`; logs: `occd service logs`."]
         return plan
-    if platform == "macos":
-        uid = os.getuid() if uid is None else uid
-        plist = home / "Library" / "LaunchAgents" / f"{LABEL}.plist"
-        plan = Plan("macos", files={plist: render_plist(cmd, env, home, paths.log_dir())})
-        plan.commands = [["launchctl", "bootout", f"gui/{uid}/{LABEL}"],
-                         ["launchctl", "bootstrap", f"gui/{uid}", str(plist)]]
-        plan.notes = [f"Logs: {paths.display_path(paths.log_dir())}.", "Check it with `occd service status`."]
-        return plan
-    raise OccdError(f"Unsupported platform '{platform}'", "use --platform linux or macos", code="USAGE")
+    uid = os.getuid() if uid is None else uid
+    plist = plist_path(home)
+    plan = Plan("macos", steps=[
+        Step("mkdir", paths.log_dir()),  # launchd opens the log files itself and does not create folders
+        Step("write", plist, render_plist(cmd, env, home, paths.log_dir())),
+        Step("run", cmd=["launchctl", "bootout", f"gui/{uid}/{LABEL}"], check=False),  # a previous install
+        Step("run", cmd=["launchctl", "bootstrap", f"gui/{uid}", str(plist)]),
+    ])
+    plan.notes = [f"Logs: {paths.display_path(paths.log_dir())}.",
+                  "Check it with `occd service status` and `occd status`."]
+    return plan
 
 
 def uninstall_plan(platform: str | None = None, *, home: Path | None = None, uid: int | None = None) -> Plan:
-    platform = platform or detect_platform()
-    home = home or Path(os.environ.get("HOME") or Path.home())
+    """Stop first, then remove the file (systemd cannot disable a unit whose file is gone)."""
+    platform = _check_platform(platform)
+    home = _home(home)
     if platform == "linux":
-        return Plan("linux", remove=[systemd_unit_path(home)],
-                    commands=[["systemctl", "--user", "disable", "--now", UNIT_NAME],
-                              ["systemctl", "--user", "daemon-reload"]])
-    uid = os.getuid() if uid is None else uid
-    return Plan("macos", remove=[home / "Library" / "LaunchAgents" / f"{LABEL}.plist"],
-                commands=[["launchctl", "bootout", f"gui/{uid}/{LABEL}"]])
+        plan = Plan("linux", steps=[
+            Step("run", cmd=["systemctl", "--user", "disable", "--now", UNIT_NAME], check=False),
+            Step("remove", systemd_unit_path(home)),
+            Step("run", cmd=["systemctl", "--user", "daemon-reload"]),
+            Step("run", cmd=["systemctl", "--user", "reset-failed", UNIT_NAME], check=False),
+        ])
+        if env_file_path().exists():
+            plan.notes.append(f"Kept {paths.display_path(env_file_path())} (it may hold API keys); delete it if unwanted.")
+    else:
+        uid = os.getuid() if uid is None else uid
+        plan = Plan("macos", steps=[
+            Step("run", cmd=["launchctl", "bootout", f"gui/{uid}/{LABEL}"], check=False),
+            Step("remove", plist_path(home)),
+        ])
+    plan.notes.append("The ledger, logs and backups stay where they are.")
+    return plan
+
+
+def installed_path(platform: str | None = None, home: Path | None = None) -> Path:
+    platform = _check_platform(platform)
+    return systemd_unit_path(_home(home)) if platform == "linux" else plist_path(_home(home))
 
 
 def status_command(platform: str | None = None, uid: int | None = None) -> list[str]:
-    if (platform or detect_platform()) == "linux":
+    if _check_platform(platform) == "linux":
         return ["systemctl", "--user", "status", "--no-pager", UNIT_NAME]
     return ["launchctl", "print", f"gui/{os.getuid() if uid is None else uid}/{LABEL}"]
 
 
-def logs_command(platform: str | None = None, lines: int = 100, follow: bool = False) -> list[str]:
-    if (platform or detect_platform()) == "linux" and shutil.which("journalctl"):
+def logs_command(platform: str | None = None, lines: int = 100, follow: bool = False, which=shutil.which) -> list[str]:
+    if _check_platform(platform) == "linux" and which("journalctl"):
         return ["journalctl", "--user", "-u", UNIT_NAME, "-n", str(lines), "--no-pager"] + (["-f"] if follow else [])
-    return ["tail", "-n", str(lines)] + (["-f"] if follow else []) + [str(paths.log_dir() / "occd.log")]
+    log_file = paths.log_dir() / "occd.log"
+    if not log_file.exists():
+        raise NotFoundError(f"No log file at {paths.display_path(log_file)} yet",
+                            "the daemon writes it when it starts: `occd service status`")
+    return ["tail", "-n", str(lines)] + (["-F"] if follow else []) + [str(log_file)]
 
 
-def run_command(cmd: list[str]) -> subprocess.CompletedProcess:
+# ------------------------------------------------------------------------------------------------ execution
+def run_command(cmd: list[str], *, capture: bool = True) -> subprocess.CompletedProcess:
+    """The one place occd runs service-manager commands (tests replace it). capture=False: output goes
+    straight to the terminal (status, logs -f)."""
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        if capture:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        return subprocess.run(cmd)
     except FileNotFoundError:
         return subprocess.CompletedProcess(cmd, 127, "", f"{cmd[0]}: command not found")
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(cmd, 124, "", f"{shlex.join(cmd)} did not finish in 120 s")
+    except KeyboardInterrupt:  # Ctrl-C on `logs -f`
+        return subprocess.CompletedProcess(cmd, 0, "", "")
 
 
-def execute(plan: Plan, runner=run_command, *, tolerate_first_failure: bool = False) -> list[subprocess.CompletedProcess]:
-    for path, text in plan.files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.chmod(tmp, 0o600 if path.suffix == ".env" else 0o644)
+def _write(path: Path, text: str, mode: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
-    for path in plan.remove:
-        path.unlink(missing_ok=True)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def execute(plan: Plan, runner=None) -> list[subprocess.CompletedProcess]:
+    """Carry the plan out in order. A failing checked command stops it with an OccdError naming the command."""
+    runner = runner or run_command
     results = []
-    for i, cmd in enumerate(plan.commands):
-        r = runner(cmd)
+    for step in plan.steps:
+        try:
+            if step.kind == "write":
+                _write(step.path, step.text or "", step.mode)
+            elif step.kind == "mkdir":
+                paths.ensure_dir(step.path)
+            elif step.kind == "remove":
+                step.path.unlink(missing_ok=True)
+        except OSError as e:
+            raise OccdError(f"Cannot {step.kind} {paths.display_path(step.path)}: {e.strerror}",
+                            "check the folder's permissions", code="SERVICE_FAILED") from None
+        if step.kind != "run":
+            continue
+        r = runner(step.cmd)
         results.append(r)
-        # `launchctl bootout` of an agent that is not loaded fails harmlessly before bootstrap
-        if r.returncode != 0 and not (plan.platform == "macos" and "bootout" in cmd and i < len(plan.commands) - 1):
-            raise OccdError(f"{shlex.join(cmd)} failed: {(r.stderr or r.stdout).strip().splitlines()[-1] if (r.stderr or r.stdout).strip() else r.returncode}",
-                            "the files are in place; run the command yourself to see why", code="SERVICE_FAILED")
+        if r.returncode != 0 and step.check:
+            out = (r.stderr or r.stdout or "").strip()
+            why = out.splitlines()[-1] if out else f"exit status {r.returncode}"
+            hint = (f"{step.cmd[0]} is not available here; use --dry-run to see the files and commands"
+                    if r.returncode == 127 else "the files are in place; run the command yourself to see why")
+            raise OccdError(f"{shlex.join(step.cmd)} failed: {why}", hint, code="SERVICE_FAILED")
     return results

@@ -1,4 +1,4 @@
-"""`occd run` (the daemon, or one cycle with --once)."""
+"""`occd run` (the daemon, or one cycle with --once) and `occd service install|uninstall|status|logs`."""
 
 from __future__ import annotations
 
@@ -8,19 +8,15 @@ from occd.cli.common import emit_json, handle_errors, json_option, state_option
 
 
 def parse_duration(text: str) -> int:
-    """'30s', '5m', '1h', '2d' or plain seconds → seconds."""
-    t = text.strip().lower()
-    mult = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    try:
-        if t and t[-1] in mult:
-            return int(float(t[:-1]) * mult[t[-1]])
-        return int(float(t))
-    except ValueError:
-        raise click.BadParameter(f"{text!r} is not a duration like 30s, 5m, 1h") from None
+    """'30s', '5m', '1h', '1d' or plain seconds → seconds (UsageError, exit 2, otherwise)."""
+    from occd.service import parse_interval
+
+    return parse_interval(text)
 
 
+# ------------------------------------------------------------------------------------------------------ run
 @click.command("run")
-@click.option("--once", is_flag=True, help="Run one full cycle (scan, apply, prune, maintain) and exit.")
+@click.option("--once", is_flag=True, help="Run one full cycle (scan, apply, prune, maintain, score) and exit.")
 @click.option("--act", is_flag=True, help="Act (policy.mode = act) instead of only observing.")
 @click.option("--interval", default=None, help="Scan interval, e.g. 30s, 5m (default: daemon.scan_interval_seconds).")
 @state_option
@@ -28,13 +24,17 @@ def parse_duration(text: str) -> int:
 @json_option
 @handle_errors
 def run_cmd(once, act, interval, state_dir, log_level, as_json):
-    """Run the daemon in the foreground (what the service manager starts)."""
+    """Run the daemon in the foreground (what the service manager starts).
+
+    SIGTERM/SIGINT finish the running step and exit 0; SIGHUP reloads the config. With --once: one cycle,
+    exit 0, or 1 when a job failed. A second `occd run` exits 75 while one is running.
+    """
     from occd import logging_setup
     from occd.cli.common import load_settings_from_ctx
     from occd.daemon import Daemon, InstanceLock
     from occd.ledger import Ledger
 
-    overrides = {"state_dir": state_dir, "log_level": log_level}
+    overrides: dict = {"state_dir": state_dir, "log_level": log_level}
     if act:
         overrides["policy"] = {"mode": "act"}
     if interval:
@@ -45,22 +45,133 @@ def run_cmd(once, act, interval, state_dir, log_level, as_json):
 
     settings = loader()
     logging_setup.setup(settings.log_level, quiet_stderr=as_json)
-    lock = InstanceLock().acquire()
-    try:
+    with InstanceLock():
         with Ledger.open() as ledger:
             d = Daemon(loader)
-            if once:
-                results = d.run_once(ledger)
-                failed = [n for n, (ok, _) in results.items() if not ok]
-                if as_json:
-                    emit_json({"success": not failed, "jobs": {n: {"ok": ok, **s} for n, (ok, s) in results.items()}})
-                else:
-                    for n, (ok, s) in results.items():
-                        text = ", ".join(f"{k} {v}" for k, v in s.items() if not isinstance(v, (dict, list)))
-                        click.echo(f"{'ok    ' if ok else 'FAILED'} {n:<9} {text}")
-                if failed:
-                    raise SystemExit(1)
-                return
-            raise SystemExit(d.run_forever(ledger))
+            if not once:
+                raise SystemExit(d.run_forever(ledger))
+            code = _once(d, ledger, as_json)
+    raise SystemExit(code)
+
+
+def _once(d, ledger, as_json: bool) -> int:
+    """One cycle; SIGTERM/SIGINT stop it between steps (like the daemon) instead of killing it mid-write."""
+    import signal
+
+    def on_signal(signum, frame):
+        d.stop.set()
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        results = d.run_once(ledger)
     finally:
-        lock.release()
+        for s, h in old.items():
+            signal.signal(s, h)
+    failed = [n for n, (ok, _) in results.items() if not ok]
+    interrupted = d.stop.is_set()
+    if as_json:
+        emit_json({"success": not failed, "interrupted": interrupted, "failed": failed,
+                   "jobs": {n: {"ok": ok, **s} for n, (ok, s) in results.items()}})
+    else:
+        for n, (ok, s) in results.items():
+            text = ", ".join(f"{k} {v}" for k, v in s.items() if not isinstance(v, (dict, list)))
+            click.echo(f"{'ok    ' if ok else 'FAILED'} {n:<9} {text}")
+        if interrupted:
+            click.echo("stopped by a signal before the cycle was complete")
+        if failed:
+            click.echo(f"Error: {len(failed)} job(s) failed: {', '.join(failed)} (hint: details in `occd service logs` "
+                       "or the log file; the next cycle retries)", err=True)
+    return 1 if failed else 0
+
+
+# -------------------------------------------------------------------------------------------------- service
+_platform = click.option("--platform", type=click.Choice(["linux", "macos"]), default=None,
+                         help="Target platform (default: this machine's).")
+
+
+@click.group("service")
+def service_group():
+    """Install occd as a background service (systemd user unit / launchd agent)."""
+
+
+def _show(plan, as_json: bool, dry_run: bool) -> None:
+    if as_json:
+        emit_json({"success": True, "dryRun": dry_run, **plan.to_json()})
+        return
+    if dry_run:
+        for step in plan.steps:
+            click.echo(step.describe())
+            if step.kind == "write":
+                click.echo(step.text.rstrip("\n"))
+                click.echo(f"# end of {step.path}")
+    else:
+        for step in plan.steps:
+            if step.kind in ("write", "remove"):
+                click.echo(f"{'wrote' if step.kind == 'write' else 'removed'} {step.path}")
+    for n in plan.notes:
+        click.echo(f"note: {n}")
+
+
+@service_group.command("install")
+@click.option("--act", is_flag=True, help="Let the daemon act (default: observe and record only).")
+@click.option("--interval", default=None, help="Scan interval, e.g. 30s, 5m, 1h.")
+@click.option("--dry-run", is_flag=True, help="Print the files and commands instead of doing them.")
+@_platform
+@json_option
+@handle_errors
+def install(act, interval, dry_run, platform, as_json):
+    """Write the unit/plist and start the service."""
+    from occd import service
+
+    plan = service.install_plan(platform, act=act, interval=interval)
+    if not dry_run:
+        service.execute(plan)
+    _show(plan, as_json, dry_run)
+    if not dry_run and not as_json:
+        click.echo(f"started occd ({'act' if act else 'observe'} mode)")
+
+
+@service_group.command("uninstall")
+@click.option("--dry-run", is_flag=True, help="Print what would be done.")
+@_platform
+@json_option
+@handle_errors
+def uninstall(dry_run, platform, as_json):
+    """Stop the service and remove its unit/plist (the ledger, logs and backups stay)."""
+    from occd import service
+
+    plan = service.uninstall_plan(platform)
+    if not dry_run:
+        service.execute(plan)
+    _show(plan, as_json, dry_run)
+    if not dry_run and not as_json:
+        click.echo("occd service removed")
+
+
+@service_group.command("status")
+@_platform
+@handle_errors
+def status(platform):
+    """The service manager's view of occd (see also `occd status`)."""
+    from occd import paths, service
+    from occd.errors import NotFoundError
+
+    f = service.installed_path(platform)
+    if not f.exists():
+        raise NotFoundError(f"The occd service is not installed ({paths.display_path(f)} does not exist)",
+                            "install it with `occd service install`")
+    r = service.run_command(service.status_command(platform), capture=False)
+    # systemctl status: 3 = installed but not running; that is an answer, not an error of ours
+    raise SystemExit(0 if r.returncode in (0, 3) else r.returncode)
+
+
+@service_group.command("logs")
+@click.option("-n", "--lines", default=100, show_default=True, help="How many recent lines.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines.")
+@_platform
+@handle_errors
+def logs(lines, follow, platform):
+    """Recent log lines (journald on Linux, the occd log file elsewhere)."""
+    from occd import service
+
+    raise SystemExit(service.run_command(service.logs_command(platform, lines, follow), capture=False).returncode)

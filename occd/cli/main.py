@@ -26,10 +26,14 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "run": ("occd.cli.daemon_cmd:run_cmd", "Run the daemon in the foreground (--once: one cycle).", "Daemon"),
     "status": ("occd.cli.status_cmd:status_cmd", "What the daemon saw and did; one session's history.", "Daemon"),
     "history": ("occd.cli.status_cmd:history_cmd", "Actions from the ledger, filtered.", "Daemon"),
-    "service": ("occd.cli.service_cmd:service_group", "Install/remove the background service; its status and logs.", "Daemon"),
+    "service": ("occd.cli.daemon_cmd:service_group", "Install/remove the background service; its status and logs.", "Daemon"),
     "demo": ("occd.cli.demo_cmd:demo_cmd", "Run occd on a built-in demo OpenClaw state (no network).", "Setup"),
     "rotate": ("occd.cli.rotate_cmd:rotate_cmd", "Archive a session and start a fresh one seeded with memory.", "Sessions"),
     "config": ("occd.cli.config_cmd:config_group", "Show the effective configuration and where it comes from.", "Setup"),
+    "sessions": ("occd.cli.relevance_cmd:sessions_cmd", "Sessions of all OpenClaw agents and Claude Code, linked.", "Relevance"),
+    "project-status": ("occd.cli.relevance_cmd:project_status_cmd", "Git (and GitHub) status of a repository.", "Relevance"),
+    "select": ("occd.cli.relevance_cmd:select_cmd", "Resume a session, start fresh or queue, for a task, and why.", "Relevance"),
+    "mcp": ("occd.cli.relevance_cmd:mcp_cmd", "MCP server over stdio: project status and session list tools.", "Relevance"),
 }
 
 SECTIONS = ["Sessions", "Daemon", "Relevance", "Setup"]
