@@ -1,14 +1,30 @@
 """`occd run`: the foreground daemon a service manager starts.
 
-- APScheduler 3.11 BackgroundScheduler: scan every `daemon.scan_interval_seconds`, and right after each scan
-  (chained in the same job, never racing it) apply and rotate; prune daily, maintain weekly, score hourly.
-  coalesce=True, max_instances=1: a slow cycle is never run twice at once, missed runs collapse into one.
-- Single instance: a non-blocking flock on `<runtime dir>/occd.lock`, holding our pid; a second `occd run`
-  exits 75 naming the pid.
-- Signals: SIGTERM/SIGINT set the stop flag (jobs check it between sessions, so the running step finishes and
-  no file is left half-written), the scheduler shuts down waiting for it, exit 0. SIGHUP reloads the config.
-- sd_notify (READY/STATUS/WATCHDOG/STOPPING) over NOTIFY_SOCKET when systemd started us; no dependency.
-- The supervisor loop runs on time.monotonic, so a wall-clock jump neither stalls the watchdog nor the loop.
+- Jobs come from the registry in occd.jobs. An APScheduler 3.11 BackgroundScheduler runs the scan every
+  `daemon.scan_interval_seconds`, and in the same scheduler run, right after it, the jobs chained after the scan
+  (apply, rotate): they never race the scan they depend on. prune, maintain and score run on their own
+  intervals. coalesce=True and max_instances=1: a slow run is never started twice, missed runs fold into one.
+  One lock (`cycle_lock`) serialises all jobs, so two jobs never touch the same transcript at once.
+- Single instance: a non-blocking flock on `<runtime dir>/occd.lock`, which holds our pid; a second `occd run`
+  exits 75 naming that pid. The kernel drops the lock when the process dies, so a crash never leaves it stale.
+- Signals: SIGTERM/SIGINT set the stop flag (jobs check `ctx.stop` between sessions, so the running step
+  finishes and no file is left half-written), the scheduler shuts down waiting for it, and `occd run` exits 0.
+  SIGHUP reloads the config (occd.config.load_settings), the log level, and reschedules. The handlers only set
+  flags and wake the supervisor; all work happens in the main thread's loop.
+- sd_notify (READY, STATUS, RELOADING, WATCHDOG, STOPPING) over NOTIFY_SOCKET when systemd started us; a few
+  lines of socket code, no dependency. The watchdog ping is withheld while a job has been stuck longer than the
+  stall limit, so systemd restarts a daemon that hangs (e.g. on a dead network mount) instead of trusting it.
+- Heartbeat for `occd status`: `<runtime dir>/status.json` (pid, start, last cycle, next scan, last results),
+  written atomically after every cycle, and the ledger's daemon_runs row when the ledger has one.
+
+Clock jumps. APScheduler 3 plans in wall-clock time: it sleeps (on a monotonic timer) for `next_run - now` and
+then compares run times with `datetime.now()`. A forward jump (or a laptop resuming: CLOCK_MONOTONIC stops in
+suspend) makes the scan late; with coalesce it runs once, and misfire_grace_time is set to the job's interval so
+that late run is not dropped. A backward jump of N seconds would delay the next run by N (it wakes on time, finds
+the job "not yet due" and sleeps again). So the supervisor, which runs on time.monotonic, watches the offset
+between wall and monotonic time; when it moves by more than CLOCK_JUMP_S it re-plans: the scan runs now and the
+periodic jobs are re-planned from their last runs. It also starts a scan itself if none has started for two
+intervals for any other reason.
 """
 
 from __future__ import annotations
@@ -20,23 +36,33 @@ import signal
 import socket
 import threading
 import time
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from occd import paths
 from occd.errors import BusyError
 
 log = logging.getLogger("occd.daemon")
 
+TICK_S = 5.0                 # supervisor loop period (shorter when the watchdog asks for it)
+CLOCK_JUMP_S = 30.0          # wall-vs-monotonic change that counts as a clock jump
+FIRST_PERIODIC_DELAY_S = 60  # prune/maintain/score never run in the first minute after a start
+MIN_STALL_S = 1800.0         # a job running longer than max(this, 4 scan intervals) is considered stuck
+
 
 # ---------------------------------------------------------------------------------------------------- sd_notify
 def sd_notify(message: str, env=None) -> bool:
-    """Send one sd_notify datagram (e.g. "READY=1"). Returns False when not under systemd."""
+    """Send one sd_notify datagram (e.g. "READY=1"). Returns False when not under systemd or on error."""
     env = os.environ if env is None else env
     addr = env.get("NOTIFY_SOCKET")
     if not addr:
         return False
-    if addr.startswith("@"):
+    if addr.startswith("@"):  # abstract namespace
         addr = "\0" + addr[1:]
+    elif not addr.startswith("/"):
+        log.debug("NOTIFY_SOCKET %r is not a unix socket path", addr)
+        return False
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as s:
             s.connect(addr)
@@ -45,6 +71,11 @@ def sd_notify(message: str, env=None) -> bool:
     except OSError as e:
         log.debug("sd_notify failed: %s", e)
         return False
+
+
+def monotonic_usec() -> int:
+    """CLOCK_MONOTONIC in microseconds, as RELOADING=1 wants it (MONOTONIC_USEC=)."""
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
 
 
 def watchdog_interval(env=None) -> float | None:
@@ -61,26 +92,32 @@ def watchdog_interval(env=None) -> float | None:
 
 
 # ------------------------------------------------------------------------------------------- single instance
+def lock_path() -> Path:
+    return paths.runtime_dir() / "occd.lock"
+
+
 class InstanceLock:
+    """The single-instance lock: flock(LOCK_EX|LOCK_NB) on a file holding the owner's pid."""
+
     def __init__(self, path: Path | None = None):
-        self.path = path or paths.runtime_dir() / "occd.lock"
+        self.path = path or lock_path()
         self.fd: int | None = None
 
     def acquire(self) -> "InstanceLock":
         paths.ensure_dir(self.path.parent)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             try:
-                holder = os.read(fd, 32).decode().strip() or "?"
+                holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
             finally:
                 os.close(fd)
             raise BusyError(f"occd is already running (pid {holder})",
-                            "stop it first (occd service stop, or kill that pid), or use `occd status`",
-                            code="ALREADY_RUNNING") from None
+                            "stop it first (`occd service uninstall`, `systemctl --user stop occd`, or kill that "
+                            "pid); `occd status` shows what it is doing", code="ALREADY_RUNNING") from None
         os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self.fd = fd
         return self
 
@@ -90,15 +127,21 @@ class InstanceLock:
                 os.ftruncate(self.fd, 0)
             except OSError:
                 pass
-            os.close(self.fd)
+            os.close(self.fd)  # closing drops the flock
             self.fd = None
+
+    def __enter__(self) -> "InstanceLock":
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
     @staticmethod
     def holder(path: Path | None = None) -> int | None:
-        """The pid of a running daemon, or None (the lock is free or the file is absent)."""
-        p = path or paths.runtime_dir() / "occd.lock"
+        """The pid of a running daemon (-1 when it cannot be read), or None when nobody holds the lock."""
+        p = path or lock_path()
         try:
-            fd = os.open(p, os.O_RDONLY)
+            fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             return None
         try:
@@ -107,61 +150,93 @@ class InstanceLock:
                 fcntl.flock(fd, fcntl.LOCK_UN)
                 return None  # we could lock it: nobody holds it
             except BlockingIOError:
-                txt = os.read(fd, 32).decode().strip()
+                txt = os.read(fd, 32).decode(errors="replace").strip()
                 return int(txt) if txt.isdigit() else -1
         finally:
             os.close(fd)
 
 
+# ------------------------------------------------------------------------------- status file and job times
 def status_file() -> Path:
     return paths.runtime_dir() / "status.json"
 
 
-def write_status(data: dict) -> None:
+def job_times_file() -> Path:
+    """When each periodic job last ran (kept across restarts and reboots, unlike the runtime dir)."""
+    return paths.state_dir() / "daemon-jobs.json"
+
+
+def _write_json(p: Path, data: dict) -> None:
     import orjson
 
-    p = status_file()
     try:
         paths.ensure_dir(p.parent)
-        tmp = p.with_name(p.name + ".tmp")
-        tmp.write_bytes(orjson.dumps(data))
+        tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS))
         os.replace(tmp, p)
-    except OSError as e:
+    except (OSError, TypeError) as e:
         log.debug("could not write %s: %s", p, e)
 
 
-def read_status() -> dict | None:
+def _read_json(p: Path) -> dict | None:
     import orjson
 
     try:
-        return orjson.loads(status_file().read_bytes())
+        data = orjson.loads(p.read_bytes())
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
+
+
+def write_status(data: dict) -> None:
+    _write_json(status_file(), data)
+
+
+def read_status() -> dict | None:
+    return _read_json(status_file())
 
 
 # ------------------------------------------------------------------------------------------------- the daemon
 class Daemon:
-    def __init__(self, settings_loader, *, state_dir: Path | None = None, clock=time.time):
+    """The runtime around the jobs. `jobs` (default: occd.jobs.JOBS) and the clocks can be injected."""
+
+    def __init__(self, settings_loader, *, state_dir: Path | None = None, clock=time.time,
+                 monotonic=time.monotonic, jobs=None, env=None):
+        from occd.jobs import JOBS
+
         self.load_settings = settings_loader
         self.settings = settings_loader()
         self._state_dir_override = state_dir
         self.clock = clock
+        self.mono = monotonic
+        self.jobs = tuple(JOBS if jobs is None else jobs)
+        self.env = os.environ if env is None else env
         self.stop = threading.Event()
+        self.wake = threading.Event()
         self.reload_requested = threading.Event()
+        self.cycle_lock = threading.Lock()
         self.scheduler = None
         self.ctx = None
-        self.run_id = None
+        self.run_id: int | None = None
         self.started = clock()
         self.last_cycle: float | None = None
-        self.cycle_lock = threading.Lock()
+        self.last_cycle_mono = monotonic()  # when the last scan cycle started (monotonic)
+        self.running: str | None = None      # the job running now
+        self.running_since: float | None = None  # monotonic
+        self.last_results: dict[str, dict] = {}
+        self.job_times: dict[str, float] = {}
+        self._registered: dict[str, tuple[Any, Any]] = {}
+        self._stall_reported = False
 
     # context -------------------------------------------------------------------------------------------------
     def state_dir(self) -> Path:
-        from occd.openclaw import resolve_state_dir
-
         if self._state_dir_override:
             return Path(self._state_dir_override)
-        return Path(self.settings.state_dir) if self.settings.state_dir else resolve_state_dir()
+        if self.settings.state_dir:
+            return Path(self.settings.state_dir)
+        from occd.openclaw import resolve_state_dir
+
+        return resolve_state_dir()
 
     def make_context(self, ledger):
         from occd.jobs import JobContext
@@ -169,130 +244,281 @@ class Daemon:
         return JobContext(settings=self.settings, ledger=ledger, state_dir=self.state_dir(), clock=self.clock,
                           stop=self.stop)
 
-    # jobs ----------------------------------------------------------------------------------------------------
-    def scan_cycle(self) -> None:
-        """scan → apply → rotate, in this order, never two at once."""
-        from occd.jobs import JOBS, job_function, run_job
+    def scan_interval(self) -> float:
+        return float(self.settings.daemon.scan_interval_seconds)
 
-        if not self.cycle_lock.acquire(blocking=False):
-            return
+    def stall_limit(self) -> float:
+        return max(MIN_STALL_S, 4 * self.scan_interval())
+
+    # running jobs --------------------------------------------------------------------------------------------
+    def _run(self, spec, fn) -> tuple[bool, dict]:
+        from occd.jobs import run_job
+
+        self.running, self.running_since = spec.name, self.mono()
         try:
-            for spec in JOBS:
-                if spec.name == "scan" or spec.interval is None:
-                    fn = job_function(spec)
-                    if fn is not None and not self.stop.is_set():
-                        run_job(self.ctx, spec, fn)
-            self.last_cycle = self.clock()
-            self.heartbeat()
+            ok, summary = run_job(self.ctx, spec, fn)
         finally:
-            self.cycle_lock.release()
+            self.running, self.running_since = None, None
+        self.last_results[spec.name] = {"ok": ok, "at": self.clock(), **_scalars(summary)}
+        if not spec.after_scan and spec.name != "scan":
+            self.job_times[spec.name] = self.clock()
+            _write_json(job_times_file(), self.job_times)
+        return ok, summary
 
-    def periodic(self, spec) -> None:
-        from occd.jobs import job_function, run_job
+    def cycle(self) -> None:
+        """One scheduled scan cycle: scan, then the jobs chained after it; never two at once."""
+        with self.cycle_lock:
+            if self.stop.is_set():
+                return
+            self.last_cycle_mono = self.mono()
+            scan = self._registered.get("scan")
+            ok = True
+            if scan is not None:
+                ok, _ = self._run(*scan)
+            for spec, fn in self._registered.values():
+                if not spec.after_scan:
+                    continue
+                if self.stop.is_set():
+                    log.info("stop requested: %s not run", spec.name)
+                    break
+                if not ok:
+                    log.warning("%s skipped: the scan failed", spec.name)
+                    continue
+                self._run(spec, fn)
+            self.last_cycle = self.clock()
+        self.heartbeat()
+        sd_notify(f"STATUS={self.status_line()}", self.env)
 
-        fn = job_function(spec)
-        if fn is not None and not self.stop.is_set():
-            with self.cycle_lock:
-                run_job(self.ctx, spec, fn)
+    def periodic(self, name: str) -> None:
+        entry = self._registered.get(name)
+        if entry is None:
+            return
+        with self.cycle_lock:
+            if not self.stop.is_set():
+                self._run(*entry)
+        self.heartbeat()
 
-    def next_scan(self) -> float | None:
-        if self.scheduler is None:
-            return None
-        job = self.scheduler.get_job("scan")
+    def _dispatch(self, name: str) -> None:
+        """What the scheduler calls: never raises (APScheduler would only log it, without our context)."""
+        try:
+            self.cycle() if name == "scan" else self.periodic(name)
+        except Exception as e:  # noqa: BLE001 - a bug in the runtime itself; keep the daemon alive
+            log.error("%s: unexpected error in the daemon: %s", name, e, exc_info=True)
+
+    # heartbeat -----------------------------------------------------------------------------------------------
+    def next_run(self, job_id: str = "scan") -> float | None:
+        job = self.scheduler.get_job(job_id) if self.scheduler is not None else None
         return job.next_run_time.timestamp() if job and job.next_run_time else None
 
+    def status_line(self) -> str:
+        scan = self.last_results.get("scan", {})
+        parts = [f"mode {self.settings.policy.mode}"]
+        if self.last_cycle:
+            parts.append("last scan " + time.strftime("%H:%M", time.localtime(self.last_cycle)) +
+                         (f": {scan['sessions']} sessions" if "sessions" in scan else "") +
+                         ("" if scan.get("ok", True) else " (failed)"))
+        nxt = self.next_run()
+        if nxt:
+            parts.append("next " + time.strftime("%H:%M", time.localtime(nxt)))
+        return ", ".join(parts)
+
     def heartbeat(self) -> None:
-        nxt = self.next_scan()
-        write_status({"pid": os.getpid(), "started": self.started, "lastCycle": self.last_cycle, "nextScan": nxt,
-                      "mode": self.settings.policy.mode, "heartbeat": self.clock(), "stateDir": str(self.state_dir())})
+        now, nxt = self.clock(), self.next_run()
+        write_status({"pid": os.getpid(), "started": self.started, "heartbeat": now, "lastCycle": self.last_cycle,
+                      "nextScan": nxt, "mode": self.settings.policy.mode, "stateDir": str(self.ctx.state_dir),
+                      "scanIntervalSeconds": self.scan_interval(), "running": self.running,
+                      "jobs": self.last_results})
         if self.run_id is not None:
             try:
-                self.ctx.ledger.heartbeat(self.run_id, now=self.clock(), last_cycle=self.last_cycle, next_scan=nxt)
-            except Exception as e:  # noqa: BLE001 - a busy ledger must not stop the daemon
-                log.warning("heartbeat not recorded: %s", str(e).splitlines()[0])
+                self.ctx.ledger.heartbeat(self.run_id, now=now, last_cycle=self.last_cycle, next_scan=nxt)
+            except Exception as e:  # noqa: BLE001 - a busy or broken ledger must not stop the daemon
+                log.warning("heartbeat not recorded in the ledger: %s", str(e).splitlines()[0] if str(e) else e)
 
-    def schedule(self) -> None:
-        from datetime import datetime, timedelta, timezone
+    # scheduling ----------------------------------------------------------------------------------------------
+    def _due(self, name: str, secs: float, now: float, initial: bool) -> float:
+        """When a periodic job should next run: an interval after its last run, never before now (plus the start
+        delay). A last run 'in the future' (the clock went back) counts as now."""
+        last = self.job_times.get(name)
+        earliest = now + (FIRST_PERIODIC_DELAY_S if initial else 0)
+        if last is None:
+            return now + min(secs, FIRST_PERIODIC_DELAY_S) if initial else now + secs
+        return max(earliest, min(last, now) + secs)
 
+    def sync_jobs(self, initial: bool = False) -> None:
+        """Make the scheduler match the registry and the current settings (start and SIGHUP)."""
+        from occd.jobs import available_jobs
+
+        self._registered = {spec.name: (spec, fn) for spec, fn in available_jobs(self.jobs, self.settings)}
+        if initial and "scan" not in self._registered:
+            log.warning("no scan job in this installation: only the periodic jobs run")
+        now = self.clock()
+        wanted = {n: spec.interval(self.settings) for n, (spec, _) in self._registered.items() if not spec.after_scan}
+        for job in self.scheduler.get_jobs():
+            if job.id not in wanted:
+                job.remove()
+        for name, secs in wanted.items():
+            job = self.scheduler.get_job(name)
+            if job is not None and job.trigger.interval_length == secs:
+                continue
+            if name == "scan":
+                first = now if initial or job is None else now + secs
+            else:
+                first = self._due(name, secs, now, initial)
+            self.scheduler.add_job(self._dispatch, "interval", args=[name], id=name, name=name, seconds=secs,
+                                   replace_existing=True, misfire_grace_time=max(1, int(secs)),
+                                   next_run_time=_utc(first))
+
+    def replan(self, reason: str) -> None:
+        """Run the scan now and re-plan the periodic jobs from their last runs (after a clock jump)."""
+        now = self.clock()
+        for job in self.scheduler.get_jobs():
+            if job.id == "scan":
+                job.modify(next_run_time=_utc(now))
+            else:
+                job.modify(next_run_time=_utc(self._due(job.id, job.trigger.interval_length, now, False)))
+        log.info("%s: scan now, other jobs re-planned", reason)
+
+    def build_scheduler(self):
         from apscheduler.schedulers.background import BackgroundScheduler
 
-        from occd.jobs import JOBS, job_function
+        return BackgroundScheduler(timezone=timezone.utc, job_defaults={"coalesce": True, "max_instances": 1})
 
-        sched = BackgroundScheduler(timezone=timezone.utc, job_defaults={
-            "coalesce": True, "max_instances": 1, "misfire_grace_time": 300})
-        now = datetime.now(timezone.utc)
-        sched.add_job(self.scan_cycle, "interval", seconds=self.settings.daemon.scan_interval_seconds, id="scan",
-                      next_run_time=now)
-        for spec in JOBS:
-            if spec.name == "scan" or spec.interval is None or job_function(spec) is None:
-                continue
-            secs = spec.interval(self.settings)
-            sched.add_job(self.periodic, "interval", args=[spec], seconds=secs, id=spec.name,
-                          next_run_time=now + timedelta(seconds=min(secs, 60)))
-        self.scheduler = sched
-
-    # lifecycle -----------------------------------------------------------------------------------------------
-    def _signal(self, signum, frame) -> None:
+    # supervision ---------------------------------------------------------------------------------------------
+    def _on_signal(self, signum, frame) -> None:
+        # Only flags here; the supervisor loop does the work.
         if signum == signal.SIGHUP:
             self.reload_requested.set()
+        elif self.stop.is_set():
+            log.warning("already stopping: waiting for %s to finish (SIGKILL forces it)", self.running or "the scheduler")
         else:
-            log.info("signal %s: finishing the current step, then stopping", signal.Signals(signum).name)
             self.stop.set()
+            self._stop_signal = signal.Signals(signum).name
+        self.wake.set()
+
+    def healthy(self) -> bool:
+        """False when the scheduler died or a job has run past the stall limit: then no watchdog ping."""
+        if self.scheduler is None or not self.scheduler.running:
+            return False
+        since = self.running_since
+        if since is not None and self.mono() - since > self.stall_limit():
+            if not self._stall_reported:
+                self._stall_reported = True
+                log.error("%s has run for %.0fs (stall limit %.0fs): withholding the watchdog ping", self.running,
+                          self.mono() - since, self.stall_limit())
+            return False
+        self._stall_reported = False
+        return True
+
+    def check_clock(self, offset: float) -> float:
+        """Detect a wall-clock jump (or a resume from suspend) and re-plan; returns the new offset."""
+        new = self.clock() - self.mono()
+        if abs(new - offset) > CLOCK_JUMP_S:
+            self.replan(f"wall clock moved {new - offset:+.0f}s against the monotonic clock")
+        return new
+
+    def check_overdue(self) -> None:
+        """Start a scan if none started for two intervals (the scheduler slept too long, for whatever reason)."""
+        if "scan" not in self._registered or self.running or self.stop.is_set():
+            return
+        late = self.mono() - self.last_cycle_mono
+        if late > 2 * self.scan_interval() + TICK_S * 2:
+            log.warning("no scan for %.0fs (interval %.0fs): starting one now", late, self.scan_interval())
+            self.last_cycle_mono = self.mono()
+            job = self.scheduler.get_job("scan")
+            if job is not None:
+                job.modify(next_run_time=_utc(self.clock()))
 
     def reload(self) -> None:
-        try:
-            self.settings = self.load_settings()
-        except Exception as e:  # noqa: BLE001 - a broken config keeps the old one
-            log.error("config reload failed, keeping the previous settings: %s", str(e).splitlines()[0])
-            return
-        self.ctx.settings = self.settings
-        self.scheduler.reschedule_job("scan", trigger="interval", seconds=self.settings.daemon.scan_interval_seconds)
-        log.info("config reloaded (mode %s, scan every %ss)", self.settings.policy.mode,
-                 self.settings.daemon.scan_interval_seconds)
-        sd_notify("RELOADING=0\nREADY=1")
+        from occd import logging_setup
 
+        sd_notify(f"RELOADING=1\nMONOTONIC_USEC={monotonic_usec()}\nSTATUS=reloading the configuration", self.env)
+        try:
+            new = self.load_settings()
+        except Exception as e:  # noqa: BLE001 - a broken config keeps the old one
+            log.error("config reload failed, keeping the previous settings: %s", str(e).splitlines()[0] if str(e) else e)
+            sd_notify(f"READY=1\nSTATUS={self.status_line()}", self.env)
+            return
+        old_state = self.ctx.state_dir
+        self.settings = new
+        self.ctx.settings = new
+        self.ctx.state_dir = self.state_dir()
+        if self.ctx.state_dir != old_state:
+            self.ctx.cache.clear()  # incremental scan state belongs to the old state dir
+            self.ctx.last_scan = None
+        logging_setup.set_level(new.log_level)
+        self.sync_jobs()
+        log.info("config reloaded (mode %s, scan every %ss, state %s)", new.policy.mode, new.daemon.scan_interval_seconds,
+                 self.ctx.state_dir)
+        self.heartbeat()
+        sd_notify(f"READY=1\nSTATUS={self.status_line()}", self.env)
+
+    def supervise(self) -> None:
+        """The main thread's loop until stop: signals, reloads, the watchdog, clock jumps, overdue scans."""
+        wd = watchdog_interval(self.env)
+        tick = min(TICK_S, wd) if wd else TICK_S
+        last_ping = float("-inf")
+        offset = self.clock() - self.mono()
+        while True:
+            if wd and self.mono() - last_ping >= wd * 0.9 and self.healthy():
+                sd_notify("WATCHDOG=1", self.env)
+                last_ping = self.mono()
+            self.wake.wait(tick)
+            self.wake.clear()
+            if self.stop.is_set():
+                return
+            if self.reload_requested.is_set():
+                self.reload_requested.clear()
+                self.reload()
+            offset = self.check_clock(offset)
+            self.check_overdue()
+
+    # lifecycle -----------------------------------------------------------------------------------------------
     def run_forever(self, ledger, install_signals: bool = True) -> int:
+        """Start the scheduler, supervise until SIGTERM/SIGINT, stop cleanly. Returns the exit code (0)."""
+        self._stop_signal = None
         self.ctx = self.make_context(ledger)
+        self.job_times = {k: float(v) for k, v in (_read_json(job_times_file()) or {}).items()
+                          if isinstance(v, (int, float))}
+        if install_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(sig, self._on_signal)
         try:
             self.run_id = ledger.daemon_started(os.getpid(), mode=self.settings.policy.mode, now=self.clock())
         except Exception as e:  # noqa: BLE001
-            log.warning("daemon start not recorded: %s", e)
+            log.warning("daemon start not recorded in the ledger: %s", e)
         self.resume_unfinished()
-        if install_signals:
-            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-                signal.signal(sig, self._signal)
-        self.schedule()
+        self.scheduler = self.build_scheduler()
+        self.sync_jobs(initial=True)
         self.scheduler.start()
-        log.info("occd daemon started (pid %s, mode %s, scan every %ss, state %s)", os.getpid(),
-                 self.settings.policy.mode, self.settings.daemon.scan_interval_seconds, self.ctx.state_dir)
-        sd_notify(f"READY=1\nSTATUS=scanning every {self.settings.daemon.scan_interval_seconds}s\nMAINPID={os.getpid()}")
-        wd = watchdog_interval()
-        tick = min(wd or 5.0, 5.0)
-        last_wd = time.monotonic()
+        log.info("occd daemon started (pid %s, mode %s, scan every %ss, state %s, jobs: %s)", os.getpid(),
+                 self.settings.policy.mode, self.settings.daemon.scan_interval_seconds, self.ctx.state_dir,
+                 ", ".join(self._registered) or "none")
+        self.heartbeat()
+        sd_notify(f"READY=1\nMAINPID={os.getpid()}\nSTATUS={self.status_line()}", self.env)
         try:
-            while not self.stop.wait(tick):
-                if self.reload_requested.is_set():
-                    self.reload_requested.clear()
-                    sd_notify("RELOADING=1")
-                    self.reload()
-                if wd and time.monotonic() - last_wd >= wd:
-                    sd_notify("WATCHDOG=1")
-                    last_wd = time.monotonic()
+            self.supervise()
         finally:
-            sd_notify("STOPPING=1")
-            log.info("stopping: waiting for the running step to finish")
-            try:
-                self.scheduler.shutdown(wait=True)
-            except Exception:  # noqa: BLE001
-                pass
-            if self.run_id is not None:
-                try:
-                    ledger.daemon_stopped(self.run_id, now=self.clock())
-                except Exception:  # noqa: BLE001
-                    pass
-            write_status({"pid": None, "stopped": self.clock(), "lastCycle": self.last_cycle})
-            log.info("occd daemon stopped")
+            self.shutdown(ledger)
         return 0
+
+    def shutdown(self, ledger) -> None:
+        self.stop.set()
+        what = self.running
+        sd_notify("STOPPING=1\nSTATUS=stopping" + (f": finishing {what}" if what else ""), self.env)
+        log.info("stopping (%s)%s", self._stop_signal or "shutdown",
+                 f": waiting for {what} to finish its current step" if what else "")
+        try:
+            self.scheduler.shutdown(wait=True)
+        except Exception as e:  # noqa: BLE001
+            log.debug("scheduler shutdown: %s", e)
+        if self.run_id is not None:
+            try:
+                ledger.daemon_stopped(self.run_id, now=self.clock(), reason=self._stop_signal or "stopped")
+            except Exception as e:  # noqa: BLE001
+                log.warning("daemon stop not recorded in the ledger: %s", e)
+        write_status({"pid": None, "started": self.started, "stopped": self.clock(), "lastCycle": self.last_cycle,
+                      "jobs": self.last_results})
+        log.info("occd daemon stopped")
 
     def resume_unfinished(self) -> None:
         """Rotations cut off by a crash are resumed or rolled back before anything else runs."""
@@ -301,13 +527,37 @@ class Daemon:
         except ImportError:
             return
         try:
-            resume_all(self.ctx)
+            res = resume_all(self.ctx.settings, self.ctx.ledger, state_dir=self.ctx.state_dir, now=self.clock())
         except Exception as e:  # noqa: BLE001
             log.error("resuming unfinished rotations failed: %s", e)
+            log.debug("traceback", exc_info=True)
+            return
+        if isinstance(res, dict) and any(res.get(k) for k in ("resumed", "deferred", "failed")):
+            log.info("unfinished rotations: %s resumed, %s deferred, %s failed", res.get("resumed"),
+                     res.get("deferred"), res.get("failed"))
 
     def run_once(self, ledger, names=None) -> dict:
+        """One full cycle, synchronously (`occd run --once`, the demo). Returns {job: (ok, summary)}."""
         from occd.jobs import run_cycle
 
-        self.ctx = self.make_context(ledger)
+        if self.ctx is None or self.ctx.ledger is not ledger:
+            self.ctx = self.make_context(ledger)
         self.resume_unfinished()
-        return run_cycle(self.ctx, names)
+        results = run_cycle(self.ctx, names, self.jobs)
+        times = _read_json(job_times_file()) or {}
+        for spec in self.jobs:
+            if spec.name in results and results[spec.name][0] and not spec.after_scan and spec.name != "scan":
+                times[spec.name] = self.clock()
+        _write_json(job_times_file(), times)
+        return results
+
+
+def _utc(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, tz=timezone.utc)
+
+
+def _scalars(summary: dict) -> dict:
+    return {k: v for k, v in summary.items() if isinstance(v, (str, int, float, bool)) or v is None}
+
+
+__all__ = ["Daemon", "InstanceLock", "sd_notify", "watchdog_interval", "read_status", "write_status"]

@@ -1,5 +1,12 @@
-"""Logging for occd: a rotating file log in the occd log dir always; stderr when interactive; plain lines
-without timestamps when journald is collecting stderr (systemd sets INVOCATION_ID)."""
+"""Logging for occd (the daemon and the commands that run cycles).
+
+- Always a rotating file log, `<log dir>/occd.log` (5 MB x 3), with timestamps.
+- stderr: on a terminal, short lines with the time; under systemd (INVOCATION_ID or JOURNAL_STREAM set),
+  plain lines with a `<N>` syslog priority prefix and no timestamp (journald adds its own and parses the
+  prefix, so `journalctl -p warning --user -u occd` works); otherwise (launchd, cron, a pipe) warnings and
+  errors only, since the file already has everything.
+- APScheduler's own logger goes to the same places at WARNING (a missed run, an executor problem).
+"""
 
 from __future__ import annotations
 
@@ -10,25 +17,71 @@ import sys
 
 from occd import paths
 
+LOGGERS = ("occd", "apscheduler")
+MAX_BYTES = 5 * 1024 * 1024
+BACKUPS = 3
 
-def setup(level: str = "INFO", *, quiet_stderr: bool = False) -> None:
-    root = logging.getLogger("occd")
-    root.setLevel(getattr(logging, level.upper(), logging.INFO))
-    for h in list(root.handlers):
-        root.removeHandler(h)
+# sd-daemon(3) priorities
+_PRIORITY = {logging.DEBUG: 7, logging.INFO: 6, logging.WARNING: 4, logging.ERROR: 3, logging.CRITICAL: 2}
+
+
+class JournalFormatter(logging.Formatter):
+    """`<priority>name: message`; a traceback's lines are indented so they read as one entry's continuation."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        prio = _PRIORITY.get(record.levelno, 6 if record.levelno < logging.WARNING else 3)
+        text = super().format(record)
+        return "\n".join(f"<{prio}>{line}" for line in text.splitlines() or [""])
+
+
+def under_journald(env=None) -> bool:
+    env = os.environ if env is None else env
+    return bool(env.get("JOURNAL_STREAM") or env.get("INVOCATION_ID"))
+
+
+def level_of(name: str | int | None) -> int:
+    if isinstance(name, int):
+        return name
+    value = logging.getLevelName(str(name or "INFO").upper())
+    return value if isinstance(value, int) else logging.INFO
+
+
+def setup(level: str = "INFO", *, quiet_stderr: bool = False, env=None, stream=None) -> None:
+    """(Re)configure occd's loggers; safe to call more than once (handlers are replaced, not added)."""
+    env = os.environ if env is None else env
+    stream = sys.stderr if stream is None else stream
+    handlers: list[logging.Handler] = []
     try:
-        d = paths.ensure_dir(paths.log_dir())
-        fh = logging.handlers.RotatingFileHandler(d / "occd.log", maxBytes=5 * 1024 * 1024, backupCount=3,
+        d = paths.ensure_dir(paths.log_dir(env))
+        fh = logging.handlers.RotatingFileHandler(d / "occd.log", maxBytes=MAX_BYTES, backupCount=BACKUPS,
                                                   encoding="utf-8")
         fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        root.addHandler(fh)
+        handlers.append(fh)
     except OSError as e:
-        print(f"Warning: cannot write the log file in {paths.log_dir()}: {e.strerror}", file=sys.stderr)
+        print(f"Warning: cannot write the log file in {paths.log_dir(env)}: {e.strerror}", file=stream)
     if not quiet_stderr:
-        sh = logging.StreamHandler(sys.stderr)
-        if os.environ.get("INVOCATION_ID"):
-            sh.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-        else:
+        sh = logging.StreamHandler(stream)
+        if under_journald(env):
+            sh.setFormatter(JournalFormatter("%(name)s: %(message)s"))
+        elif getattr(stream, "isatty", lambda: False)():
             sh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
-        root.addHandler(sh)
-    root.propagate = False
+        else:
+            sh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+            sh.setLevel(logging.WARNING)
+        handlers.append(sh)
+    for name in LOGGERS:
+        lg = logging.getLogger(name)
+        for h in list(lg.handlers):
+            lg.removeHandler(h)
+            h.close()
+        for h in handlers:
+            lg.addHandler(h)
+        lg.propagate = False
+    set_level(level)
+
+
+def set_level(level: str | int) -> None:
+    """Apply a log level (at start and on SIGHUP). APScheduler stays at WARNING unless occd is at DEBUG."""
+    lvl = level_of(level)
+    logging.getLogger("occd").setLevel(lvl)
+    logging.getLogger("apscheduler").setLevel(lvl if lvl <= logging.DEBUG else logging.WARNING)

@@ -1,8 +1,24 @@
-"""The daemon's jobs: thin functions built from the domain modules, called by the scheduler (occd.daemon) and
-by `occd run --once` / `occd demo` through the same `run_cycle`.
+"""The daemon's jobs and their registry: thin functions built from the domain modules, called by the scheduler
+(occd.daemon) and by `occd run --once` / `occd demo` through the same `run_cycle`.
 
-Each job module exposes `run(ctx: JobContext) -> dict` (a small summary for logs and the ledger). Jobs check
-`ctx.stop` between sessions, so a SIGTERM finishes the current step and never leaves a half-written file.
+The contract for a job module (occd/jobs/<name>.py):
+
+    def run(ctx: JobContext) -> dict
+
+- `ctx.settings` (occd.config.Settings), `ctx.ledger` (an open occd.ledger.Ledger), `ctx.state_dir` (OpenClaw's
+  state dir), `ctx.now()` (epoch seconds; tests inject a clock), `ctx.stop` (a threading.Event: set on
+  SIGTERM/SIGINT; check it between sessions and return early, so a stop never leaves a half-written file),
+  `ctx.cache` (a dict that lives as long as the daemon process: incremental state between cycles),
+  `ctx.last_scan` (what the scan job left for the jobs chained after it).
+- The returned dict is a small summary of scalars (counts, bytes, seconds) for the log line and `--once` output.
+- Raise on failure: the runtime logs one line (traceback at debug), records it in the ledger and carries on.
+- Jobs never import litellm or other heavy libraries into the daemon process (scoring runs in a worker
+  subprocess): the daemon must stay small for months.
+
+Triggers: a job runs either every N seconds (an interval read from the settings, so SIGHUP can change it) or
+right after each scan, in the same scheduler run (`AFTER_SCAN`): apply never races the scan it depends on.
+`in_cycle` says whether `occd run --once` runs it. A job whose module is not part of this installation is
+simply not registered (logged once at debug level); a job whose interval is 0 or less is disabled.
 """
 
 from __future__ import annotations
@@ -13,9 +29,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Union
 
 log = logging.getLogger("occd.jobs")
+
+AFTER_SCAN = "after scan"
+
+JobFn = Callable[["JobContext"], dict]
+Trigger = Union[str, Callable[[Any], float]]  # AFTER_SCAN, or settings -> interval seconds
 
 
 @dataclass
@@ -26,7 +47,7 @@ class JobContext:
     clock: Callable[[], float] = time.time
     stop: threading.Event = field(default_factory=threading.Event)
     cache: dict = field(default_factory=dict)   # survives between cycles inside one daemon process
-    last_scan: Any = None                  # the latest scan.ScanResult, for apply
+    last_scan: Any = None                  # the latest scan.ScanResult, for the jobs chained after the scan
 
     def now(self) -> float:
         return self.clock()
@@ -35,71 +56,133 @@ class JobContext:
 @dataclass(frozen=True)
 class JobSpec:
     name: str
-    module: str
-    interval: Callable[[Any], float] | None  # seconds, from settings; None: runs right after the scan
-    in_cycle: bool = True                    # part of `occd run --once`
+    module: str                            # dotted module path exposing run(ctx) -> dict
+    trigger: Trigger                       # AFTER_SCAN or settings -> seconds
+    in_cycle: bool = True                  # part of `occd run --once`
+    func: JobFn | None = None              # given directly instead of imported (embedding, tests)
+
+    @property
+    def after_scan(self) -> bool:
+        return self.trigger == AFTER_SCAN
+
+    def interval(self, settings) -> float | None:
+        """Seconds between runs, None for a job chained after the scan."""
+        return None if self.after_scan else float(self.trigger(settings))  # type: ignore[operator]
+
+    def enabled(self, settings) -> bool:
+        return self.after_scan or self.interval(settings) > 0
 
 
 JOBS: tuple[JobSpec, ...] = (
-    JobSpec("scan", "occd.jobs.scan", lambda s: float(s.daemon.scan_interval_seconds)),
-    JobSpec("apply", "occd.jobs.apply", None),
-    JobSpec("rotate", "occd.jobs.rotate", None),
-    JobSpec("prune", "occd.jobs.prune", lambda s: float(s.daemon.prune_interval_hours) * 3600),
-    JobSpec("maintain", "occd.jobs.maintain", lambda s: float(s.daemon.maintenance_interval_hours) * 3600),
-    JobSpec("score", "occd.jobs.score", lambda s: float(s.daemon.score_interval_seconds)),
+    JobSpec("scan", "occd.jobs.scan", lambda s: s.daemon.scan_interval_seconds),
+    JobSpec("apply", "occd.jobs.apply", AFTER_SCAN),
+    JobSpec("rotate", "occd.jobs.rotate", AFTER_SCAN),
+    JobSpec("prune", "occd.jobs.prune", lambda s: s.daemon.prune_interval_hours * 3600),
+    JobSpec("maintain", "occd.jobs.maintain", lambda s: s.daemon.maintenance_interval_hours * 3600),
+    JobSpec("score", "occd.jobs.score", lambda s: s.daemon.score_interval_seconds),
 )
 
+_absent: set[str] = set()
+_lock = threading.Lock()
 
-def job_function(spec: JobSpec) -> Callable[[JobContext], dict] | None:
-    """The job's run(ctx), or None when its module is not part of this installation."""
+
+def job_function(spec: JobSpec) -> JobFn | None:
+    """The job's run(ctx), imported on first use; None when its module is not part of this installation.
+
+    A module that exists but fails to import (a bug, a missing dependency of its own) raises: that is a
+    failure of the job, which the caller logs and records, not a silently missing feature."""
+    if spec.func is not None:
+        return spec.func
+    if spec.module in _absent:
+        return None
     try:
         mod = importlib.import_module(spec.module)
     except ModuleNotFoundError as e:
-        if e.name == spec.module:
-            log.debug("job %s not available (%s)", spec.name, spec.module)
-            return None
-        raise
-    return getattr(mod, "run", None)
+        if e.name != spec.module:
+            raise
+        with _lock:
+            if spec.module not in _absent:
+                _absent.add(spec.module)
+                log.debug("job %s not registered: %s is not installed", spec.name, spec.module)
+        return None
+    fn = getattr(mod, "run", None)
+    if not callable(fn):
+        raise TypeError(f"{spec.module} has no run(ctx) function")
+    return fn
 
 
-def available_jobs() -> list[tuple[JobSpec, Callable]]:
+def available_jobs(jobs: Iterable[JobSpec] | None = None, settings=None) -> list[tuple[JobSpec, JobFn]]:
+    """The registered jobs (module present, and enabled under `settings` when given), in registry order.
+    A module that fails to import is left out here and logged as an error."""
     out = []
-    for spec in JOBS:
-        fn = job_function(spec)
-        if fn is not None:
+    for spec in JOBS if jobs is None else jobs:
+        try:
+            fn = job_function(spec)
+        except Exception as e:  # noqa: BLE001 - one broken job must not take the others down
+            log.error("job %s cannot be loaded: %s", spec.name, _first_line(e))
+            log.debug("job %s import traceback", spec.name, exc_info=True)
+            continue
+        if fn is not None and (settings is None or spec.enabled(settings)):
             out.append((spec, fn))
     return out
 
 
-def run_job(ctx: JobContext, spec: JobSpec, fn: Callable) -> tuple[bool, dict]:
-    """Run one job; a failure is logged and returned, never raised (the daemon keeps running)."""
+def record_failure(ctx: JobContext, name: str, exc: BaseException, duration_s: float) -> None:
+    """Put a failed job in the ledger (the one place that knows how); a failing ledger only gets a debug line."""
+    try:
+        ctx.ledger.record_action(f"job:{name}", None, None, trigger="auto", outcome="failed",
+                                 error=f"{type(exc).__name__}: {exc}", duration_ms=round(duration_s * 1000, 1),
+                                 now=ctx.now())
+    except Exception:  # noqa: BLE001 - the ledger itself may be the problem (locked, read-only, full disk)
+        log.debug("could not record the failure of %s", name, exc_info=True)
+
+
+def run_job(ctx: JobContext, spec: JobSpec, fn: JobFn | None = None) -> tuple[bool, dict]:
+    """Run one job; a failure is logged, recorded and returned, never raised (the daemon keeps running)."""
     t0 = time.monotonic()
     try:
+        fn = fn or job_function(spec)
+        if fn is None:
+            return True, {"skipped": "not installed"}
         summary = fn(ctx) or {}
-        log.info("%s: %s (%.2fs)", spec.name, _short(summary), time.monotonic() - t0)
-        return True, summary
     except Exception as e:  # noqa: BLE001
-        log.error("%s failed: %s", spec.name, str(e).splitlines()[0] if str(e) else type(e).__name__)
+        dt = time.monotonic() - t0
+        log.error("%s failed after %.1fs: %s", spec.name, dt, _first_line(e))
         log.debug("%s traceback", spec.name, exc_info=True)
-        try:
-            ctx.ledger.record_action(f"job:{spec.name}", None, None, trigger="auto", outcome="failed",
-                                     error=f"{type(e).__name__}: {e}")
-        except Exception:  # noqa: BLE001 - the ledger itself may be the problem
-            log.debug("could not record the failure", exc_info=True)
-        return False, {"error": str(e)}
+        record_failure(ctx, spec.name, e, dt)
+        return False, {"error": _first_line(e)}
+    if not isinstance(summary, dict):
+        summary = {"result": summary}
+    log.info("%s: %s (%.2fs)", spec.name, short(summary), time.monotonic() - t0)
+    return True, summary
 
 
-def run_cycle(ctx: JobContext, names: list[str] | None = None) -> dict[str, tuple[bool, dict]]:
-    """One full cycle in order (scan → apply → rotate → prune → maintain → score), as `occd run --once` does."""
-    results = {}
-    for spec, fn in available_jobs():
+def run_cycle(ctx: JobContext, names: list[str] | None = None,
+              jobs: Iterable[JobSpec] | None = None) -> dict[str, tuple[bool, dict]]:
+    """One full cycle in registry order (scan → apply → rotate → prune → maintain → score), as `occd run --once`
+    does. Jobs chained after the scan are skipped when the scan failed (they would act on stale figures); a set
+    stop flag ends the cycle before the next job. Returns {name: (ok, summary)} for the jobs that ran."""
+    results: dict[str, tuple[bool, dict]] = {}
+    scan_failed = False
+    for spec, fn in available_jobs(jobs, ctx.settings):
         if not spec.in_cycle or (names is not None and spec.name not in names):
             continue
         if ctx.stop.is_set():
+            log.info("stop requested: %s and later jobs not run", spec.name)
             break
+        if spec.after_scan and scan_failed:
+            log.warning("%s skipped: the scan failed", spec.name)
+            continue
         results[spec.name] = run_job(ctx, spec, fn)
+        if spec.name == "scan" and not results[spec.name][0]:
+            scan_failed = True
     return results
 
 
-def _short(summary: dict) -> str:
+def short(summary: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in summary.items() if not isinstance(v, (list, dict)))[:300]
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
