@@ -108,7 +108,7 @@ def _ceil4(n: int) -> int:
     return -(-n // 4)
 
 
-def _fill_message(e: EntryMeta, msg: dict, version: int) -> None:
+def _fill_message(e: EntryMeta, msg: dict, version: int, shared: tuple[dict, dict]) -> None:
     role = msg.get("role")
     if role == "hookMessage" and version < 3:
         role = "custom"
@@ -157,10 +157,19 @@ def _fill_message(e: EntryMeta, msg: dict, version: int) -> None:
                     e.images += 1
             if has_text:
                 e.has_text = True
+            # the index/flag tuples repeat from message to message: one shared copy each (fewer objects to
+            # allocate, keep and have the garbage collector walk). Index tuples and flag tuples live in separate
+            # tables: (1,) == (True,), and a block index must stay an int.
+            idx, flags = shared
             if call_ids is not None:
-                e.call_ids, e.call_blocks, e.call_trunc = tuple(call_ids), tuple(call_blocks), tuple(call_trunc)
+                e.call_ids = tuple(call_ids)
+                k = tuple(call_blocks)
+                e.call_blocks = idx.setdefault(k, k)
+                k = tuple(call_trunc)
+                e.call_trunc = flags.setdefault(k, k)
             if thinking is not None:
-                e.thinking_blocks = tuple(thinking)
+                k = tuple(thinking)
+                e.thinking_blocks = idx.setdefault(k, k)
         if stop != "aborted" and stop != "error":
             e.usage_tokens = _usage_tokens(msg.get("usage"))
         e.est_tokens = -(-chars // 4)
@@ -212,14 +221,15 @@ def _fill_message(e: EntryMeta, msg: dict, version: int) -> None:
         _content_facts(e, content, count_images_est=True)
 
 
-def entry_from_obj(o: dict, line: int, offset: int, length: int, pos: int, version: int) -> EntryMeta:
+def entry_from_obj(o: dict, line: int, offset: int, length: int, pos: int, version: int,
+                   shared: tuple[dict, dict] | None = None) -> EntryMeta:
     """Reduce one parsed entry to its metadata (ids as in the file; v1 ids are assigned by the caller)."""
     etype = o.get("type")
     e = EntryMeta(line, offset, length, pos, etype if isinstance(etype, str) else None, o.get("id"), o.get("parentId"))
     if etype == "message":
         msg = o.get("message")
         if isinstance(msg, dict):
-            _fill_message(e, msg, version)
+            _fill_message(e, msg, version, ({}, {}) if shared is None else shared)
     elif etype == "compaction":
         e.first_kept = o.get("firstKeptEntryId")
         s = o.get("summary")
@@ -247,7 +257,7 @@ def scan(path: str | os.PathLike, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTE
     """
     p = Path(path)
     try:
-        fh = open(p, "rb")
+        fh = open(p, "rb", buffering=_CHUNK)
     except FileNotFoundError:
         raise NotFoundError(f"Transcript not found: {p}", "run `occd list`") from None
     except OSError as exc:
@@ -256,8 +266,8 @@ def scan(path: str | os.PathLike, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTE
         st = os.fstat(fh.fileno())
         t = scan_stream(fh, path=p, max_line_bytes=max_line_bytes)
         t.stat = (st.st_size, st.st_mtime_ns, st.st_ino)
-    if check_cycles:
-        t.check_cycles()
+        if check_cycles:
+            t.check_cycles()
     return t
 
 
@@ -276,6 +286,7 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
     line = -1
     loads = orjson.loads
     v1_pending: list[tuple[EntryMeta, int]] = []  # (compaction entry, firstKeptEntryIndex)
+    shared: tuple[dict, dict] = ({}, {})  # interned index and flag tuples (see _fill_message)
     readline = fh.readline
     offset = 0
     line = -1
@@ -341,7 +352,7 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
             extra_sessions.append(line + 1)
             pos += 1
             continue
-        e = entry_from_obj(o, line, start, length, pos, version)
+        e = entry_from_obj(o, line, start, length, pos, version, shared)
         if version < 2 and e.type == "compaction":
             idx = o.get("firstKeptEntryIndex")
             e.first_kept = None
