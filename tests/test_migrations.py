@@ -221,3 +221,12 @@ def test_concurrent_first_open(tmp_path):
     led = Ledger.open(p)
     assert len(led.history()) == 4 and led.revision() == "0002"
     led.close()
+
+
+def test_head_revision_constant_matches_alembic():
+    """The read-only path compares against HEAD_REVISION without importing alembic; it must be alembic's head."""
+    from occd.ledger import migrate
+
+    from alembic.script import ScriptDirectory
+
+    assert migrate.HEAD_REVISION == ScriptDirectory.from_config(migrate.alembic_config()).get_current_head()

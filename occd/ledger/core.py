@@ -92,10 +92,10 @@ class Ledger:
             led = cls(p, eng, readonly=True)
             with _eng.guarded(p):
                 rev = _mig.current_revision(eng)
-            if rev != _mig.head_revision():
+            if rev != _mig.HEAD_REVISION:
                 eng.dispose()
                 raise OccdError(f"The ledger {paths.display_path(p)} has schema {rev}, this occd needs "
-                                f"{_mig.head_revision()}", "run `occd db upgrade`", code="LEDGER_OUTDATED")
+                                f"{_mig.HEAD_REVISION}", "run `occd db upgrade`", code="LEDGER_OUTDATED")
             return led
         try:
             paths.ensure_dir(p.parent)
