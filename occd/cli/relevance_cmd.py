@@ -1,0 +1,159 @@
+"""Relevance commands: sessions (discovery across OpenClaw agents and Claude Code), project-status, select
+(resume / fresh / queue for a task), and mcp (the same answers for agents, over stdio)."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+import click
+
+from occd.cli.common import agent_option, emit_json, handle_errors, json_option, load_settings_from_ctx, state_option
+from occd.cli.render import format_table, human_bytes, human_tokens, relative_time, short_id
+
+_repo_option = click.option("--repo", "repo", type=click.Path(file_okay=False), default=None,
+                            help="Only sessions whose working directory is inside this repository.")
+
+
+def _state_dir(settings):
+    from occd.relevance.select import state_dir_of
+
+    return state_dir_of(settings)
+
+
+def _warn(warnings):
+    for w in warnings:
+        click.echo(f"Warning: {w}", err=True)
+
+
+@click.command("sessions")
+@_repo_option
+@agent_option
+@state_option
+@json_option
+@handle_errors
+def sessions_cmd(repo, agent, state_dir, as_json):
+    """Sessions of every OpenClaw agent and of Claude Code, linked, newest first."""
+    from pathlib import Path
+
+    from occd.relevance.discovery import discover
+
+    s = load_settings_from_ctx(state_dir=state_dir)
+    repo_root = None
+    if repo is not None:
+        from occd.relevance.project import find_root
+
+        repo_root = find_root(repo)
+    d = discover(state_dir=_state_dir(s), agent=agent, repo=Path(repo_root) if repo_root else None,
+                 idle_seconds=s.idle_seconds)
+    if as_json:
+        emit_json(d.to_json())
+        return
+    if not d.sessions:
+        click.echo("No sessions found" + (f" for {repo_root}" if repo_root else "") + ".")
+        _warn(d.warnings)
+        return
+    now = datetime.now(timezone.utc)
+    rows = []
+    for x in d.sessions:
+        tokens = human_tokens(x.context_tokens)
+        pct = x.context_percent()
+        if pct is not None:
+            tokens += f" ({pct:.0f}%)"
+        flags = (" [running]" if x.running else "") + (f" [openclaw:agent={x.origin_agent}]" if x.origin_agent else "")
+        task = " ".join((x.to_json(80)["latestUserTask"] or "").split())
+        rows.append([short_id(x.id), x.source, x.agent or "-", x.branch or "-", relative_time(x.last_modified, now),
+                     str(x.message_count if x.message_count is not None else "-"), human_bytes(x.size), tokens,
+                     str(x.compaction_count), task + flags])
+    click.echo(format_table(["ID", "SOURCE", "AGENT", "BRANCH", "UPDATED", "MSGS", "SIZE", "TOKENS", "COMPACT",
+                             "LATEST TASK"], rows, right={4, 5, 6, 7, 8}))
+    _warn(d.warnings)
+
+
+@click.command("project-status")
+@click.argument("path", required=False, default=".", type=click.Path())
+@json_option
+@handle_errors
+def project_status_cmd(path, as_json):
+    """Branch, ahead/behind, changes, stashes, recent commits, key docs, open PRs (with gh) of a repository."""
+    from occd.relevance.project import project_status
+
+    st = project_status(path)
+    if as_json:
+        emit_json(st.to_json())
+        return
+    now = datetime.now(timezone.utc)
+    head = st.branch or "(detached HEAD)"
+    track = ""
+    if st.upstream:
+        track = f" → {st.upstream}" + (f" (ahead {st.ahead}, behind {st.behind})" if st.ahead is not None else "")
+    click.echo(f"Repository: {st.root}")
+    click.echo(f"Branch:     {head}{track}")
+    click.echo(f"Changes:    {st.uncommitted} uncommitted, {st.untracked} untracked"
+               + (f", {st.conflicts} conflicted" if st.conflicts else "") + f"; {st.stashes} stash"
+               + ("es" if st.stashes != 1 else ""))
+    if st.commits:
+        click.echo("Commits:")
+        for c in st.commits:
+            click.echo(f"  {c.sha[:8]}  {relative_time(c.time, now):>8}  {c.subject[:90]}")
+    click.echo("Key docs:   " + (", ".join(st.key_docs) if st.key_docs else "none"))
+    if st.pull_requests is not None:
+        if not st.pull_requests:
+            click.echo("Open PRs:   none")
+        for p in st.pull_requests:
+            checks = ", ".join(f"{n} {k}" for k, n in sorted(p.checks.items())) or "no checks"
+            click.echo(f"  #{p.number} {p.title[:70]} ({p.branch or '?'}; {checks})" + (" [draft]" if p.draft else ""))
+    _warn(st.warnings)
+
+
+@click.command("select")
+@click.option("--task", "task", required=True, help="What the work is, in a sentence.")
+@_repo_option
+@agent_option
+@state_option
+@click.option("--label", "label", default=None, help="Pick the session with this label (or key / id) directly.")
+@click.option("--no-llm", "no_llm", is_flag=True, help="Keyword relevance only; no model call.")
+@click.option("--cost-budget", "cost_budget", type=float, default=None, metavar="USD",
+              help="A session that used 70%% of this budget must start fresh.")
+@json_option
+@handle_errors
+def select_cmd(task, repo, agent, state_dir, label, no_llm, cost_budget, as_json):
+    """Resume a session (which one), start fresh, or queue behind a running one, and why."""
+    from occd.relevance.select import select_session
+
+    s = load_settings_from_ctx(state_dir=state_dir)
+    r = select_session(s, task=task, repo=repo, agent=agent, label=label, use_model=not no_llm,
+                       cost_budget_usd=cost_budget, now=time.time())
+    if as_json:
+        emit_json(r.to_json())
+        return
+    out = r.to_json()
+    verb = {"resume": "Resume", "fresh": "Start fresh", "queue": "Queue"}[out["action"]]
+    target = f" {out['sessionId']}" if out["sessionId"] else ""
+    click.echo(f"{verb}{target}: {out['reason']}")
+    rel = out["relevance"]
+    how = rel["method"] if rel["method"] != "model" else f"model {rel['model']}"
+    click.echo(f"Relevance by {how}" + (f" ({rel['reason']})" if rel["reason"] else "")
+               + (f"; {rel['cached']} cached" if rel["cached"] else "")
+               + (f"; {rel['calls']} call(s), ${rel['costUsd']:.5f}" if rel["calls"] else ""))
+    if out["candidates"]:
+        rows = []
+        for c in out["candidates"][:15]:
+            p = c["parts"]
+            rows.append([short_id(c["id"]), c["source"], f"{c['score']:.2f}", f"{c['relevance']:.2f}",
+                         (c["relevanceMethod"] or "-")[:5], f"{p['branch']:.2f}", f"{p['recency']:.2f}",
+                         f"{p['health']:.2f}", f"{p['capacity']:.2f}",
+                         ("running; " if c["running"] else "") + ("; ".join(c["forcedFresh"]) or
+                                                                  (c["latestUserTask"] or "")[:60])])
+        click.echo(format_table(["ID", "SOURCE", "SCORE", "REL", "BY", "BRANCH", "RECENT", "HEALTH", "CAPACITY",
+                                 "NOTE"], rows, right={2, 3, 5, 6, 7, 8}))
+    _warn(out["warnings"])
+
+
+@click.command("mcp")
+@handle_errors
+def mcp_cmd():
+    """Serve openclaw_project_status and openclaw_session_list over stdio (MCP) for agents."""
+    from occd.mcp_server import serve
+
+    serve()

@@ -1,0 +1,212 @@
+"""The score job (hourly by default): rate each agent's idle sessions against the agent's current work and
+feed the archive policy.
+
+Current work = the latest user task of the agent's most active session (running, else most recently
+changed) plus its workspace's project status. Ratings come from occd.relevance.llm (the model runs in a
+short-lived worker process, never in the daemon; keyword fallback otherwise) and are cached and recorded in
+the ledger. `score_agents` only decides; `run` hands act-mode archive decisions to the one action path
+(occd.actions.archive.archive_session) behind the per-agent breaker, and records observe-mode ones.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+log = logging.getLogger("occd.jobs.score")
+REPEAT_QUIET_S = 24 * 3600   # an unchanged would-archive / deferred decision is recorded once a day
+
+
+@dataclass
+class AgentScore:
+    agent: str
+    task: str | None
+    active_session: str | None
+    scored: int = 0
+    method: str = "none"
+    reason: str | None = None
+    calls: int = 0
+    cached: int = 0
+    cost_usd: float = 0.0
+    skipped: str | None = None
+
+
+@dataclass
+class ScoreReport:
+    agents: list[AgentScore] = field(default_factory=list)
+    decisions: list = field(default_factory=list)          # occd.policy.types.Decision (archive)
+    eras: dict = field(default_factory=dict)               # (agent, session_id) -> era
+
+    def summary(self) -> dict:
+        return {"agents": len(self.agents), "scored": sum(a.scored for a in self.agents),
+                "modelCalls": sum(a.calls for a in self.agents), "cached": sum(a.cached for a in self.agents),
+                "costUsd": round(sum(a.cost_usd for a in self.agents), 6),
+                "archiveCandidates": len(self.decisions),
+                "methods": ",".join(sorted({a.method for a in self.agents if a.scored})) or "none"}
+
+
+def _active(sessions):
+    running = [s for s in sessions if s.running]
+    pool = running or sessions
+    with_task = [s for s in pool if s.latest_user_task] or [s for s in sessions if s.latest_user_task]
+    if not with_task:
+        return None
+    return max(with_task, key=lambda s: s.last_modified or 0)
+
+
+def score_agents(settings, ledger, state_dir: Path, now: float, *, stop=None, counter_cache: Path | None = None,
+                 worker=None) -> ScoreReport:
+    """Rate every agent's idle sessions and return the archive decisions (nothing is moved here)."""
+    from occd import paths
+    from occd.errors import OccdError
+    from occd.openclaw import list_agents, workspace_dir
+    from occd.policy.archive import decide_archive
+    from occd.policy.types import SessionState
+    from occd.relevance.discovery import openclaw_sessions
+    from occd.relevance.headtail import Counter
+    from occd.relevance.llm import rate_relevance, run_worker
+    from occd.relevance.project import status_or_none
+    from occd.relevance.select import rate_items
+
+    report = ScoreReport()
+    counter = Counter(counter_cache if counter_cache is not None else paths.cache_dir() / "relevance-counts.json")
+    try:
+        agents = list_agents(state_dir)
+    except OccdError as e:
+        log.info("score: %s", e.message)
+        return report
+    try:
+        for a in agents:
+            if stop is not None and stop.is_set():
+                break
+            if a.era == "empty":
+                continue
+            warnings: list[str] = []
+            try:
+                sessions, _links = openclaw_sessions(state_dir, agent=a.id, counter=counter, warnings=warnings)
+            except OccdError as e:
+                report.agents.append(AgentScore(a.id, None, None, skipped=e.message))
+                continue
+            for w in warnings:
+                log.debug("score: %s", w)
+            active = _active(sessions)
+            if active is None:
+                report.agents.append(AgentScore(a.id, None, None, skipped="no session with a user task"))
+                continue
+            policy = settings.policy_for(a.id)
+            idle = [s for s in sessions if s.id != active.id and not s.running and s.last_modified is not None
+                    and (now - s.last_modified) / 60 >= policy.min_idle_minutes]
+            ag = AgentScore(a.id, active.latest_user_task, active.id)
+            report.agents.append(ag)
+            if not idle:
+                ag.skipped = "no idle sessions"
+                continue
+            ws = active.repo_path
+            if not ws:
+                try:
+                    ws = str(workspace_dir(state_dir, a.id))
+                except OccdError:
+                    ws = None
+            ps = status_or_none(ws)
+            rel = rate_relevance(active.latest_user_task, rate_items(idle), llm=settings.llm,
+                                 model=settings.llm_model_for(a.id), ledger=ledger, now=now,
+                                 context=ps.summary() if ps else None, worker=worker or run_worker)
+            ag.scored, ag.method, ag.reason = len(idle), rel.method, rel.reason
+            ag.calls, ag.cached, ag.cost_usd = rel.calls, rel.cached, rel.cost_usd
+            for s in idle:
+                r = rel.ratings[s.id]
+                st = SessionState(agent=a.id, session_key=s.key, session_id=s.id, context_tokens=s.context_tokens,
+                                  context_window=s.context_window, compaction_count=s.compaction_count or 0,
+                                  last_activity=s.last_modified, running=s.running)
+                d = decide_archive(st, policy, relevance=r.relevance, now=now, relevance_method=r.method)
+                if d is not None:
+                    report.decisions.append(d)
+                    report.eras[(a.id, s.id)] = s.era
+    finally:
+        counter.save()
+    return report
+
+
+def _recently_recorded(ledger, d, now: float, *, dry_run: bool, outcome: str) -> bool:
+    for row in ledger.history(agent=d.agent, session=d.session_id, kind="archive", since=now - REPEAT_QUIET_S, limit=20):
+        if bool(row["dry_run"]) == dry_run and row["outcome"] == outcome:
+            return True
+    return False
+
+
+def act_on(ctx, report: ScoreReport) -> dict:
+    """Carry out act-mode archive decisions through occd.actions (file era) behind the breaker; record the
+    others. Returns counts."""
+    from occd.errors import BusyError, OccdError
+    from occd.policy import breaker as brk
+
+    s, led = ctx.settings, ctx.ledger
+    counts = {"archived": 0, "wouldArchive": 0, "deferred": 0, "blocked": 0, "failed": 0, "unsupported": 0}
+    for d in report.decisions:
+        if ctx.stop.is_set():
+            break
+        now = ctx.now()
+        if not d.act:
+            key = "wouldArchive" if d.would_do else "deferred"
+            counts[key] += 1
+            if not _recently_recorded(led, d, now, dry_run=d.would_do, outcome=d.outcome):
+                led.record_action("archive", d.agent, d.session_id, d.session_key, trigger="auto", policy=d.policy,
+                                  reason=d.reason, outcome=d.outcome, dry_run=d.would_do, before=d.details, now=now)
+            continue
+        if report.eras.get((d.agent, d.session_id)) != "file":
+            counts["unsupported"] += 1
+            if not _recently_recorded(led, d, now, dry_run=False, outcome="skipped"):
+                led.record_action("archive", d.agent, d.session_id, d.session_key, trigger="auto", policy=d.policy,
+                                  reason=f"{d.reason}; not archived: occd archives file-era sessions only "
+                                         "(database era: `openclaw sessions archive`)", outcome="skipped",
+                                  before=d.details, now=now)
+            continue
+        policy = s.policy_for(d.agent)
+        rec = led.get_breaker(d.agent, "archive")
+        st = brk.BreakerState(**asdict(rec))
+        window_start = now - policy.breaker.window_minutes * 60
+        g = brk.gate(st, policy.breaker, led.action_times(d.agent, "archive", window_start, trigger="auto"), now)
+        if g.changed or g.transitions:
+            led.set_breaker(g.state, g.transitions, now=now)
+        if not g.allowed:
+            counts["blocked"] += 1
+            if not _recently_recorded(led, d, now, dry_run=False, outcome="skipped"):
+                led.record_action("archive", d.agent, d.session_id, d.session_key, trigger="auto", policy=d.policy,
+                                  reason=f"{d.reason}; {g.reason}", outcome="skipped", now=now)
+            continue
+        ok: bool | None
+        try:
+            from occd.actions.archive import archive_session
+
+            archive_session(s, agent=d.agent, ref=d.session_id, trigger="auto", policy=d.policy, reason=d.reason,
+                            ledger=led, now=now)
+            counts["archived"] += 1
+            ok = True
+            log.info("%s/%s: archived: %s", d.agent, d.session_id[:13], d.reason)
+        except BusyError as e:
+            counts["deferred"] += 1
+            ok = None
+            log.info("%s/%s: archive deferred: %s", d.agent, d.session_id[:13], e.message)
+        except OccdError as e:
+            counts["failed"] += 1
+            ok = False
+            log.warning("%s/%s: archive failed: %s", d.agent, d.session_id[:13], e.message)
+            led.record_action("archive", d.agent, d.session_id, d.session_key, trigger="auto", policy=d.policy,
+                              reason=d.reason, outcome="failed", error=e.message, now=now)
+        if ok is not None:
+            recent = led.action_times(d.agent, "archive", window_start, trigger="auto")
+            new, transitions = brk.record_result(g.state, policy.breaker, ok, recent, ctx.now())
+            led.set_breaker(new, transitions, now=ctx.now())
+    return counts
+
+
+def run(ctx) -> dict:
+    """The scheduler's entry point (occd.jobs.JOBS): score, then act on / record the archive decisions."""
+    t0 = time.monotonic()
+    report = score_agents(ctx.settings, ctx.ledger, ctx.state_dir, ctx.now(), stop=ctx.stop)
+    out = report.summary()
+    out.update(act_on(ctx, report))
+    out["seconds"] = round(time.monotonic() - t0, 2)
+    return out

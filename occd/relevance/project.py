@@ -1,0 +1,214 @@
+"""Project status of a git working tree: branch, ahead/behind, changes, stashes, recent commits, key docs,
+and open pull requests with their checks when `gh` is installed and logged in (skipped silently otherwise).
+
+Every git/gh call runs with a timeout and without prompts or optional locks (status never writes the
+index), so a hung remote or a huge repo cannot stall the caller.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from occd.errors import OccdError
+
+GIT_TIMEOUT = 5.0
+GH_TIMEOUT = 8.0
+KEY_DOCS = ("README.md", "README.rst", "README.txt", "README", "AGENTS.md", "CLAUDE.md", "CONTRIBUTING.md",
+            "ARCHITECTURE.md", "docs/design.md")
+
+
+@dataclass
+class Commit:
+    sha: str
+    time: float
+    author: str
+    subject: str
+
+
+@dataclass
+class PullRequest:
+    number: int
+    title: str
+    branch: str | None
+    url: str | None
+    draft: bool
+    checks: dict[str, int]   # state → count (success, failure, pending, ...)
+
+
+@dataclass
+class ProjectStatus:
+    path: str
+    root: str
+    branch: str | None
+    detached: bool
+    upstream: str | None
+    ahead: int | None
+    behind: int | None
+    uncommitted: int
+    untracked: int
+    conflicts: int
+    stashes: int
+    commits: list[Commit]
+    key_docs: list[str]
+    pull_requests: list[PullRequest] | None = None   # None: gh not installed, not logged in, or failed
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        return {"path": d["path"], "root": d["root"], "branch": d["branch"], "detached": d["detached"],
+                "upstream": d["upstream"], "ahead": d["ahead"], "behind": d["behind"],
+                "uncommitted": d["uncommitted"], "untracked": d["untracked"], "conflicts": d["conflicts"],
+                "stashes": d["stashes"], "commits": d["commits"], "keyDocs": d["key_docs"],
+                "pullRequests": d["pull_requests"], "warnings": d["warnings"]}
+
+    def summary(self, limit: int = 300) -> str:
+        """One line for a prompt (callers redact it)."""
+        bits = [f"branch {self.branch or 'detached'}"]
+        if self.uncommitted or self.untracked:
+            bits.append(f"{self.uncommitted} changed, {self.untracked} untracked")
+        if self.commits:
+            bits.append("recent commits: " + "; ".join(c.subject for c in self.commits[:3]))
+        if self.pull_requests:
+            bits.append("open PRs: " + "; ".join(p.title for p in self.pull_requests[:2]))
+        return " | ".join(bits)[:limit]
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env.update(GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0", GH_PROMPT_DISABLED="1", GH_NO_UPDATE_NOTIFIER="1",
+               LC_ALL="C", GIT_PAGER="cat", PAGER="cat")
+    return env
+
+
+def _run(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=_env(),
+                          stdin=subprocess.DEVNULL, errors="replace")
+
+
+def _git(cwd: Path, *args: str, timeout: float = GIT_TIMEOUT) -> subprocess.CompletedProcess:
+    return _run(["git", *args], cwd, timeout)
+
+
+def find_root(path: str | os.PathLike, *, timeout: float = GIT_TIMEOUT) -> Path:
+    """The top of the git working tree containing `path`; OccdError when it is not one."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise OccdError(f"Path {p} does not exist", "give the path of a git working tree", code="PATH_NOT_FOUND")
+    d = p if p.is_dir() else p.parent
+    if shutil.which("git") is None:
+        raise OccdError("git is not installed", "install git to get project status", code="GIT_MISSING")
+    try:
+        r = _git(d, "rev-parse", "--show-toplevel", timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise OccdError(f"git did not answer within {timeout:g} s in {d}", "check the repository (network "
+                        "file system? a hung hook?)", code="GIT_TIMEOUT") from None
+    if r.returncode != 0 or not r.stdout.strip():
+        raise OccdError(f"{d} is not a git repository", "run it inside a git working tree (git init creates one)",
+                        code="NOT_A_REPO")
+    return Path(r.stdout.strip())
+
+
+def _status(root: Path, st: ProjectStatus) -> None:
+    r = _git(root, "status", "--porcelain=v2", "--branch", "--untracked-files=normal")
+    if r.returncode != 0:
+        st.warnings.append(f"git status failed: {r.stderr.strip().splitlines()[0] if r.stderr.strip() else r.returncode}")
+        return
+    for line in r.stdout.splitlines():
+        if line.startswith("# branch.head "):
+            head = line[len("# branch.head "):]
+            st.detached = head == "(detached)"
+            st.branch = None if st.detached else head
+        elif line.startswith("# branch.upstream "):
+            st.upstream = line[len("# branch.upstream "):]
+        elif line.startswith("# branch.ab "):
+            a, b = line[len("# branch.ab "):].split()
+            st.ahead, st.behind = int(a.lstrip("+")), int(b.lstrip("-"))
+        elif line.startswith(("1 ", "2 ")):
+            st.uncommitted += 1
+        elif line.startswith("u "):
+            st.conflicts += 1
+            st.uncommitted += 1
+        elif line.startswith("? "):
+            st.untracked += 1
+
+
+def _gh_prs(root: Path, timeout: float) -> list[PullRequest] | None:
+    if shutil.which("gh") is None:
+        return None
+    try:
+        auth = _run(["gh", "auth", "status"], root, timeout)
+        if auth.returncode != 0:
+            return None
+        r = _run(["gh", "pr", "list", "--state", "open", "--limit", "10", "--json",
+                  "number,title,headRefName,url,isDraft,statusCheckRollup"], root, timeout)
+    except (subprocess.TimeoutExpired, OSError):
+        return None
+    if r.returncode != 0:
+        return None
+    import json
+
+    try:
+        rows = json.loads(r.stdout or "[]")
+    except ValueError:
+        return None
+    out = []
+    for p in rows if isinstance(rows, list) else []:
+        if not isinstance(p, dict) or not isinstance(p.get("number"), int):
+            continue
+        checks: dict[str, int] = {}
+        for c in p.get("statusCheckRollup") or []:
+            if isinstance(c, dict):
+                state = (c.get("conclusion") or c.get("state") or c.get("status") or "unknown").lower()
+                checks[state] = checks.get(state, 0) + 1
+        out.append(PullRequest(p["number"], str(p.get("title") or ""), p.get("headRefName"), p.get("url"),
+                               bool(p.get("isDraft")), checks))
+    return out
+
+
+def project_status(path: str | os.PathLike = ".", *, commits: int = 5, git_timeout: float = GIT_TIMEOUT,
+                   gh_timeout: float = GH_TIMEOUT, use_gh: bool = True) -> ProjectStatus:
+    root = find_root(path, timeout=git_timeout)
+    st = ProjectStatus(path=str(Path(path).expanduser().absolute()), root=str(root), branch=None, detached=False,
+                       upstream=None, ahead=None, behind=None, uncommitted=0, untracked=0, conflicts=0, stashes=0,
+                       commits=[], key_docs=[])
+    try:
+        _status(root, st)
+    except subprocess.TimeoutExpired:
+        st.warnings.append(f"git status timed out after {git_timeout:g} s")
+    try:
+        r = _git(root, "stash", "list", "--format=%gd", timeout=git_timeout)
+        st.stashes = len([ln for ln in r.stdout.splitlines() if ln.strip()]) if r.returncode == 0 else 0
+    except subprocess.TimeoutExpired:
+        st.warnings.append("git stash list timed out")
+    try:
+        r = _git(root, "log", f"-n{int(commits)}", "--format=%H%x1f%ct%x1f%an%x1f%s", timeout=git_timeout)
+        if r.returncode == 0:
+            for line in r.stdout.splitlines():
+                parts = line.split("\x1f")
+                if len(parts) == 4:
+                    st.commits.append(Commit(parts[0][:12], float(parts[1]), parts[2], parts[3]))
+    except subprocess.TimeoutExpired:
+        st.warnings.append("git log timed out")
+    st.key_docs = [d for d in KEY_DOCS if (root / d).is_file()]
+    if use_gh:
+        st.pull_requests = _gh_prs(root, gh_timeout)
+    return st
+
+
+def status_or_none(path: str | os.PathLike | None) -> ProjectStatus | None:
+    """project_status for callers that can live without it (scoring): None when not a repo or git fails."""
+    if not path:
+        return None
+    try:
+        return project_status(path)
+    except OccdError:
+        return None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
