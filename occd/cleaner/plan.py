@@ -26,31 +26,50 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import orjson
+
 from occd.cleaner.truncate import truncate_args, truncate_result_content
 from occd.errors import BusyError, OccdError, ParseError
 from occd.transcript.model import EntryMeta, Transcript, gc_paused
+from occd.transcript.rewrite import serialize
 
 REMOVED, TRUNCATED, KEPT = "removed", "truncated", "kept"
 
 
 class EntryEdit:
     """How one entry line changes: content blocks dropped, tool-call arguments truncated, the tool result
-    truncated, top-level reference fields replaced."""
+    truncated, top-level reference fields replaced.
 
-    __slots__ = ("drop_blocks", "truncate_calls", "truncate_result", "set_fields")
+    base: when set, the line (serialized, with its newline) after `drop_blocks` alone, prepared by the scan
+    from the same bytes (EntryMeta.stripped); the rewrite then starts from it instead of parsing the line."""
+
+    __slots__ = ("drop_blocks", "truncate_calls", "truncate_result", "set_fields", "base")
+    _FIELDS = ("drop_blocks", "truncate_calls", "truncate_result", "set_fields")
 
     def __init__(self, drop_blocks: frozenset = frozenset(), truncate_calls: frozenset = frozenset(),
-                 truncate_result: bool = False, set_fields: dict | None = None):
+                 truncate_result: bool = False, set_fields: dict | None = None, base: bytes | None = None):
         self.drop_blocks = drop_blocks
         self.truncate_calls = truncate_calls
         self.truncate_result = truncate_result
         self.set_fields = set_fields if set_fields is not None else {}
+        self.base = base
 
-    def __eq__(self, other) -> bool:
-        return isinstance(other, EntryEdit) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+    def __eq__(self, other) -> bool:  # base is a cache of drop_blocks' result, not part of the edit
+        return isinstance(other, EntryEdit) and all(getattr(self, k) == getattr(other, k) for k in self._FIELDS)
 
     def __repr__(self) -> str:
-        return "EntryEdit(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
+        return "EntryEdit(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self._FIELDS) + ")"
+
+    def prepared(self) -> bytes | None:
+        """The new line, from `base` (None: no base, parse and apply instead)."""
+        if self.base is None or self.truncate_calls or self.truncate_result:
+            return None
+        if not self.set_fields:
+            return self.base
+        obj = orjson.loads(self.base)
+        for k, v in self.set_fields.items():
+            obj[k] = v
+        return serialize(obj)
 
     def apply(self, obj: dict) -> dict:
         msg = obj.get("message") if obj.get("type") == "message" else None
@@ -84,6 +103,11 @@ class Transforms(Mapping):
     def get(self, line, default=None):
         ed = self._edits.get(line)
         return ed.apply if ed is not None else default
+
+    def prepared(self, line) -> bytes | None:
+        """The new bytes of `line` when the plan already has them (see EntryEdit.base), else None."""
+        ed = self._edits.get(line)
+        return ed.prepared() if ed is not None else None
 
     def __contains__(self, line) -> bool:
         return line in self._edits
@@ -253,7 +277,7 @@ def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: flo
                 if len(drop) >= e.n_blocks:
                     gone = True
                 else:
-                    edits[e.line] = EntryEdit(drop)
+                    edits[e.line] = EntryEdit(drop, base=e.stripped)
             elif call_st == TRUNCATED:
                 n_trunc_calls += n
                 tr = frozenset(b for b, need in zip(e.call_blocks, e.call_trunc) if need)
@@ -339,7 +363,7 @@ def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: flo
                 edits[e.line] = EntryEdit(set_fields=fields)
             else:
                 edits[e.line] = EntryEdit(ed.drop_blocks, ed.truncate_calls, ed.truncate_result,
-                                          {**ed.set_fields, **fields})
+                                          {**ed.set_fields, **fields}, ed.base)
     plan.reparented, plan.refs_fixed = reparented, refs_fixed
     plan.remove = remove_lines
     plan.edits = edits

@@ -50,7 +50,7 @@ def _problems(t: Transcript) -> list[str]:
 
 def check_invariants(target: Transcript | str | os.PathLike, original: Transcript | None = None, *,
                      clone: bool = False) -> list[str]:
-    t = target if isinstance(target, Transcript) else scan(target, check_cycles=False)
+    t = target if isinstance(target, Transcript) else scan(target, check_cycles=False, prepare_strip=False)
     problems = _problems(t)
     if original is None:
         return problems

@@ -58,6 +58,8 @@ class EntryMeta:
     from_id = None                 # branch_summary.fromId
     summary = False                # branch_summary has a non-empty summary (it is then sent)
     display = None
+    stripped: bytes | None = None  # assistant with tool calls and other content, v3+: its line serialized with the
+                                   # toolCall and thinking blocks dropped (scan(prepare_strip=True))
 
     def __init__(self, line: int, offset: int, length: int, pos: int, etype: str, eid, parent):
         self.line = line

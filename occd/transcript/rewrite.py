@@ -149,6 +149,9 @@ def _rewrite(t: Transcript, out: IO[bytes], *, remove, edits, header, drop_malfo
         write = out.write
         loads = orjson.loads
         get_edit = edits.get
+        # an edit mapping may already hold some new lines (the strip plan's prepared ones); they are made for the
+        # current format, so only when no migration is applied on the way
+        prepared = getattr(edits, "prepared", None) if migrate is None else None
         pos = 0   # next source byte to deal with; the file is read strictly forward from here
         for offset, length, line, action in acts:
             if offset > pos:
@@ -157,6 +160,13 @@ def _rewrite(t: Transcript, out: IO[bytes], *, remove, edits, header, drop_malfo
             if action == _SKIP:
                 fh.seek(length, 1)
                 pos = offset + length
+                continue
+            data = prepared(line) if prepared is not None and action == _EDIT else None
+            if data is not None:
+                fh.seek(length, 1)
+                pos = offset + length
+                write(data)
+                written += len(data)
                 continue
             raw = read(length)
             if len(raw) != length:

@@ -17,8 +17,8 @@ from typing import IO, Iterator
 import orjson
 
 from occd.errors import NotFoundError, ParseError
-from occd.transcript.limits import MAX_CHARS, MAX_LINES, json_text_len, jslen, text_within_limit
-from occd.transcript.model import EntryMeta, Malformed, Transcript, gc_paused
+from occd.transcript.limits import MAX_CHARS, MAX_LINES, dumps_compact, json_text_len, jslen, text_within_limit
+from occd.transcript.model import CURRENT_VERSION, EntryMeta, Malformed, Transcript, gc_paused
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 _CHUNK = 1 << 20
@@ -108,7 +108,9 @@ def _ceil4(n: int) -> int:
     return -(-n // 4)
 
 
-def _fill_message(e: EntryMeta, msg: dict, version: int, shared: tuple[dict, dict]) -> None:
+def _fill_message(e: EntryMeta, msg: dict, version: int, shared: tuple[dict, dict], root: dict | None = None) -> None:
+    """Fill the message facts of `e`. root: the parsed line, when the stripped form of an assistant message
+    with tool calls is to be prepared (EntryMeta.stripped)."""
     role = msg.get("role")
     if role == "hookMessage" and version < 3:
         role = "custom"
@@ -170,6 +172,16 @@ def _fill_message(e: EntryMeta, msg: dict, version: int, shared: tuple[dict, dic
             if thinking is not None:
                 k = tuple(thinking)
                 e.thinking_blocks = idx.setdefault(k, k)
+            if root is not None and call_ids is not None and version >= CURRENT_VERSION:
+                # the line as removing this message's tool calls leaves it (toolCall and thinking blocks
+                # dropped), serialized now from this parse so the rewrite need not parse the line again
+                drop = set(call_blocks)
+                if thinking is not None:
+                    drop.update(thinking)
+                if len(drop) < len(content):
+                    msg["content"] = [b for i, b in enumerate(content) if i not in drop]
+                    e.stripped = dumps_compact(root) + b"\n"
+                    msg["content"] = content
         if stop != "aborted" and stop != "error":
             e.usage_tokens = _usage_tokens(msg.get("usage"))
         e.est_tokens = -(-chars // 4)
@@ -222,14 +234,14 @@ def _fill_message(e: EntryMeta, msg: dict, version: int, shared: tuple[dict, dic
 
 
 def entry_from_obj(o: dict, line: int, offset: int, length: int, pos: int, version: int,
-                   shared: tuple[dict, dict] | None = None) -> EntryMeta:
+                   shared: tuple[dict, dict] | None = None, prepare_strip: bool = False) -> EntryMeta:
     """Reduce one parsed entry to its metadata (ids as in the file; v1 ids are assigned by the caller)."""
     etype = o.get("type")
     e = EntryMeta(line, offset, length, pos, etype if isinstance(etype, str) else None, o.get("id"), o.get("parentId"))
     if etype == "message":
         msg = o.get("message")
         if isinstance(msg, dict):
-            _fill_message(e, msg, version, ({}, {}) if shared is None else shared)
+            _fill_message(e, msg, version, ({}, {}) if shared is None else shared, o if prepare_strip else None)
     elif etype == "compaction":
         e.first_kept = o.get("firstKeptEntryId")
         s = o.get("summary")
@@ -249,11 +261,14 @@ def entry_from_obj(o: dict, line: int, offset: int, length: int, pos: int, versi
 
 
 def scan(path: str | os.PathLike, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-         check_cycles: bool = True) -> Transcript:
+         check_cycles: bool = True, prepare_strip: bool = True) -> Transcript:
     """Read a transcript once, streaming, into a Transcript (compact metadata only).
 
     Raises NotFoundError when the file does not exist, ParseError on a parent cycle (OpenClaw would loop
     forever on it). Everything else that is wrong with lines is recorded in `malformed`.
+    prepare_strip: keep, for each assistant message with tool calls and other content, its line as removing
+    the tool calls leaves it (EntryMeta.stripped; small: the text blocks), so an edit's rewrite need not
+    parse those lines again. Read-only callers can turn it off.
     """
     p = Path(path)
     try:
@@ -264,14 +279,15 @@ def scan(path: str | os.PathLike, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTE
         raise ParseError(f"Failed to read session file {p}", str(exc)) from None
     with fh, gc_paused():
         st = os.fstat(fh.fileno())
-        t = scan_stream(fh, path=p, max_line_bytes=max_line_bytes)
+        t = scan_stream(fh, path=p, max_line_bytes=max_line_bytes, prepare_strip=prepare_strip)
         t.stat = (st.st_size, st.st_mtime_ns, st.st_ino)
         if check_cycles:
             t.check_cycles()
     return t
 
 
-def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Transcript:
+def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+                prepare_strip: bool = False) -> Transcript:
     header: dict | None = None
     header_length = 0
     header_offset = 0
@@ -352,7 +368,7 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
             extra_sessions.append(line + 1)
             pos += 1
             continue
-        e = entry_from_obj(o, line, start, length, pos, version, shared)
+        e = entry_from_obj(o, line, start, length, pos, version, shared, prepare_strip)
         if version < 2 and e.type == "compaction":
             idx = o.get("firstKeptEntryIndex")
             e.first_kept = None
