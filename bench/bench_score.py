@@ -95,6 +95,19 @@ def main() -> int:
         from occd.config import LLMSettings, load_settings
         from occd.jobs.score import score_agents
         from occd.ledger import Ledger
+        from occd.relevance.llm import run_worker
+
+        worker_times: list[float] = []
+        worker_rss: list[int] = []
+
+        def timed_worker(req, limit):
+            t = time.monotonic()
+            try:
+                ans = run_worker(req, limit)
+                worker_rss.append(ans.get("rss_kb") or 0)
+                return ans
+            finally:
+                worker_times.append(time.monotonic() - t)
 
         s = load_settings()
         s.llm = LLMSettings(model="openai/gpt-4o-mini", api_base=base, batch_size=a.batch, timeout_seconds=10)
@@ -104,7 +117,7 @@ def main() -> int:
         with Ledger.open() as led:
             for run in (1, 2, 3):
                 t = time.monotonic()
-                rep = score_agents(s, led, state, now)
+                rep = score_agents(s, led, state, now, worker=timed_worker)
                 secs = time.monotonic() - t
                 sm = rep.summary()
                 ag = rep.agents[0]
@@ -121,6 +134,9 @@ def main() -> int:
     calls1 = results[0][1]["modelCalls"]
     limit = math.ceil(a.sessions / a.batch)
     per_session = usage["prompt_tokens"] / a.sessions
+    if worker_times:
+        print(f"worker process: {len(worker_times)} run(s), {sum(worker_times):.1f} s (litellm import + all calls), "
+              f"peak RSS {max(worker_rss) / 1024:.0f} MB (in the worker, gone when it exits)")
     print(f"requests at the server: {len(reqs)}; limit ceil({a.sessions}/{a.batch}) = {limit}")
     print(f"prompt tokens: {usage['prompt_tokens']} total, {per_session:.0f} per session (limit 300); "
           f"completion tokens {usage['completion_tokens']}; cost ${usage['cost_usd']:.5f} (bundled price map)")
