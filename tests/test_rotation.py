@@ -175,19 +175,27 @@ def test_copy_verified_and_verify(tmp_path):
     assert archive_path_for(src) == tmp_path / "archive" / "s.1.jsonl"
 
 
+def disk_full_after(limit: int):
+    """An archive copy that writes `limit` bytes, then fails like a full disk."""
+    left = [limit]
+
+    def copy_range(fd_in, fd_out, offset, count):
+        if left[0] <= 0:
+            raise OSError(28, "No space left on device")
+        data = os.pread(fd_in, min(count, left[0]), offset)
+        left[0] -= len(data)
+        return os.write(fd_out, data)
+
+    return copy_range
+
+
 def test_copy_verified_disk_full_leaves_nothing(tmp_path, monkeypatch):
-    import shutil
+    import occd.actions.archive as arch
 
     src = tmp_path / "s.jsonl"
     generate_transcript(src, turns=3)
     before = src.read_bytes()
-
-    def full(a, b, *k, **kw):
-        with open(b, "wb") as fh:
-            fh.write(Path(a).read_bytes()[:100])
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr(shutil, "copyfile", full)
+    monkeypatch.setattr(arch, "_copy_range", disk_full_after(100))
     with pytest.raises(OccdError, match="archive"):
         copy_verified(src, tmp_path / "archive" / "s.jsonl")
     assert src.read_bytes() == before
@@ -336,16 +344,16 @@ def test_openclaw_appends_during_rotation_aborts_nothing_lost(state, settings, m
 
 
 def test_disk_full_while_archiving(state, settings, monkeypatch):
-    import shutil
+    import occd.actions.archive as arch
 
     old_path = state.transcript()
     before = old_path.read_bytes()
+    def no_links(a, b):
+        raise OSError(18, "Invalid cross-device link")
 
-    def full(a, b, *k, **kw):
-        raise OSError(28, "No space left on device")
-
-    with monkeypatch.context() as mp:
-        mp.setattr(shutil, "copyfile", full)
+    with monkeypatch.context() as mp:  # where hard links are impossible the archive is a copy: the disk fills up
+        mp.setattr(arch, "_link", no_links)
+        mp.setattr(arch, "_copy_range", disk_full_after(len(before) // 2))
         with pytest.raises(OccdError):
             rotate(settings)
     assert old_path.read_bytes() == before and state.entry()["sessionId"] == old_path.stem
@@ -359,6 +367,34 @@ def test_disk_full_while_archiving(state, settings, monkeypatch):
     assert out["resumed"] == 1 and led.rotations(limit=1)[0]["state"] == "COOLDOWN"
     led.close()
     assert (state.sessions / "archive" / old_path.name).read_bytes() == before
+
+
+def test_archive_by_link_needs_no_disk_space(state, settings, monkeypatch):
+    import occd.actions.archive as arch
+
+    old_path = state.transcript()
+    before = old_path.read_bytes()
+    ino = old_path.stat().st_ino
+    monkeypatch.setattr(arch, "_copy_range", disk_full_after(0))
+    res = rotate(settings)
+    a = Path(res["archivePath"])
+    assert a.read_bytes() == before and a.stat().st_ino == ino and a.stat().st_nlink == 1
+
+
+def test_archive_copy_when_links_are_impossible(state, settings, monkeypatch, oracle):
+    import occd.actions.archive as arch
+
+    def no_links(a, b):
+        raise OSError(18, "Invalid cross-device link")
+
+    old_path = state.transcript()
+    before = old_path.read_bytes()
+    monkeypatch.setattr(arch, "_link", no_links)
+    res = rotate(settings)
+    assert Path(res["archivePath"]).read_bytes() == before and not old_path.exists()
+    led = ledger()
+    assert led.rotations()[0]["details"]["archivedBy"] == "copy"
+    led.close()
 
 
 def test_undo(state, settings, oracle):

@@ -7,8 +7,9 @@ File era — the order that keeps the session key pointing at a valid transcript
 loses a byte:
 
   PENDING    the plan is recorded: old id/path and its stat (size, mtime, inode), new id/path, seed budget.
-  ARCHIVING  a verified copy of the old transcript is made in sessions/archive/ (temp file, fsync, verify:
-             first and last lines valid JSON, header id, size and line count match the source; then rename).
+  ARCHIVING  the old transcript gets its archive name in sessions/archive/: a hard link (same bytes, O(1)) or,
+             where links are impossible, a verified copy (temp file, fsync, verify: first and last lines valid
+             JSON, header id, size and line count match the source; then rename).
              The old transcript stays where it is and the index still points to it.
   ARCHIVED   the archive is complete. Now, in this order:
                1. the new transcript is written atomically under its new id (it is not in the index yet, so
@@ -41,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from occd.actions.archive import archive_path_for, copy_verified, verify_against
+from occd.actions.archive import archive_file, archive_path_for, copy_verified, same_file, verify_against
 from occd.errors import BusyError, OccdError
 
 log = logging.getLogger("occd.rotation")
@@ -223,13 +224,15 @@ class FileRotation:
         if arch.exists():
             problem = verify_against(self.old_path, arch, self.row["old_session_id"])
             if problem is None:
+                self.details["archivedStat"] = file_stat(self.old_path)
                 self._go("ARCHIVED", note="archive verified")
                 return
             log.info("rotation %s: archive %s incomplete (%s): making it again", self.rid, arch, problem)
             arch.unlink()
         self._check_unchanged()
-        copy_verified(self.old_path, arch, self.row["old_session_id"])
-        self._go("ARCHIVED", note="archive verified")
+        self.details["archivedStat"], how = archive_file(self.old_path, arch, self.row["old_session_id"])
+        self.details["archivedBy"] = how
+        self._go("ARCHIVED", note=f"archive verified ({'hard link' if how == 'link' else 'copy'})")
 
     def step_inject(self, write_new: Callable[[Path], None]) -> None:
         """ARCHIVED → INJECTED: new transcript written, index switched atomically, then the old one removed."""
@@ -266,8 +269,11 @@ class FileRotation:
             maybe_crash("INDEX_SWITCHED")
         # the index points to the new session: the old transcript lives on in its verified archive
         if self.old_path.exists():
-            if verify_against(self.old_path, self.archive, self.row["old_session_id"]) is not None:
-                copy_verified(self.old_path, self.archive, self.row["old_session_id"])  # appended at the last instant
+            # the archive was verified against exactly this file state; anything else (OpenClaw appended in
+            # the last instant before the switch) is archived again from the final file first
+            if not same_file(self.old_path, self.archive) and (
+                    file_stat(self.old_path) != self.details.get("archivedStat") or not self.archive.exists()):
+                self.details["archivedStat"] = copy_verified(self.old_path, self.archive, self.row["old_session_id"])
             self.old_path.unlink()
             from occd.actions.backups import fsync_dir
 

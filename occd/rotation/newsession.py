@@ -3,9 +3,12 @@
 The new transcript is in OpenClaw's current file format (v3). The seed is a user message (memory, notes and the
 rotation note: user messages reach the model) answered by an assistant message, then the last exchanges as real
 user/assistant turns, text only. It ends with an assistant message: OpenClaw's writer does not append to a file
-that has none yet, and would later write every entry again (duplicate ids). The last assistant message carries
-occd's chars/4 estimate of the seed as its usage (cost 0), so context measures (OpenClaw's and occd's) start from
-a realistic figure, not from 0; the next real reply replaces it with the provider's own count.
+that has none yet, and would later write every entry again (duplicate ids). The seed's assistant messages carry
+zero usage: no model call made them; the next real reply brings the provider's own count.
+
+Reading the old transcript costs only its tail: the exchanges are found by walking parent ids back from the
+leaf (the last entry) through a window at the end of the file that grows until it holds the last exchanges or
+the whole file. A 50 MB transcript is not parsed to rotate it.
 """
 
 from __future__ import annotations
@@ -20,11 +23,6 @@ import orjson
 from occd.rotation.seed import ACK, Seed
 
 
-def _read_entry(fh, e) -> dict:
-    fh.seek(e.offset)
-    return orjson.loads(fh.read(e.length))
-
-
 def _text(content) -> str:
     if isinstance(content, str):
         return content
@@ -32,43 +30,101 @@ def _text(content) -> str:
                      and isinstance(b.get("text"), str))
 
 
+TAIL_WINDOW = 1 << 20
+
+
+def _tail(source, size: int, window: int) -> bytes:
+    if isinstance(source, (bytes, bytearray)):
+        return bytes(source[max(0, size - window):])
+    with open(source, "rb") as fh:
+        fh.seek(max(0, size - window))
+        return fh.read()
+
+
+def _first_line(source) -> bytes:
+    if isinstance(source, (bytes, bytearray)):
+        i = source.find(b"\n", 0, 1 << 20)
+        return bytes(source[: i if i >= 0 else 1 << 20])
+    with open(source, "rb") as fh:
+        return fh.readline(1 << 20)
+
+
 def read_old(source: Path | bytes, n: int = 5) -> dict:
     """What a rotation carries over from the old transcript (a file, or the bytes of a database-era
     transcript): the last n exchanges of the active path as (user text, assistant text) — text only, no tool
-    calls, no thinking, no failed replies — the header, the model of the last good reply, and the number of
-    compactions on the path."""
-    import io
+    calls, no thinking, no failed replies — the header, the model of the last good reply, the compactions seen
+    on the path, and whether a tool call is still waiting for its result (a run in progress)."""
+    size = len(source) if isinstance(source, (bytes, bytearray)) else os.stat(source).st_size
+    try:
+        header = orjson.loads(_first_line(source))
+    except ValueError:
+        header = {}
+    header = header if isinstance(header, dict) and header.get("type") == "session" else {}
+    window = TAIL_WINDOW
+    while True:
+        data = _tail(source, size, window)
+        whole = window >= size
+        raw = data.split(b"\n")
+        if not whole:
+            raw = raw[1:]  # the first piece may be the end of a longer line
+        entries = []
+        for line in raw:
+            if not line.strip():
+                continue
+            try:
+                o = orjson.loads(line)
+            except ValueError:
+                continue
+            if isinstance(o, dict) and o.get("type") != "session" and isinstance(o.get("id"), str):
+                entries.append(o)
+        by_id = {e["id"]: e for e in entries}
+        chain = []
+        e = entries[-1] if entries else None
+        seen = set()
+        while e is not None and e["id"] not in seen:
+            seen.add(e["id"])
+            chain.append(e)
+            e = by_id.get(e.get("parentId"))
+        reached_root = not chain or chain[-1].get("parentId") is None
+        chain.reverse()
+        out = _carry_over(header, chain, n)
+        if whole or reached_root or len(out["exchanges"]) >= n:
+            return out
+        window *= 4
 
-    from occd.transcript.scan import scan_stream
 
-    fh = open(source, "rb") if isinstance(source, (str, Path)) else io.BytesIO(source)
-    with fh:
-        t = scan_stream(fh, path=Path(source) if isinstance(source, (str, Path)) else None)
-        path_entries = t.active_path()
-        turns = t.turns(path_entries)
-        out = {"header": t.header or {}, "exchanges": [], "model": None, "compactions": 0}
-        for e in reversed(path_entries):
-            if e.type == "message" and e.role == "assistant":
-                m = _read_entry(fh, e).get("message", {})
-                if m.get("stopReason") not in ("error", "aborted"):
-                    out["model"] = {k: m.get(k) for k in ("api", "provider", "model") if m.get(k)}
-                    break
-        out["compactions"] = sum(1 for e in path_entries if e.type == "compaction")
-        from occd.transcript import tool_pairing
-
-        out["openCall"] = bool(tool_pairing(t)[1])  # a tool call still waiting for its result: mid-run
-        for turn in turns[-n:]:
-            entries = path_entries[turn.start: turn.end + 1]
-            user = _text(_read_entry(fh, entries[0]).get("message", {}).get("content"))
-            answer = []
-            for e in entries[1:]:
-                if e.type == "message" and e.role == "assistant" and e.has_text:
-                    m = _read_entry(fh, e).get("message", {})
-                    if m.get("stopReason") not in ("error", "aborted"):
-                        answer.append(_text(m.get("content")))
-            a = "\n".join(x for x in answer if x.strip())
-            if user.strip() and a.strip():
-                out["exchanges"].append((user, a))
+def _carry_over(header: dict, chain: list[dict], n: int) -> dict:
+    out = {"header": header, "exchanges": [], "model": None, "compactions": 0, "openCall": False}
+    turns: list[list[dict]] = []
+    open_calls: set = set()
+    for e in chain:
+        if e.get("type") == "compaction":
+            out["compactions"] += 1
+        if e.get("type") != "message":
+            continue
+        m = e.get("message") or {}
+        role = m.get("role")
+        if role == "user":
+            turns.append([m])
+        elif turns:
+            turns[-1].append(m)
+        if role == "assistant":
+            for b in m.get("content") or []:
+                if isinstance(b, dict) and b.get("type") == "toolCall" and b.get("id"):
+                    open_calls.add(b["id"])
+            if m.get("stopReason") not in ("error", "aborted"):
+                out["model"] = {k: m.get(k) for k in ("api", "provider", "model") if m.get(k)}
+        elif role == "toolResult":
+            open_calls.discard(m.get("toolCallId"))
+    out["openCall"] = bool(open_calls)
+    for turn in turns:
+        user = _text(turn[0].get("content"))
+        answer = [_text(m.get("content")) for m in turn[1:] if m.get("role") == "assistant"
+                  and m.get("stopReason") not in ("error", "aborted")]
+        a = "\n".join(x for x in answer if x.strip())
+        if user.strip() and a.strip():
+            out["exchanges"].append((user, a))
+    out["exchanges"] = out["exchanges"][-n:]  # the last n exchanges that have text on both sides
     return out
 
 
