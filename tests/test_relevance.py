@@ -540,3 +540,31 @@ def test_score_job_recommends_archives_and_stays_small(isolated_env, fake_llm):
         assert out2["modelCalls"] == 0 and out2["cached"] == 3 and len(led.history(kind="archive")) == 1
     assert "litellm" not in sys.modules
     assert len(fake_llm.requests) == 1
+
+
+def test_score_job_act_mode_archives_through_the_action_path(isolated_env):
+    """Act mode: the irrelevant old idle session is archived by occd.actions.archive (moved to
+    sessions/archive/, index entry removed, ledger action ok); keyword fallback since no key is set."""
+    from occd.config import load_settings
+    from occd.jobs import JobContext
+    from occd.jobs import score as score_job
+    from occd.ledger import Ledger
+
+    home = isolated_env
+    now = time.time()
+    state = home / ".openclaw"
+    sdir = make_file_agent(state, "main", [
+        {"sid": "active", "users": ["refactor the webhook handler"], "cwd": str(home), "mtime": now - 60},
+        {"sid": "old-rota", "users": ["plan the holiday rota"], "cwd": str(home), "mtime": now - 30 * D},
+        {"sid": "old-hooks", "users": ["refactor webhook handler retries"], "cwd": str(home), "mtime": now - 30 * D},
+    ])
+    s = load_settings({"policy": {"mode": "act"}})
+    with Ledger.open() as led:
+        out = score_job.run(JobContext(settings=s, ledger=led, state_dir=state, clock=lambda: now))
+        assert out["methods"] == "keywords" and out["modelCalls"] == 0
+        assert out["archived"] == 1 and out["archiveCandidates"] == 1
+        (row,) = [r for r in led.history(kind="archive") if r["outcome"] == "ok"]
+        assert row["session_id"] == "old-rota" and row["trigger"] == "auto" and not row["dry_run"]
+    assert (sdir / "archive" / "old-rota.jsonl").exists() and not (sdir / "old-rota.jsonl").exists()
+    index = json.loads((sdir / "sessions.json").read_text())
+    assert {e["sessionId"] for e in index.values()} == {"active", "old-hooks"}
