@@ -141,7 +141,7 @@ def select_cmd(task, repo, agent, state_dir, label, no_llm, cost_budget, as_json
         for c in out["candidates"][:15]:
             p = c["parts"]
             rows.append([short_id(c["id"]), c["source"], f"{c['score']:.2f}", f"{c['relevance']:.2f}",
-                         (c["relevanceMethod"] or "-")[:5], f"{p['branch']:.2f}", f"{p['recency']:.2f}",
+                         c["relevanceMethod"] or "-", f"{p['branch']:.2f}", f"{p['recency']:.2f}",
                          f"{p['health']:.2f}", f"{p['capacity']:.2f}",
                          ("running; " if c["running"] else "") + ("; ".join(c["forcedFresh"]) or
                                                                   (c["latestUserTask"] or "")[:60])])

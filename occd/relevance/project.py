@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
