@@ -303,6 +303,9 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
     loads = orjson.loads
     v1_pending: list[tuple[EntryMeta, int]] = []  # (compaction entry, firstKeptEntryIndex)
     shared: tuple[dict, dict] = ({}, {})  # interned index and flag tuples (see _fill_message)
+    by_id: dict = {}
+    dups: list = []
+    backward_only = True  # every parentId so far names an earlier entry (see the end)
     readline = fh.readline
     offset = 0
     line = -1
@@ -345,7 +348,7 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
                 kind = "non-utf8"
             malformed.append(Malformed(line + 1, kind, start, length))
             continue
-        if not isinstance(o, dict):
+        if type(o) is not dict:  # orjson makes plain dicts
             malformed.append(Malformed(line + 1, "not-object", start, length))
             continue
         if not nl:
@@ -364,16 +367,35 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
                 continue
             header_ok = False
             version = 3
-        if o.get("type") == "session":
+        etype = o.get("type")
+        if etype == "message":  # the common case, inline (entry_from_obj does the same for every type)
+            e = EntryMeta(line, start, length, pos, etype, o.get("id"), o.get("parentId"))
+            msg = o.get("message")
+            if type(msg) is dict:
+                _fill_message(e, msg, version, shared, o if prepare_strip else None)
+        elif etype == "session":
             extra_sessions.append(line + 1)
             pos += 1
             continue
-        e = entry_from_obj(o, line, start, length, pos, version, shared, prepare_strip)
+        else:
+            e = entry_from_obj(o, line, start, length, pos, version, shared, prepare_strip)
         if version < 2 and e.type == "compaction":
             idx = o.get("firstKeptEntryIndex")
             e.first_kept = None
             if isinstance(idx, int) and not isinstance(idx, bool):
                 v1_pending.append((e, idx))
+        if version >= 2:  # ids as in the file: index them now (v1 ids are assigned after the loop)
+            eid = e.id
+            par = e.parent
+            if par is not None:
+                try:
+                    if par not in by_id:
+                        backward_only = False
+                except TypeError:
+                    backward_only = False
+            if eid in by_id:
+                dups.append(eid)
+            by_id[eid] = len(entries)
         entries.append(e)
         pos += 1
         del o
@@ -383,14 +405,17 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
                    header_offset=header_offset)
     if version < 2:
         _migrate_v1(t, v1_pending)
-    by_id: dict = {}
-    dups = []
-    for i, e in enumerate(entries):
-        if e.id in by_id:
-            dups.append(e.id)
-        by_id[e.id] = i
+        by_id, dups, backward_only = {}, [], False
+        for i, e in enumerate(entries):
+            if e.id in by_id:
+                dups.append(e.id)
+            by_id[e.id] = i
     t.by_id = by_id
     t.duplicate_ids = dups
+    if backward_only and not dups:
+        # every parentId names an earlier line (ids unique): following parents always goes up the file, so no
+        # chain can loop and the full cycle check has nothing to find
+        t._acyclic = True
     return t
 
 
