@@ -198,7 +198,10 @@ def read_status() -> dict | None:
 
 # ------------------------------------------------------------------------------------------------- the daemon
 class Daemon:
-    """The runtime around the jobs. `jobs` (default: occd.jobs.JOBS) and the clocks can be injected."""
+    """The runtime around the jobs. `jobs` (default: occd.jobs.JOBS) and the clocks can be injected.
+
+    `clock` is the wall time the jobs and the ledger see (ctx.now) and that clock-jump detection compares with
+    `monotonic`; times handed to APScheduler are always time.time(), the clock APScheduler itself reads."""
 
     def __init__(self, settings_loader, *, state_dir: Path | None = None, clock=time.time,
                  monotonic=time.monotonic, jobs=None, env=None):
@@ -226,6 +229,8 @@ class Daemon:
         self.last_results: dict[str, dict] = {}
         self.job_times: dict[str, float] = {}
         self._registered: dict[str, tuple[Any, Any]] = {}
+        self._sched_jobs: dict[str, Any] = {}
+        self.dispatching: set[str] = set()   # scheduler runs in progress (job + heartbeat)  # APScheduler Job objects by id (MemoryJobStore keeps these)
         self._stall_reported = False
 
     # context -------------------------------------------------------------------------------------------------
@@ -261,7 +266,7 @@ class Daemon:
             self.running, self.running_since = None, None
         self.last_results[spec.name] = {"ok": ok, "at": self.clock(), **_scalars(summary)}
         if not spec.after_scan and spec.name != "scan":
-            self.job_times[spec.name] = self.clock()
+            self.job_times[spec.name] = time.time()  # scheduling data: the scheduler's clock
             _write_json(job_times_file(), self.job_times)
         return ok, summary
 
@@ -299,16 +304,24 @@ class Daemon:
         self.heartbeat()
 
     def _dispatch(self, name: str) -> None:
-        """What the scheduler calls: never raises (APScheduler would only log it, without our context)."""
+        """What the scheduler calls: never raises (APScheduler would only log it, without our context).
+        While it runs, APScheduler (max_instances=1) skips a new run of the same job: a re-plan that lands
+        then is dropped, which is fine since that job is running right now."""
+        self.dispatching.add(name)
         try:
             self.cycle() if name == "scan" else self.periodic(name)
         except Exception as e:  # noqa: BLE001 - a bug in the runtime itself; keep the daemon alive
             log.error("%s: unexpected error in the daemon: %s", name, e, exc_info=True)
+        finally:
+            self.dispatching.discard(name)
 
     # heartbeat -----------------------------------------------------------------------------------------------
     def next_run(self, job_id: str = "scan") -> float | None:
-        job = self.scheduler.get_job(job_id) if self.scheduler is not None else None
-        return job.next_run_time.timestamp() if job and job.next_run_time else None
+        # Read from our own reference, never through the scheduler's API: scheduler.shutdown(wait=True) holds
+        # the job-store lock while it waits for running jobs, so a job thread asking get_job() would deadlock.
+        job = self._sched_jobs.get(job_id)
+        nrt = getattr(job, "next_run_time", None)
+        return nrt.timestamp() if nrt else None
 
     def status_line(self) -> str:
         scan = self.last_results.get("scan", {})
@@ -351,10 +364,11 @@ class Daemon:
         self._registered = {spec.name: (spec, fn) for spec, fn in available_jobs(self.jobs, self.settings)}
         if initial and "scan" not in self._registered:
             log.warning("no scan job in this installation: only the periodic jobs run")
-        now = self.clock()
+        now = time.time()
         wanted = {n: spec.interval(self.settings) for n, (spec, _) in self._registered.items() if not spec.after_scan}
         for job in self.scheduler.get_jobs():
             if job.id not in wanted:
+                self._sched_jobs.pop(job.id, None)
                 job.remove()
         for name, secs in wanted.items():
             job = self.scheduler.get_job(name)
@@ -364,13 +378,13 @@ class Daemon:
                 first = now if initial or job is None else now + secs
             else:
                 first = self._due(name, secs, now, initial)
-            self.scheduler.add_job(self._dispatch, "interval", args=[name], id=name, name=name, seconds=secs,
-                                   replace_existing=True, misfire_grace_time=max(1, int(secs)),
-                                   next_run_time=_utc(first))
+            self._sched_jobs[name] = self.scheduler.add_job(
+                self._dispatch, "interval", args=[name], id=name, name=name, seconds=secs, replace_existing=True,
+                misfire_grace_time=max(1, int(secs)), next_run_time=_utc(first))
 
     def replan(self, reason: str) -> None:
         """Run the scan now and re-plan the periodic jobs from their last runs (after a clock jump)."""
-        now = self.clock()
+        now = time.time()
         for job in self.scheduler.get_jobs():
             if job.id == "scan":
                 job.modify(next_run_time=_utc(now))
@@ -426,7 +440,7 @@ class Daemon:
             self.last_cycle_mono = self.mono()
             job = self.scheduler.get_job("scan")
             if job is not None:
-                job.modify(next_run_time=_utc(self.clock()))
+                job.modify(next_run_time=_utc(time.time()))
 
     def reload(self) -> None:
         from occd import logging_setup
@@ -547,7 +561,7 @@ class Daemon:
         times = _read_json(job_times_file()) or {}
         for spec in self.jobs:
             if spec.name in results and results[spec.name][0] and not spec.after_scan and spec.name != "scan":
-                times[spec.name] = self.clock()
+                times[spec.name] = time.time()
         _write_json(job_times_file(), times)
         return results
 
