@@ -526,3 +526,60 @@ def test_once_with_the_real_jobs_never_imports_litellm(fake_proc):
     assert p.returncode in (0, 1), err
     assert "scan" in out
     assert json.loads((fake_proc.dir / "heavy.json").read_text()) == []
+
+
+# ---------------------------------------------------------------------------------------------- logging
+class _Stream:
+    def __init__(self, tty):
+        self.tty, self.parts = tty, []
+
+    def write(self, s):
+        self.parts.append(s)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return self.tty
+
+    def text(self):
+        return "".join(self.parts)
+
+
+@pytest.mark.parametrize("kind", ["journald", "tty", "pipe"])
+def test_logging_destinations(isolated_env, kind):
+    from occd import logging_setup, paths
+
+    env = {**os.environ, **({"INVOCATION_ID": "abc"} if kind == "journald" else {})}
+    env.pop("JOURNAL_STREAM", None)
+    if kind != "journald":
+        env.pop("INVOCATION_ID", None)
+    stream = _Stream(tty=kind == "tty")
+    try:
+        logging_setup.setup("INFO", env=env, stream=stream)
+        lg = logging.getLogger("occd.daemon")
+        lg.info("cycle done")
+        lg.error("scan failed")
+        logging.getLogger("apscheduler.scheduler").info("Added job")  # below WARNING: not shown
+        logging.getLogger("apscheduler.executors").warning("Run time of job was missed")
+        out = stream.text()
+        if kind == "journald":
+            assert "<6>occd.daemon: cycle done\n" in out and "<3>occd.daemon: scan failed\n" in out
+            assert not any(ch.isdigit() for ch in out.split("cycle done")[0][3:])  # no timestamp of our own
+        elif kind == "tty":
+            assert "INFO cycle done" in out and "ERROR scan failed" in out
+        else:  # launchd/cron/pipe: the file has everything, stderr only what needs attention
+            assert "cycle done" not in out and "ERROR occd.daemon: scan failed" in out
+        assert "Added job" not in out and "Run time of job was missed" in out
+        text = (paths.log_dir() / "occd.log").read_text()
+        assert "INFO occd.daemon: cycle done" in text and "WARNING apscheduler.executors" in text
+        logging_setup.set_level("WARNING")
+        lg.info("quiet now")
+        assert "quiet now" not in stream.text()
+    finally:
+        for name in logging_setup.LOGGERS:
+            for h in list(logging.getLogger(name).handlers):
+                logging.getLogger(name).removeHandler(h)
+                h.close()
+            logging.getLogger(name).propagate = True
+            logging.getLogger(name).setLevel(logging.NOTSET)
