@@ -252,6 +252,7 @@ def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: flo
     # t.get() entry is removed; `x in anc_of` is exactly "x names a removed entry".
     anc_of: dict = {}
     last_surviving: EntryMeta | None = None
+    removed_index: set = set()  # entry indices of the ids in anc_of
     by_id_get = t.by_id.get
     entries = t.entries
     edits: dict[int, EntryEdit] = {}
@@ -303,6 +304,7 @@ def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: flo
             i = by_id_get(e.id)
             if i is not None and entries[i] is e:
                 anc_of[e.id] = last_surviving
+                removed_index.add(i)
         else:
             last_surviving = e
     plan.messages_original, plan.tool_calls_original = n_msgs, n_calls
@@ -324,8 +326,16 @@ def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: flo
 
     path_pos: dict = {}  # id(entry) -> index on the active path, built on first use
     reparented = refs_fixed = 0
-    # one pass over the file: entries whose parent or reference names a removed entry (removed ones never)
-    for e in (entries if anc_of else ()):
+    # one pass over the file: entries whose parent or reference names a removed entry (removed ones never).
+    # With the scan's parent indices (ids unique) the candidates are found without touching every entry: the
+    # children of removed entries, and the entries with references.
+    candidates = entries
+    pidx = t.parent_index
+    if pidx is not None and anc_of:
+        js = {j for j, pi in enumerate(pidx) if pi in removed_index}
+        js.update(by_id_get(r.id) for r in t.ref_entries())
+        candidates = [entries[j] for j in sorted(js)]
+    for e in (candidates if anc_of else ()):
         par = e.parent
         et = e.type
         fields: dict | None = None

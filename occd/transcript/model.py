@@ -114,6 +114,9 @@ class Transcript:
     header_offset: int = 0
     _acyclic: bool = False
     _refs: list | None = None
+    # entries[i]'s parent as an index into entries (-1: none); set by the scan only when every parentId names
+    # an earlier entry and ids are unique (then it is what by_id gives); None otherwise
+    parent_index: object = None
 
     # -- basic facts ----------------------------------------------------------------------------------------
     @property
@@ -168,7 +171,17 @@ class Transcript:
         """root → leaf: the branch the model sees (before compaction is applied)."""
         if not self.entries:
             return []
-        p = self.path_to_root(self.entries[-1])
+        pidx = self.parent_index
+        if pidx is None:
+            p = self.path_to_root(self.entries[-1])
+        else:  # the same walk over the scan's parent indices (they only go up the file: it ends)
+            entries = self.entries
+            p = []
+            append = p.append
+            i = len(entries) - 1
+            while i >= 0:
+                append(entries[i])
+                i = pidx[i]
         p.reverse()
         return p
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from array import array
 from pathlib import Path
 from typing import IO, Iterator
 
@@ -21,6 +22,7 @@ from occd.transcript.limits import MAX_CHARS, MAX_LINES, dumps_compact, json_tex
 from occd.transcript.model import CURRENT_VERSION, EntryMeta, Malformed, Transcript, gc_paused
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+_REF_TYPES = frozenset(("compaction", "label", "branch_summary"))  # as Transcript.ref_entries
 _CHUNK = 1 << 20
 
 
@@ -306,6 +308,9 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
     by_id: dict = {}
     dups: list = []
     backward_only = True  # every parentId so far names an earlier entry (see the end)
+    pidx = array("l")  # parent entry index per entry (-1: none), kept when every parent is an earlier entry
+    pidx_append = pidx.append
+    refs: list[EntryMeta] = []  # entries that reference other entries besides their parent
     readline = fh.readline
     offset = 0
     line = -1
@@ -379,6 +384,8 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
             continue
         else:
             e = entry_from_obj(o, line, start, length, pos, version, shared, prepare_strip)
+            if e.type in _REF_TYPES:
+                refs.append(e)
         if version < 2 and e.type == "compaction":
             idx = o.get("firstKeptEntryIndex")
             e.first_kept = None
@@ -387,12 +394,18 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
         if version >= 2:  # ids as in the file: index them now (v1 ids are assigned after the loop)
             eid = e.id
             par = e.parent
-            if par is not None:
+            if par is None:
+                pidx_append(-1)
+            else:
                 try:
-                    if par not in by_id:
-                        backward_only = False
+                    pi = by_id.get(par)
                 except TypeError:
+                    pi = None
+                if pi is None:
                     backward_only = False
+                    pidx_append(-1)
+                else:
+                    pidx_append(pi)
             if eid in by_id:
                 dups.append(eid)
             by_id[eid] = len(entries)
@@ -414,8 +427,10 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
     t.duplicate_ids = dups
     if backward_only and not dups:
         # every parentId names an earlier line (ids unique): following parents always goes up the file, so no
-        # chain can loop and the full cycle check has nothing to find
+        # chain can loop and the full cycle check has nothing to find; the parent indices are final
         t._acyclic = True
+        t.parent_index = pidx
+    t._refs = refs
     return t
 
 
