@@ -148,7 +148,7 @@ def session_info(settings, *, agent: str | None = None, ref: str | None = None) 
         if not path.is_file():
             raise OccdError(f"Transcript of session '{info.session_id}' is missing",
                             f"the index points to {path}; run `occd list`", code="SESSION_NOT_FOUND")
-        t = scan(path)
+        t = scan(path, prepare_strip=False)
         size = t.size
     else:
         data = b"".join(store.read_lines(info))

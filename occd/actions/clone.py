@@ -52,8 +52,11 @@ def clone_session(settings, *, agent=None, ref=None, output=None, preset=False, 
                         code="OUTPUT_DIR_MISSING")
     header = clone_header(t, new_id, parent_session=str(src))
 
+    scanned: dict = {}
+
     def validate(tmp: Path) -> None:
-        problems = check_invariants(tmp, t, clone=True)
+        scanned["new"] = scan(tmp, prepare_strip=False)
+        problems = check_invariants(scanned["new"], t, clone=True)
         if problems:
             raise OccdError(f"Refusing to write the clone: the result would be invalid ({problems[0]})",
                             "this is a bug in occd; nothing was written — please report it", code="INVARIANT_VIOLATION")
@@ -69,7 +72,7 @@ def clone_session(settings, *, agent=None, ref=None, output=None, preset=False, 
         dest.unlink(missing_ok=True)  # an unregistered clone we were asked to register is not left behind
         raise
     stats = stats_from(plan, t, window=context_window_for(target), size_after=dest.stat().st_size)
-    stats.tokens_after_estimate = tokens_after(dest)
+    stats.tokens_after_estimate = tokens_after(scanned.get("new") or dest)
     res = CloneResult(target.session_id, new_id, dest, resume_command(target.agent, key, new_id), key, name, stats)
     record_action("clone", target, outcome="ok", trigger=trigger, before={"size": stats.size_original},
                   after=res.to_json()["statistics"] | {"clonedSessionId": new_id, "clonedPath": str(dest)},

@@ -84,14 +84,15 @@ def ensure_idle(path: Path, idle_seconds: float, force: bool, now: float | None 
                             "is idle, or pass --force")
 
 
-def replace_with_backup(path: Path, write_fn: Callable, expect_stat, keep: int, *, verify=None):
+def replace_with_backup(path: Path, write_fn: Callable, expect_stat, keep: int, *, verify=None, scanned: dict | None = None):
     """Write the new content via write_fn(fh) into a temp file beside `path` and atomically replace `path`,
     leaving the replaced bytes as the next backup. Returns (backup_path, pruned_paths).
 
     verify: the scanned original Transcript (the temp file must not add invariant problems to it), or None
-    to skip the check (restore puts back bytes occd already had)."""
+    to skip the check (restore puts back bytes occd already had). `scanned`, when given, receives the scan of
+    the new file under "new" (so the caller need not read it again)."""
     from occd.actions import backups
-    from occd.transcript import atomic_write, check_invariants
+    from occd.transcript import atomic_write, check_invariants, scan
 
     backup_path = backups.next_backup_path(path)
     st = path.stat()
@@ -101,7 +102,10 @@ def replace_with_backup(path: Path, write_fn: Callable, expect_stat, keep: int, 
         # idle checks (occd's and OpenClaw's) keep measuring the agent, and a re-run is not refused as "busy".
         os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
         if verify is not None:
-            problems = check_invariants(tmp, verify)
+            new = scan(tmp, prepare_strip=False)
+            if scanned is not None:
+                scanned["new"] = new
+            problems = check_invariants(new, verify)
             if problems:
                 raise OccdError(f"Refusing to write {path.name}: the result would be invalid ({problems[0]})",
                                 "this is a bug in occd; the original is untouched — please report it",

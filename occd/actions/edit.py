@@ -25,13 +25,15 @@ def stats_from(plan, t, *, window: int | None, size_after: int | None = None, cl
         context_window=window, turns=plan.turn_analysis())
 
 
-def tokens_after(path) -> int | None:
+def tokens_after(path_or_transcript) -> int | None:
     """chars/4 estimate of what the model is sent from the cleaned file (usage stays stale until the next
-    reply, so 'after' is always an estimate)."""
-    from occd.transcript import estimated_tokens, scan
+    reply, so 'after' is always an estimate). Pass the already scanned Transcript to avoid a second read."""
+    from occd.transcript import Transcript, estimated_tokens, scan
 
     try:
-        return estimated_tokens(scan(path))
+        t = path_or_transcript if isinstance(path_or_transcript, Transcript) else scan(path_or_transcript,
+                                                                                        prepare_strip=False)
+        return estimated_tokens(t)
     except OccdError:
         return None
 
@@ -93,9 +95,10 @@ def edit_session(settings, *, agent=None, ref=None, preset=None, force=False, dr
             return res
         from occd.transcript import rewrite
 
+        scanned: dict = {}
         backup, pruned = replace_with_backup(
             path, lambda fh: rewrite(t, fh, remove=plan.remove, edits=plan.transforms(), drop_malformed=drop_malformed),
-            t.stat, settings.backups_keep, verify=t)
+            t.stat, settings.backups_keep, verify=t, scanned=scanned)
     except BusyError as e:
         record_action(kind, target, outcome="deferred", trigger=trigger, policy=policy, reason=reason,
                       error=e.message, ledger=ledger)
@@ -105,7 +108,7 @@ def edit_session(settings, *, agent=None, ref=None, preset=None, force=False, dr
                       error=e.message, ledger=ledger)
         raise
     stats.size_after = path.stat().st_size
-    stats.tokens_after_estimate = tokens_after(path)
+    stats.tokens_after_estimate = tokens_after(scanned.get("new") or path)
     res = EditResult(target.session_id, path, name, True, backup, stats, pruned_backups=pruned,
                      dropped_malformed=[m.lineno for m in t.malformed] if drop_malformed else [])
     record_action(kind, target, outcome="ok", trigger=trigger, policy=policy, reason=reason,

@@ -106,6 +106,8 @@ def vacuum_into_backup(engine: Engine, path: Path, rev: str | None, now: float |
 def upgrade(engine: Engine, path: Path, target: str = "head", *, backup: bool = True) -> UpgradeResult:
     with _upgrade_lock(path):
         before = current_revision(engine)
+        if target == "head" and before == HEAD_REVISION:  # the usual case: no alembic import at all
+            return UpgradeResult(before, before, None, False)
         head = head_revision() if target == "head" else target
         if before == head:
             return UpgradeResult(before, before, None, False)
