@@ -2,7 +2,15 @@
 
 `OpenClawHome(version, root)` prepares an isolated OpenClaw home with setup.sh (installs the release and Node 24
 from the npm registry into OC_CACHE on first use), starts the scripted model server, and runs real agent turns.
-Every request OpenClaw sends to the model is in `requests()`. `close()` stops what it started, by pid.
+Every request OpenClaw sends to the model is in `requests()` (log file: `fake_log`). `start_gateway()` runs a
+foreground gateway on a free port (database era: the gateway calls occd makes). `close()` stops what it started,
+by pid (the gateway process and its children, then the model server).
+
+    with OpenClawHome("2026.9.6", tmp_path) as oc:   # after require_e2e()
+        oc.turn("hello")
+        oc.sessions_list()["sessions"]
+
+Careful with the gateway: `/proc/<pid>/comm` of OpenClaw's gateway reads "openclaw-gatewa" (15 characters).
 """
 
 from __future__ import annotations
@@ -36,6 +44,8 @@ class OpenClawHome:
         self.port = free_port()
         self.env: dict[str, str] = {}
         self.fake_pid: int | None = None
+        self.gateway: subprocess.Popen | None = None
+        self.gateway_port: int | None = None
 
     def __enter__(self):
         script = (f'export OC_CACHE="{OC_CACHE}"; source "{E2E_DIR}/setup.sh" {self.version} "{self.home}" {self.port} '
@@ -53,12 +63,63 @@ class OpenClawHome:
         self.env["OCCD_HOME"] = str(self.root / "occd-home")
         self.state_dir = Path(self.env["OPENCLAW_STATE_DIR"])
         self.workspace = self.home / "workspace"
+        # a gateway port of our own (setup.sh writes OpenClaw's default, 18789, which parallel tests would share:
+        # a CLI call could then reach another test's gateway)
+        cfg_path = Path(self.env["OPENCLAW_CONFIG_PATH"])
+        cfg = json.loads(cfg_path.read_text())
+        self.gateway_port = free_port()
+        cfg.setdefault("gateway", {})["port"] = self.gateway_port
+        cfg_path.write_text(json.dumps(cfg, indent=2))
         return self
 
     def __exit__(self, *exc):
         self.close()
 
+    @property
+    def fake_log(self) -> Path:
+        return Path(self.env["FAKE_LOG"])
+
+    def start_gateway(self, timeout: float = 180) -> int:
+        """`openclaw gateway run` on this home's own port (in openclaw.json, so CLI calls find it); waits until
+        `gateway call health` answers. Returns the port."""
+        log = open(self.root / "gateway.log", "ab")
+        self.gateway = subprocess.Popen([self.oc, "gateway", "run", "--port", str(self.gateway_port)], env=self.env,
+                                        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log.close()
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.gateway.poll() is not None:
+                raise RuntimeError(f"gateway exited with {self.gateway.returncode}: see {self.root / 'gateway.log'}")
+            if self.openclaw("gateway", "call", "health", "--json", timeout=60).returncode == 0:
+                return self.gateway_port
+            time.sleep(1)
+        raise RuntimeError("gateway did not come up")
+
+    def stop_gateway(self) -> None:
+        """SIGTERM to the gateway and every process under it (by pid), wait, then SIGKILL what is left."""
+        if self.gateway is None:
+            return
+        pids = [self.gateway.pid, *_descendants(self.gateway.pid)]
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        try:
+            self.gateway.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self.gateway.poll() is None:
+            self.gateway.wait(timeout=10)
+        self.gateway = None
+
     def close(self) -> None:
+        self.stop_gateway()
         if self.fake_pid:
             try:
                 os.kill(self.fake_pid, signal.SIGTERM)
@@ -98,6 +159,28 @@ class OpenClawHome:
         if not log.exists():
             return []
         return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+def _descendants(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return out
+    for c in map(int, children):
+        out += [c, *_descendants(c)]
+    return out
+
+
+def require_e2e() -> None:
+    """Skip when the real OpenClaw cannot run here; in CI (where scripts/test.sh sets OC_CACHE) fail instead."""
+    import pytest
+
+    why = e2e_available()
+    if why:
+        if IN_CI:
+            pytest.fail(why)
+        pytest.skip(why)
 
 
 def e2e_available() -> str | None:

@@ -86,6 +86,11 @@ def test_context_window_order(tmp_path):
     assert context_window(tmp_path, model="b/m2", config=cfg) == 64_000           # provider/model spelling
     assert context_window(tmp_path, model="unknown", config=cfg) == 90_000         # agents.defaults.contextTokens
     assert context_window(tmp_path, model="unknown", config={}) == 200_000
+    # no model recorded (a session reset in place): the agent's configured model, as OpenClaw lists it
+    cfg["agents"]["defaults"]["model"] = {"primary": "b/m2"}
+    assert context_window(tmp_path, config=cfg) == 64_000
+    cfg["agents"]["list"] = [{"id": "w", "model": "a/m1"}]
+    assert context_window(tmp_path, agent="w", config=cfg) == 100_000
     # the agent's model catalog comes first
     cat = tmp_path / "agents" / "main" / "agent"
     cat.mkdir(parents=True)

@@ -157,11 +157,28 @@ def _catalog(agent_dir: Path | None) -> dict:
         return {}
 
 
+def default_model(config: dict, agent: str | None = None) -> str | None:
+    """The agent's configured model (`agents.list[].model`, else `agents.defaults.model`; a string or
+    {"primary": ...}), as "provider/model"."""
+    agents = _dict(config.get("agents"))
+    cands = [a.get("model") for a in agents.get("list") or [] if isinstance(a, dict) and a.get("id") == agent]
+    cands.append(_dict(agents.get("defaults")).get("model"))
+    for m in cands:
+        m = m.get("primary") if isinstance(m, dict) else m
+        if isinstance(m, str) and m.strip():
+            return m.strip()
+    return None
+
+
 def context_window(state_dir: Path, *, agent: str | None = None, model: str | None = None,
                    provider: str | None = None, config: dict | None = None) -> int:
     """The model's context window as OpenClaw resolves it: the model catalog's `contextWindow`, else the configured
-    `models.providers.<p>.models[]` entry, else `agents.defaults.contextTokens`, else 200000."""
+    `models.providers.<p>.models[]` entry, else `agents.defaults.contextTokens`, else 200000. Without a model
+    (a session reset in place records none) the agent's configured model is used, as `openclaw sessions list`
+    does."""
     cfg = load_openclaw_config(state_dir) if config is None else config
+    if not model:
+        model, provider = default_model(cfg, agent), None
     model, provider = _split_model(model, provider)
     if model:
         for providers in (_catalog(state_dir / "agents" / agent if agent else None),

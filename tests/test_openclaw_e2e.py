@@ -1,0 +1,143 @@
+"""occd's OpenClaw readers against the real OpenClaw (offline, scripted model): what occd reads must be what
+`openclaw sessions list --json` reports, in both storage eras; the index write and the gateway calls must work with
+the real thing."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from e2e_harness import OpenClawHome, require_e2e
+from occd.errors import BusyError, OccdError
+from occd.openclaw import context_window_for_session, list_agents, open_store, resolve_state_dir, transcript_lock, update_index
+from occd.openclaw.dbstore import DbStore, gateway_status
+from occd.openclaw.gateway import Gateway
+from occd.transcript import scan
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+
+def _same(infos, listed, state):
+    """occd's SessionInfo list vs `openclaw sessions list --json` sessions: same sessions, order, figures.
+    (2026.7.1 and 2026.9.6 leave compactionCount out of that listing; where a row has it, it must agree.)"""
+    assert [(i.key, i.session_id) for i in infos] == [(s["key"], s["sessionId"]) for s in listed]
+    for i, s in zip(infos, listed):
+        if "compactionCount" in s:
+            assert (i.compaction_count or 0) == (s["compactionCount"] or 0), s["key"]
+        assert i.total_tokens == s.get("totalTokens"), s["key"]
+        # OpenClaw lists the entry's contextTokens, else the window it resolves from the config (after a reset
+        # the entry has none): occd's context_window_for_session gives the same figure
+        assert context_window_for_session(state, "main", i) == s.get("contextTokens"), s["key"]
+        assert i.updated_at == s["updatedAt"]
+        assert i.model in (None, s.get("model"))  # none recorded (after a reset): OpenClaw shows the default
+
+
+def test_file_era_2026_7_1(tmp_path):
+    require_e2e()
+    with OpenClawHome("2026.7.1", tmp_path) as oc:
+        note = oc.workspace / "notes.txt"
+        note.write_text("the secret is cardamom\n")
+        oc.turn(f"READ {note}")
+        oc.turn("plain question two")
+        state = resolve_state_dir(oc.env)
+        assert state == oc.state_dir
+        assert [(a.id, a.era) for a in list_agents(state)] == [("main", "file")]
+        store = open_store(state, "main")
+        infos = store.sessions()
+        listed = oc.sessions_list()["sessions"]
+        _same(infos, listed, state)
+        assert not store.warnings
+        info = infos[0]
+        assert str(info.path) == listed[0]["sessionFile"]                 # absolute in 2026.7.1
+        assert transcript_lock(info.path) is None                          # the run released its lock
+        names = sorted(p.name for p in store.sessions_dir.iterdir())
+        assert any(n.endswith(".trajectory.jsonl") for n in names)         # beside it, and not a session
+        t = scan(info.path)
+        assert not t.malformed and len(t.turns()) == 2
+        assert sum(len(tr.call_ids or []) for tr in t.turns()) >= 1  # the READ turn made a real tool call
+
+        # occd's locked atomic index write: OpenClaw sees it at once and keeps unknown fields on its next write
+        def mark(d):
+            d[info.key]["occdMarker"] = {"v": 1}
+            d[info.key]["label"] = "occd-e2e"
+
+        update_index(store.sessions_dir, mark)
+        assert oc.sessions_list()["sessions"][0].get("label") in ("occd-e2e", None)
+        oc.turn("plain question three")
+        after = json.loads((store.sessions_dir / "sessions.json").read_text())[info.key]
+        assert after["occdMarker"] == {"v": 1} and after["updatedAt"] > info.updated_at
+        assert not (store.sessions_dir / "sessions.json.lock").exists()
+        _same(open_store(state, "main").sessions(), oc.sessions_list()["sessions"], state)
+
+
+def test_database_era_2026_9_6_and_gateway(tmp_path):
+    require_e2e()
+    with OpenClawHome("2026.9.6", tmp_path) as oc:
+        oc.turn("plain question one")
+        long = "long plain message: " + " ".join(f"word{i} alpha beta gamma" for i in range(300))
+        oc.turn(long)  # ≥ 1024 bytes: OpenClaw stores the event zstd-compressed
+        state = resolve_state_dir(oc.env)
+        assert [(a.id, a.era) for a in list_agents(state)] == [("main", "db")]
+        store = open_store(state, "main")
+        assert isinstance(store, DbStore)
+        infos = store.sessions()
+        _same(infos, oc.sessions_list()["sessions"], state)
+        assert not store.warnings, store.warnings
+        c = store.conn()
+        (zrows,) = c.execute("SELECT COUNT(*) FROM transcript_events WHERE event_zstd IS NOT NULL").fetchone()
+        assert zrows >= 1
+        lines = list(store.read_lines(infos[0]))
+        assert not store.warnings
+        p = tmp_path / "db.jsonl"
+        p.write_bytes(b"".join(lines))
+        t = scan(p)
+        assert not t.malformed and len(t.turns()) == 2 and t.header.get("version") == 4
+        assert any(long in ln.decode() for ln in lines)
+        store.close()
+
+        # the gateway calls occd makes in this era, against the real gateway
+        gw = Gateway(state, openclaw_bin=oc.oc, env=oc.env, timeout=180)
+        with pytest.raises(BusyError) as ei:
+            gw.sessions_describe("agent:main:main")
+        assert ei.value.code == "GATEWAY_DOWN"
+        assert not gateway_status(state)["running"]
+        oc.start_gateway()
+        st = gateway_status(state)
+        assert st["running"] and st["port"] == oc.gateway_port
+        key = "agent:main:main"
+        d = gw.sessions_describe(key)["session"]
+        assert d["sessionId"] == infos[0].session_id
+        with pytest.raises(OccdError) as ei:
+            gw.sessions_describe("agent:main:nope")
+        assert ei.value.code == "SESSION_NOT_FOUND"
+        assert gw.chat_send(key, "seed message hello", "occd-e2e-1")["status"] in ("started", "ok")
+        end = time.monotonic() + 120
+        while time.monotonic() < end:
+            msgs = gw.chat_history(key)["messages"]
+            if msgs and msgs[-1]["role"] == "assistant" and any(
+                    m["role"] == "user" and "seed message hello" in json.dumps(m["content"]) for m in msgs):
+                break
+            time.sleep(2)
+        else:
+            pytest.fail("the chat.send turn did not finish")
+        assert gw.chat_send(key, "seed message hello", "occd-e2e-1")["status"] == "ok"  # idempotent
+        r = gw.sessions_compact(key)
+        assert r["ok"] and r["compacted"]
+        compacted = open_store(state, "main").sessions()
+        _same(compacted, oc.sessions_list()["sessions"], state)
+        assert compacted[0].compaction_count == 1  # occd sees OpenClaw's own count of the real compaction
+        rows = gw.call("sessions.list", {}).get("sessions") or []
+        row = next(r for r in rows if r.get("key") == key)
+        assert row.get("compactionCount", 1) == 1 and row.get("sessionId") == compacted[0].session_id
+        with pytest.raises(OccdError) as ei:
+            gw.sessions_reset(key, "00000000-0000-7000-8000-000000000000")
+        assert ei.value.code == "SESSION_CHANGED"
+        reset = gw.sessions_reset(key, infos[0].session_id)
+        assert reset["entry"]["sessionId"] == infos[0].session_id and reset["entry"]["compactionCount"] == 0
+        after = open_store(state, "main").sessions()
+        _same(after, oc.sessions_list()["sessions"], state)
+        assert after[0].entry.get("lifecycleRevision") == reset["entry"]["lifecycleRevision"]
+        oc.stop_gateway()
+        assert not gateway_status(state)["running"]
