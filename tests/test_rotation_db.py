@@ -116,7 +116,7 @@ def test_db_rotation_through_gateway(db):
     # INJECTED only after the seed's reply was there and the run had ended
     assert gw.status == "done" and gw.history[-1]["content"][0]["text"] == "Got it."
     row = led.rotations()[0]
-    assert row["details"]["startedBefore"] == 1000 and row["details"]["startedAfter"] == 1001
+    assert row["details"]["marksBefore"][0] != row["details"]["marksAfter"][0] == 1001
     assert row["details"]["lifecycleRevision"] == 2
     assert [h["to_state"] for h in led.rotation_history(row["id"])] == ["PENDING", "ARCHIVING", "ARCHIVED",
                                                                         "INJECTED", "COOLDOWN"]

@@ -75,3 +75,103 @@ def test_file_era_rotate_then_real_turn(need_e2e, tmp_path, oracle):
         ids = [json.loads(x).get("id") for x in new_path.read_text().splitlines()[1:]]
         assert len(ids) == len(set(ids))
         assert sum('"[occd] This session continues' in x for x in new_path.read_text().splitlines()) == 1
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(d.name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+class Gateway:
+    """`openclaw gateway run` for the e2e home, stopped by pid (and its own children) at the end."""
+
+    def __init__(self, oc: OpenClawHome, port: int):
+        import subprocess
+
+        self.oc = oc
+        oc.env["OPENCLAW_GATEWAY_PORT"] = str(port)  # the CLI's gateway calls (and occd's) go to this gateway
+        oc.env["OCCD_OPENCLAW_BIN"] = oc.oc
+        self.log = open(oc.root / "gateway.log", "w")
+        self.proc = subprocess.Popen([oc.oc, "gateway", "run", "--port", str(port)], env=oc.env, stdout=self.log,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            p = self.oc.openclaw("gateway", "call", "sessions.describe", "--params", '{"key":"agent:main:main"}',
+                                 "--json", timeout=60)
+            if p.returncode == 0:
+                return
+            time.sleep(1)
+        raise RuntimeError("the gateway did not come up: " + (self.oc.root / "gateway.log").read_text()[-1000:])
+
+    def stop(self) -> None:
+        import signal
+
+        pids = [self.proc.pid] + _children(self.proc.pid)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        try:
+            self.proc.wait(timeout=20)
+        except Exception:  # noqa: BLE001
+            self.proc.kill()
+        self.log.close()
+
+
+def test_db_era_rotate_then_real_turn(need_e2e, tmp_path):
+    """2026.9.6: occd rotates through the gateway (describe → reset → chat.send deliver:false, waits for the seed's
+    reply) with exactly one model call; the next real turn's request holds the seed and not the old history (the
+    old messages only as text inside the seed, MEMORY.md not repeated in it)."""
+    with OpenClawHome("2026.9.6", tmp_path) as oc:
+        (oc.workspace / "MEMORY.md").write_text("# Memory\nThe user's cat is called Zanzibar.\n")
+        note = oc.workspace / "notes.txt"
+        note.write_text("the secret ingredient is cardamom\n")
+        oc.turn(f"Please READ {note} and summarise oldturn0")
+        oc.turn("plain question oldturn1")
+        before = [_text(m) for m in oc.requests()[-1]["body"]["messages"] if m.get("role") == "user"]
+        assert any("summarise oldturn0" in u and "[occd]" not in u for u in before)  # the old history, as turns
+        from e2e_harness import free_port
+
+        gw = Gateway(oc, free_port())
+        try:
+            gw.wait_ready()
+            r = oc.occd("rotate", "agent:main:main", "--dry-run", "--json")
+            assert r.returncode == 0, r.stderr
+            dry = json.loads(r.stdout)
+            assert dry["era"] == "db" and dry["modelCall"] is True and "Zanzibar" not in dry["content"][0]
+            n_before = len(oc.requests())
+            r = oc.occd("rotate", "agent:main:main", "--json", timeout=600)
+            assert r.returncode == 0, r.stderr
+            res = json.loads(r.stdout)
+            assert res["state"] == "COOLDOWN" and res["modelCalls"] == 1
+            assert len(oc.requests()) == n_before + 1  # the seed cost exactly one model call
+            p = oc.openclaw("agent", "--agent", "main", "--message", "final question omega", "--json", timeout=300)
+            assert p.returncode == 0, p.stderr[-2000:]
+            sent = oc.requests()[-1]["body"]["messages"]
+            texts = [_text(m) for m in sent]
+            assert any("[occd] This session continues session" in t for t in texts)
+            assert not any(m.get("role") == "tool" for m in sent)
+            assert not any(m.get("tool_calls") for m in sent if m.get("role") == "assistant")
+            users = [t for m, t in zip(sent, texts) if m.get("role") == "user"]
+            assert not any(("oldturn0" in u or "oldturn1" in u) and "[occd]" not in u for u in users)  # no old turn
+            assert any("final question omega" in u for u in users[-2:])  # 2026.9.6 adds an internal-context turn
+            seed_msgs = [u for u in users if "[occd] This session continues" in u]
+            assert len(seed_msgs) == 1 and "oldturn1" in seed_msgs[0] and "Zanzibar" not in seed_msgs[0]
+            # the ledger knows where the old history lives (behind OpenClaw's reset marker)
+            led = oc.occd("status", "--rotations", "--json")
+            rows = json.loads(led.stdout)
+            assert rows[0]["state"] == "COOLDOWN" and "before its reset" in rows[0]["archive_path"]
+        finally:
+            gw.stop()

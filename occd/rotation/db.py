@@ -38,6 +38,19 @@ def _started(s: dict):
     return s.get("sessionStartedAt") or s.get("startedAt")
 
 
+def entry_reader(state_dir, agent: str, key: str):
+    """Reads the key's SessionEntry from OpenClaw's database, read-only (sessionStartedAt and lifecycleRevision
+    live there; sessions.describe on 2026.9.6 does not return them)."""
+    def read() -> dict:
+        from occd.openclaw import open_store
+
+        try:
+            return dict(open_store(state_dir, agent).resolve(key).entry or {})
+        except Exception:  # noqa: BLE001 - only a hint next to describe
+            return {}
+    return read
+
+
 def _text(content) -> str:
     if isinstance(content, str):
         return content
@@ -77,8 +90,9 @@ def seed_answered(history: dict, marker: str) -> bool:
 
 class DbRotation:
     def __init__(self, ledger, rid: int, gateway, *, clock=time.time, sleep=time.sleep, wait_seconds: float = 600,
-                 poll_seconds: float = 1.0):
+                 poll_seconds: float = 1.0, entry=None):
         self.led, self.rid, self.gw = ledger, rid, gateway
+        self.entry = entry or (lambda: {})
         self.clock, self.sleep = clock, sleep
         self.wait_seconds, self.poll_seconds = wait_seconds, poll_seconds
         self.row = ledger.rotation_get(rid)
@@ -103,6 +117,12 @@ class DbRotation:
     def describe(self) -> dict:
         return _session(self.gw.sessions_describe(self.key))
 
+    def marks(self, s: dict) -> list:
+        """What changes with every reset although the session id does not: [sessionStartedAt, lifecycleRevision]."""
+        e = self.entry()
+        return [s.get("sessionStartedAt") or e.get("sessionStartedAt") or s.get("startedAt"),
+                e.get("lifecycleRevision") or s.get("lifecycleRevision")]
+
     def step_reset(self) -> None:
         if self.row["state"] == "PENDING":
             self._go("ARCHIVING", note="sessions.reset")
@@ -110,17 +130,18 @@ class DbRotation:
         if s.get("sessionId") != self.row["old_session_id"]:
             self.abort(f"the key now holds session {s.get('sessionId')}")
             raise BusyError(f"Session key '{self.key}' changed during the rotation", "nothing was changed")
-        if _started(s) != self.details.get("startedBefore") and self.details.get("startedBefore") is not None:
-            self.details["startedAfter"] = _started(s)  # the reset happened before the crash
-            self._go("ARCHIVED", note="reset already done")
+        before = self.details.get("marksBefore")
+        now_marks = self.marks(s)
+        if before is not None and any(b is not None for b in before) and now_marks != before:
+            self.details["marksAfter"] = now_marks  # the reset happened before the crash
+            self._go("ARCHIVED", note="reset already done (sessionStartedAt/lifecycleRevision moved on)")
             return
         if s.get("status") == "running":
             raise BusyError(f"Session '{self.key}' is running", "the rotation waits until the run ends")
         r = self.gw.sessions_reset(self.key, self.row["old_session_id"], "reset")
         self.details["lifecycleRevision"] = (r or {}).get("lifecycleRevision") or _session(r).get("lifecycleRevision")
         maybe_crash("RESET_DONE")
-        after = self.describe()
-        self.details["startedAfter"] = _started(after)
+        self.details["marksAfter"] = self.marks(self.describe())
         self._go("ARCHIVED", note="reset in place by OpenClaw (old entries kept behind its reset marker)")
 
     def step_seed(self, message: str | None) -> None:
@@ -166,7 +187,9 @@ def rotate_db(settings, led, plan: dict, *, state_dir, trigger: str, policy: str
     from occd.openclaw.gateway import Gateway
 
     gw = gateway or Gateway(state_dir)
+    read_entry = entry_reader(state_dir, plan["agent"], plan["sessionKey"])
     s = _session(gw.sessions_describe(plan["sessionKey"]))
+    e = read_entry()
     if s.get("sessionId") and s.get("sessionId") != plan["sessionId"]:
         raise BusyError(f"Session key '{plan['sessionKey']}' changed while occd read it", "retried next cycle")
     if s.get("status") == "running":
@@ -176,7 +199,10 @@ def rotate_db(settings, led, plan: dict, *, state_dir, trigger: str, policy: str
                               new_session_id=plan["sessionId"], archive_path=plan["archivePath"],
                               seed_budget_percent=plan["seedBudgetPercent"], seed_tokens=plan["seed"]["tokens"],
                               compactions_before=plan["compactions"],
-                              details={"startedBefore": _started(s), "seed": plan["seed"], "policy": policy,
+                              details={"marksBefore": [s.get("sessionStartedAt") or e.get("sessionStartedAt")
+                                                       or s.get("startedAt"),
+                                                       e.get("lifecycleRevision") or s.get("lifecycleRevision")],
+                                       "seed": plan["seed"], "policy": policy,
                                        }, now=now)
     row = led.rotation_get(rid)
     details = dict(row.get("details") or {})
@@ -184,14 +210,17 @@ def rotate_db(settings, led, plan: dict, *, state_dir, trigger: str, policy: str
     details["marker"] = f"[occd rotation {rid}]"  # tells this rotation's seed apart from earlier ones in chat.history
     led.rotation_upsert(rid, details=details)
     maybe_crash("PENDING")
-    return drive_db(settings, led, rid, plan, gw, trigger=trigger, policy=policy)
+    return drive_db(settings, led, rid, plan, gw, trigger=trigger, policy=policy, state_dir=state_dir)
 
 
-def drive_db(settings, led, rid: int, plan: dict | None, gw, *, trigger: str, policy: str | None) -> dict:
+def drive_db(settings, led, rid: int, plan: dict | None, gw, *, trigger: str, policy: str | None,
+             state_dir=None) -> dict:
     from occd.rotation.notify import notify
 
     t0 = time.monotonic()
-    dr = DbRotation(led, rid, gw)
+    row = led.rotation_get(rid)
+    entry = entry_reader(state_dir, row["agent_id"], row["session_key"]) if state_dir is not None else None
+    dr = DbRotation(led, rid, gw, entry=entry)
     row = dr.row
     try:
         marker = dr.details.get("marker") or SEED_MARK

@@ -52,7 +52,8 @@ def resume_one(settings, led, row: dict, *, state_dir: Path, gateway=None, now: 
                 plan = build_plan(settings, state_dir, agent, store, info, now=now,
                                   budget_percent=row.get("seed_budget_percent"), reason=row.get("reason") or "resumed",
                                   archive=row.get("archive_path"), source=src)
-            return drive_db(settings, led, rid, plan, gateway or Gateway(state_dir), trigger=trigger, policy=policy)
+            return drive_db(settings, led, rid, plan, gateway or Gateway(state_dir), trigger=trigger, policy=policy,
+                            state_dir=state_dir)
         fr = FileRotation(led, rid)
         plan = {"agent": agent, "sessionKey": key, "sessionId": row["old_session_id"],
                 "newSessionId": row["new_session_id"], "oldPath": row["old_path"], "newPath": row["new_path"],
