@@ -220,8 +220,14 @@ def archive_session(settings, *, agent: str | None = None, ref: str | None = Non
     from occd.openclaw import update_index
 
     now = time.time() if now is None else now
+    from occd.openclaw import load_index
+
     t = resolve_target(settings, agent, ref, action="archive")
     path = t.path
+    _, warnings = load_index(path.parent)
+    if warnings:  # the session may be indexed after all: archiving it would leave the key without a transcript
+        raise OccdError(f"sessions.json is damaged: {warnings[0]}", "fix or restore it first (openclaw doctor); "
+                        "nothing was changed", code="INDEX_DAMAGED")
     dst = archive_path_for(path)
     result = {"success": True, "mode": "archive", "agent": t.agent, "sessionId": t.session_id, "sessionKey": t.key,
               "path": str(path), "archivePath": str(dst), "dryRun": dry_run}
