@@ -462,7 +462,7 @@ def test_selection_table_with_and_without_model(isolated_env, fake_llm):
 
     repo, now = _selection_fixture(isolated_env)
     s = load_settings()
-    s.llm = _llm(fake_llm)
+    s.llm = _llm(fake_llm, timeout_seconds=20.0)  # a loaded CI machine must not turn this into a timeout test
     task = "clean up HTTP endpoint logic"
     with_model = select_session(s, task=task, repo=repo, now=now, open_ledger=False)
     without = select_session(s, task=task, repo=repo, now=now, use_model=False, open_ledger=False)
