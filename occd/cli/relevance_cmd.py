@@ -114,7 +114,7 @@ def project_status_cmd(path, as_json):
 @click.option("--label", "label", default=None, help="Pick the session with this label (or key / id) directly.")
 @click.option("--no-llm", "no_llm", is_flag=True, help="Keyword relevance only; no model call.")
 @click.option("--cost-budget", "cost_budget", type=float, default=None, metavar="USD",
-              help="A session that used 70%% of this budget must start fresh.")
+              help="A session that used 70% of this budget must start fresh.")
 @json_option
 @handle_errors
 def select_cmd(task, repo, agent, state_dir, label, no_llm, cost_budget, as_json):
