@@ -14,6 +14,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from occd.transcript.rewrite import fsync_dir  # noqa: F401 - re-exported for the actions
+
 _BACKUP_RE = re.compile(r"^(?P<stem>.+)\.backup\.(?P<n>\d+)\.jsonl$")
 
 
@@ -55,19 +57,6 @@ def next_backup_path(transcript: Path) -> Path:
     existing = list_backups(transcript)
     n = existing[-1].number + 1 if existing else 1
     return transcript.parent / f"{_stem(transcript)}.backup.{n}.jsonl"
-
-
-def fsync_dir(d: Path) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def snapshot(src: Path, dst: Path) -> None:

@@ -241,7 +241,7 @@ def atomic_write(path: str | os.PathLike, write_fn: Callable[[IO[bytes]], object
                                 "the transcript changed while occd was working on it; try again when the agent is idle")
         os.replace(tmp_name, path)
         tmp_name = None
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         return result
     except OSError as exc:
         raise WriteError(f"Failed to write {path}", f"check disk space and permissions ({exc.strerror or exc})") from None
@@ -253,7 +253,8 @@ def atomic_write(path: str | os.PathLike, write_fn: Callable[[IO[bytes]], object
                 pass
 
 
-def _fsync_dir(d: Path) -> None:
+def fsync_dir(d: Path) -> None:
+    """fsync a directory so a rename in it is durable (best effort: some file systems refuse)."""
     try:
         fd = os.open(d, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError:
