@@ -141,7 +141,7 @@ def session_info(settings, *, agent: str | None = None, ref: str | None = None) 
     from occd.transcript import analyze, scan
     from occd.transcript.scan import scan_stream
 
-    state_dir, aid, store = open_agent_store(settings, agent)
+    state_dir, aid, store = open_agent_store(settings, agent, ref)
     info = store.resolve(ref) if ref else store.latest()
     path = Path(info.path) if getattr(info, "path", None) else None
     if path is not None:

@@ -221,3 +221,12 @@ def test_database_era_refuses_writes(isolated_env):
     r = run("edit", "x", "--strip-tools")
     assert r.exit_code == 1
     assert "openclaw sessions compact" in r.output or "database" in r.output
+
+
+def test_session_key_names_its_agent(isolated_env):
+    """`occd info agent:research:main` finds the session in agent research without --agent."""
+    make_state(isolated_env, {"agent:research:main": {"turns": 6, "seed": 3}}, agent="research")
+    (isolated_env / ".openclaw" / "agents" / "main" / "sessions").mkdir(parents=True)
+    r = run("info", "agent:research:main", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["agent"] == "research"

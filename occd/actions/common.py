@@ -41,20 +41,25 @@ class Target:
         return getattr(self.info, "key", None)
 
 
-def agent_id(settings, agent: str | None) -> str:
-    return agent or getattr(settings, "agent", None) or "main"
+def agent_id(settings, agent: str | None, ref: str | None = None) -> str:
+    """--agent, else a session key's own agent (`agent:<id>:...`), else config `agent`, else main."""
+    if agent:
+        return agent
+    if ref and ref.startswith("agent:") and ref.count(":") >= 2:
+        return ref.split(":", 2)[1]
+    return getattr(settings, "agent", None) or "main"
 
 
-def open_agent_store(settings, agent: str | None):
+def open_agent_store(settings, agent: str | None, ref: str | None = None):
     from occd.openclaw import open_store, resolve_state_dir
 
     state_dir = Path(settings.state_dir) if getattr(settings, "state_dir", None) else resolve_state_dir()
-    aid = agent_id(settings, agent)
+    aid = agent_id(settings, agent, ref)
     return state_dir, aid, open_store(state_dir, aid)
 
 
 def resolve_target(settings, agent: str | None, ref: str | None, *, action: str, writes: bool = True) -> Target:
-    state_dir, aid, store = open_agent_store(settings, agent)
+    state_dir, aid, store = open_agent_store(settings, agent, ref)
     if writes and getattr(store, "era", "file") != "file":
         key = ref or "<session key>"
         raise UnsupportedEraError(f"Cannot {action} a session of agent '{aid}' in OpenClaw's database era",

@@ -107,7 +107,7 @@ def rotate_session(settings, *, agent=None, ref=None, dry_run=False, force=False
     from occd.ledger import Ledger
 
     now = time.time() if now is None else now
-    state_dir, aid, store = open_agent_store(settings, agent)
+    state_dir, aid, store = open_agent_store(settings, agent, ref)
     era = getattr(store, "era", "file")
     if era not in ("file", "db"):
         raise OccdError(f"Agent '{aid}' has sessions OpenClaw has not migrated yet", "run `openclaw doctor --fix` "
@@ -214,7 +214,7 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
     from occd.transcript import scan
 
     now = time.time() if now is None else now
-    state_dir, aid, store = open_agent_store(settings, agent)
+    state_dir, aid, store = open_agent_store(settings, agent, ref)
     if getattr(store, "era", "file") != "file":
         raise OccdError("Undo is for file-era rotations", "in the database era OpenClaw keeps the old history "
                         "behind its reset marker in its database", code="UNSUPPORTED_ERA")
