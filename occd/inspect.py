@@ -138,7 +138,7 @@ def _window_lookup(state_dir: Path, agent: str):
 
 
 def session_info(settings, *, agent: str | None = None, ref: str | None = None) -> dict:
-    from occd.transcript import analyze, scan
+    from occd.transcript import analyze, estimated_tokens, scan
     from occd.transcript.scan import scan_stream
 
     state_dir, aid, store = open_agent_store(settings, agent, ref)
@@ -169,6 +169,7 @@ def session_info(settings, *, agent: str | None = None, ref: str | None = None) 
         "era": getattr(store, "era", "file"), "path": str(path) if path else None, "size": size,
         "running": running, "compactionCountIndex": getattr(info, "compaction_count", None),
         "context": {"tokens": tokens, "source": ctx.get("source"), "window": window,
+                    "estimateNow": estimated_tokens(t) if not t.empty else None,
                     "percent": round(100 * tokens / window, 1) if tokens is not None and window else None},
         "analysis": a,
     }

@@ -88,16 +88,21 @@ def info_cmd(session, agent, state_dir, as_json, verbose):
         c.print("  Empty session: no entries yet.")
         return
     roles = ", ".join(f"{k} {v}" for k, v in sorted(a["messagesByRole"].items()))
-    c.print(f"  Messages:    {a['messages']} on the active path ({roles})")
+    c.print(f"  Messages:    {a['messages']} ({roles}); {a.get('messagesActive', a['messages'])} on the active path")
     c.print(f"  Tool calls:  {a['toolCalls']} calls, {a['toolResults']} results, "
             f"{a['turnsWithTools']} of {a['turns']} turns use tools")
     c.print(f"  Thinking:    {a['thinkingBlocks']} blocks   Images: {a['images']}")
-    c.print(f"  Compactions: {a['compactions']}   Branches: {a['branches']}   Entries: {a['entries']}")
+    idx = info.get("compactionCountIndex")
+    by_index = f" ({idx} by OpenClaw's count)" if idx is not None and idx != a["compactions"] else ""
+    c.print(f"  Compactions: {a['compactions']}{by_index}   Branches: {a['branches']}   Entries: {a['entries']}")
     ctx = info["context"]
     if ctx["tokens"] is not None:
         share = f" = {ctx['percent']:.0f}% of {human_tokens(ctx['window'])} context" if ctx.get("window") else ""
         label = "last measured" if ctx["source"] == "usage" else "estimate"
-        c.print(f"  Context:     {human_tokens(ctx['tokens'])} tokens ({label}){share}")
+        now_est = ""
+        if ctx["source"] == "usage" and ctx.get("estimateNow") is not None and ctx["estimateNow"] < 0.8 * ctx["tokens"]:
+            now_est = f"; ~{human_tokens(ctx['estimateNow'])} estimated for the file as it is now"
+        c.print(f"  Context:     {human_tokens(ctx['tokens'])} tokens ({label}{now_est}){share}")
     if info.get("running"):
         c.print("  Status:      running (transcript lock held by a live process)")
     if a.get("malformedLines"):
@@ -131,12 +136,11 @@ def _render_turns(c, stats):
     t = stats.turns
     if not t:
         return
-    c.print(f"  Turns:      {t.get('turns', 0)} on the active path, {t.get('turnsWithTools', 0)} with tools")
-    for kind in ("removed", "truncated", "kept"):
-        ranges = t.get(kind) or []
-        if ranges:
-            text = ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in ranges)
-            c.print(f"    {kind:<9} turns {text}")
+    c.print(f"  Turns:      {t.get('turns', 0)} on the active path, {t.get('turnsWithTools', 0)} with tools "
+            f"(preset keeps {t.get('keepTurnsWithTools')}, truncates the oldest {t.get('truncatePercent'):g}% of those)")
+    for r in t.get("ranges") or []:
+        span = f"{r['from']}-{r['to']}" if r["from"] != r["to"] else f"{r['from']}"
+        c.print(f"    turns {span:<9} {r['status']:<9} ({r['turnsWithTools']} with tools)")
 
 
 @click.command("edit")
