@@ -100,8 +100,8 @@ def info_cmd(session, agent, state_dir, as_json, verbose):
         share = f" = {ctx['percent']:.0f}% of {human_tokens(ctx['window'])} context" if ctx.get("window") else ""
         label = "last measured" if ctx["source"] == "usage" else "estimate"
         now_est = ""
-        if ctx["source"] == "usage" and ctx.get("estimateNow") is not None and ctx["estimateNow"] < 0.8 * ctx["tokens"]:
-            now_est = f"; ~{human_tokens(ctx['estimateNow'])} estimated for the file as it is now"
+        if ctx["source"] == "usage" and ctx.get("estimateNow") is not None and info.get("path"):
+            now_est = f"; chars/4 estimate of the file as it is now ~{human_tokens(ctx['estimateNow'])}"
         c.print(f"  Context:     {human_tokens(ctx['tokens'])} tokens ({label}{now_est}){share}")
     if info.get("running"):
         c.print("  Status:      running (transcript lock held by a live process)")
