@@ -190,3 +190,11 @@ def e2e_available() -> str | None:
     if not IN_CI and not Path(OC_CACHE).exists():
         return f"OpenClaw releases are not installed in {OC_CACHE} (CI installs them; set OC_CACHE)"
     return None
+
+
+def message_text(msg: dict) -> str:
+    """The text of a chat-completions message as the fake model server logged it (string or content parts)."""
+    c = msg.get("content")
+    if isinstance(c, str):
+        return c
+    return " ".join(p.get("text", "") for p in c or [] if isinstance(p, dict))

@@ -4,31 +4,18 @@ work for a user. File era (2026.7.1) and database era (2026.9.6)."""
 from __future__ import annotations
 
 import json
-import os
-import time
 from pathlib import Path
 
 import pytest
 
-from e2e_harness import OpenClawHome, e2e_available
+from e2e_harness import OpenClawHome, message_text as _texts, require_e2e
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 @pytest.fixture
 def need_e2e():
-    why = e2e_available()
-    if why:
-        if os.environ.get("CI"):
-            pytest.fail(why)
-        pytest.skip(why)
-
-
-def _texts(msg) -> str:
-    c = msg.get("content")
-    if isinstance(c, str):
-        return c
-    return " ".join(p.get("text", "") for p in c or [] if isinstance(p, dict))
+    require_e2e()
 
 
 def test_file_era_edit_then_real_turn(need_e2e, tmp_path):

@@ -10,25 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from e2e_harness import OpenClawHome, e2e_available
+from e2e_harness import OpenClawHome, message_text, require_e2e
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 @pytest.fixture
 def need_e2e():
-    why = e2e_available()
-    if why:
-        if os.environ.get("CI"):
-            pytest.fail(why)
-        pytest.skip(why)
+    require_e2e()
 
 
-def _text(m) -> str:
-    c = m.get("content")
-    if isinstance(c, str):
-        return c
-    return " ".join(p.get("text", "") for p in c or [] if isinstance(p, dict))
+_text = message_text
 
 
 def test_file_era_rotate_then_real_turn(need_e2e, tmp_path, oracle):

@@ -28,7 +28,6 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "history": ("occd.cli.status_cmd:history_cmd", "Actions from the ledger, filtered.", "Daemon"),
     "service": ("occd.cli.daemon_cmd:service_group", "Install/remove the background service; its status and logs.", "Daemon"),
     "demo": ("occd.cli.demo_cmd:demo_cmd", "Run occd on a built-in demo OpenClaw state (no network).", "Setup"),
-    "rotate": ("occd.cli.rotate_cmd:rotate_cmd", "Archive a session and start a fresh one seeded with memory.", "Sessions"),
     "config": ("occd.cli.config_cmd:config_group", "Show the effective configuration and where it comes from.", "Setup"),
     "sessions": ("occd.cli.relevance_cmd:sessions_cmd", "Sessions of all OpenClaw agents and Claude Code, linked.", "Relevance"),
     "project-status": ("occd.cli.relevance_cmd:project_status_cmd", "Git (and GitHub) status of a repository.", "Relevance"),

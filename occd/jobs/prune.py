@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-from pathlib import Path
 
 from occd.errors import OccdError
 

@@ -34,7 +34,7 @@ def turns_after_seed(lines) -> tuple[int, int | None]:
     transcript lines. The seed is everything up to and including the last occd seed message's reply."""
     import orjson
 
-    turns, first_comp, seeding = 0, None, True
+    turns, first_comp = 0, None
     for raw in lines:
         try:
             o = orjson.loads(raw)
@@ -49,9 +49,8 @@ def turns_after_seed(lines) -> tuple[int, int | None]:
             c = m.get("content")
             text = c if isinstance(c, str) else " ".join(b.get("text", "") for b in c or [] if isinstance(b, dict))
             if "[occd] This session continues session" in text:
-                turns, first_comp, seeding = 0, None, True
+                turns, first_comp = 0, None
                 continue
-            seeding = False
             turns += 1
     return turns, first_comp
 
