@@ -22,13 +22,23 @@ CURRENT_VERSION = 3
 def gc_paused():
     """Pause the cyclic garbage collector while tens of thousands of small, acyclic objects are built: each
     full collection walks all of them (measured: it doubles the scan time of a 100 MB transcript). Reference
-    counting still frees everything; the collector is re-enabled (if it was on) on the way out."""
+    counting still frees everything; the collector is re-enabled (if it was on) on the way out.
+
+    On the way out the objects made meanwhile are moved to the oldest generation (gc.freeze() then
+    gc.unfreeze(): two list splices, nothing walked) instead of being left young: otherwise the first young
+    collection after the pause walks all of them at once (measured: ~0.05 s after the scan of a 100 MB
+    transcript). Nothing is kept from the collector: a full collection still walks them, and any garbage cycle
+    made meanwhile is collected by it. Skipped when the process has frozen objects of its own (unfreeze would
+    release those too)."""
     was = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if was:
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 MESSAGE_TYPES = ("message", "custom_message", "branch_summary")
 
