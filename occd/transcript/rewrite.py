@@ -12,7 +12,6 @@ the original's mode kept, and a last check that the source did not change since 
 from __future__ import annotations
 
 import os
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Callable, Iterable, Mapping
@@ -213,6 +212,8 @@ def atomic_write(path: str | os.PathLike, write_fn: Callable[[IO[bytes]], object
     deleted and BusyError is raised. validate(temp_path) may raise to abort (temp removed, original kept).
     Any OSError becomes WriteError; the original is never touched then.
     """
+    import tempfile  # here: the scan/plan/rewrite path does not need it (import time)
+
     path = Path(path)
     src = Path(source) if source is not None else path
     tmp_name = None

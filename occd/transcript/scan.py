@@ -9,7 +9,6 @@ mapped to an id; v2: role `hookMessage` read as `custom`).
 
 from __future__ import annotations
 
-import hashlib
 import os
 from array import array
 from pathlib import Path
@@ -59,6 +58,8 @@ def iter_lines(fh: IO[bytes], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> I
 
 def _v1_id(session_id: str, pos: int, taken: set) -> str:
     """Deterministic 8-hex ids for v1 entries (OpenClaw uses random ones; any unique 8-hex id is valid)."""
+    import hashlib  # here: only v1 files need it (keeps the scan's import light)
+
     n = 0
     while True:
         h = hashlib.blake2b(f"{session_id}:{pos}:{n}".encode(), digest_size=4).hexdigest()
