@@ -11,7 +11,6 @@ with the same line every five minutes.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
 
 from occd.errors import BusyError, OccdError
 
@@ -104,7 +103,7 @@ def _after_strip(ctx, obs, res) -> None:
 
 def run(ctx) -> dict:
     from occd.jobs.scan import record_time
-    from occd.policy import breaker as brk
+    from occd.jobs import breakers
     from occd.policy.strip import decide_strip
 
     scan = ctx.last_scan
@@ -146,12 +145,7 @@ def run(ctx) -> dict:
                 recent.note(obs, ts=now, dry_run=d.would_do, outcome=d.outcome, reason=d.reason)
             continue
         # the breaker, per agent and action kind
-        rec = led.get_breaker(obs.agent, "strip")
-        st = brk.BreakerState(**asdict(rec))
-        window_start = now - policy.breaker.window_minutes * 60
-        g = brk.gate(st, policy.breaker, led.action_times(obs.agent, "strip", window_start, trigger="auto"), now)
-        if g.changed or g.transitions:
-            led.set_breaker(g.state, g.transitions, now=now)
+        g = breakers.gate(led, obs.agent, "strip", policy.breaker, now)
         if not g.allowed:
             counts["blocked"] += 1
             reason = f"{d.reason}; {g.reason}"
@@ -165,9 +159,7 @@ def run(ctx) -> dict:
             continue  # deferred (busy): not a success or a failure for the breaker
         done = record_time(ctx)
         recent.note(obs, ts=done, dry_run=False, outcome="ok" if ok else "failed", reason=d.reason, real=True)
-        recent_after = led.action_times(obs.agent, "strip", window_start, trigger="auto")
-        new, transitions = brk.record_result(g.state, policy.breaker, ok, recent_after, done)
-        led.set_breaker(new, transitions, now=done)
+        breakers.record(led, g, obs.agent, "strip", policy.breaker, ok, done)
     return counts
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 log = logging.getLogger("occd.jobs.score")
@@ -140,7 +140,7 @@ def act_on(ctx, report: ScoreReport) -> dict:
     """Carry out act-mode archive decisions through occd.actions (file era) behind the breaker; record the
     others. Returns counts."""
     from occd.errors import BusyError, OccdError
-    from occd.policy import breaker as brk
+    from occd.jobs import breakers
 
     s, led = ctx.settings, ctx.ledger
     counts = {"archived": 0, "wouldArchive": 0, "deferred": 0, "blocked": 0, "failed": 0, "unsupported": 0}
@@ -164,12 +164,7 @@ def act_on(ctx, report: ScoreReport) -> dict:
                                   before=d.details, now=now)
             continue
         policy = s.policy_for(d.agent)
-        rec = led.get_breaker(d.agent, "archive")
-        st = brk.BreakerState(**asdict(rec))
-        window_start = now - policy.breaker.window_minutes * 60
-        g = brk.gate(st, policy.breaker, led.action_times(d.agent, "archive", window_start, trigger="auto"), now)
-        if g.changed or g.transitions:
-            led.set_breaker(g.state, g.transitions, now=now)
+        g = breakers.gate(led, d.agent, "archive", policy.breaker, now)
         if not g.allowed:
             counts["blocked"] += 1
             if not _recently_recorded(led, d, now, dry_run=False, outcome="skipped"):
@@ -196,9 +191,7 @@ def act_on(ctx, report: ScoreReport) -> dict:
             led.record_action("archive", d.agent, d.session_id, d.session_key, trigger="auto", policy=d.policy,
                               reason=d.reason, outcome="failed", error=e.message, now=now)
         if ok is not None:
-            recent = led.action_times(d.agent, "archive", window_start, trigger="auto")
-            new, transitions = brk.record_result(g.state, policy.breaker, ok, recent, ctx.now())
-            led.set_breaker(new, transitions, now=ctx.now())
+            breakers.record(led, g, d.agent, "archive", policy.breaker, ok, ctx.now())
     return counts
 
 
