@@ -10,6 +10,7 @@ source is left alone, so a full disk or a crash never costs a byte of the transc
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -103,6 +104,25 @@ def verify_against(src: Path, copy: Path, src_id: str | None = None) -> str | No
                        src_id=src_id if src_id is not None else header_id(src))
 
 
+@contextlib.contextmanager
+def _staged(src: Path, dst: Path):
+    """A temp name beside `dst` (any leftover of an earlier attempt removed first) for the archive to be built
+    and checked under; it is always removed afterwards, and an OSError becomes one WriteError."""
+    tmp = dst.with_name(f".{dst.name}.occd-tmp")
+    try:
+        dst.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp.unlink(missing_ok=True)
+        yield tmp
+    except OSError as e:
+        raise WriteError(f"Failed to archive {src.name} to {dst.parent}",
+                         f"check disk space and permissions ({e.strerror or e}); the session was not changed") from None
+    finally:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+
+
 def copy_verified(src: Path, dst: Path, src_id: str | None = None) -> list[int]:
     """Copy src to dst through a temp file (counting the source's lines on the way), verify the copy (read
     back: size, line count, first/last line, header id) before it takes dst's name; fsync file and folder.
@@ -110,9 +130,7 @@ def copy_verified(src: Path, dst: Path, src_id: str | None = None) -> list[int]:
     copy, source changed while copying) the temp file is removed and OccdError raised; src is never touched."""
     from occd.actions.backups import fsync_dir
 
-    tmp = dst.with_name(f".{dst.name}.occd-tmp")
-    try:
-        dst.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with _staged(src, dst) as tmp:
         with open(src, "rb") as fin:
             before = os.fstat(fin.fileno())
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -141,14 +159,6 @@ def copy_verified(src: Path, dst: Path, src_id: str | None = None) -> list[int]:
         os.replace(tmp, dst)
         fsync_dir(dst.parent)
         return [after.st_size, after.st_mtime_ns, after.st_ino]
-    except OSError as e:
-        raise WriteError(f"Failed to archive {src.name} to {dst.parent}",
-                         f"check disk space and permissions ({e.strerror or e}); the session was not changed") from None
-    finally:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
 
 
 def same_file(a: Path, b: Path) -> bool:
@@ -165,13 +175,7 @@ def archive_file(src: Path, dst: Path, src_id: str | None = None) -> tuple[list[
     renamed into place. Returns (the source's [size, mtime_ns, inode] the archive matches, "link"|"copy")."""
     from occd.actions.backups import fsync_dir
 
-    tmp = dst.with_name(f".{dst.name}.occd-tmp")
-    try:
-        dst.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        try:
-            tmp.unlink()
-        except FileNotFoundError:
-            pass
+    with _staged(src, dst) as tmp:
         try:
             _link(src, tmp)
         except OSError:
@@ -185,14 +189,6 @@ def archive_file(src: Path, dst: Path, src_id: str | None = None) -> tuple[list[
         os.replace(tmp, dst)
         fsync_dir(dst.parent)
         return [st.st_size, st.st_mtime_ns, st.st_ino], "link"
-    except OSError as e:
-        raise WriteError(f"Failed to archive {src.name} to {dst.parent}",
-                         f"check disk space and permissions ({e.strerror or e}); the session was not changed") from None
-    finally:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
 
 
 def _link(src: Path, dst: Path) -> None:
