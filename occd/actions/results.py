@@ -6,10 +6,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-def reduction(before: int, after: int) -> float:
-    return round(100.0 * (before - after) / before, 1) if before else 0.0
-
-
 @dataclass
 class StripStats:
     messages_original: int = 0
@@ -27,16 +23,10 @@ class StripStats:
     turns: dict = field(default_factory=dict)  # --verbose turn analysis
 
     def to_json(self, clone: bool = False) -> dict:
+        from occd.cleaner.plan import contract_statistics
+
         out = {
-            "messagesOriginal": self.messages_original,
-            ("messagesCloned" if clone else "messagesAfter"): self.messages_after,
-            "toolCallsOriginal": self.tool_calls_original,
-            "toolCallsRemoved": self.tool_calls_removed,
-            "toolCallsTruncated": self.tool_calls_truncated,
-            "toolCallsPreserved": self.tool_calls_preserved,
-            "sizeOriginal": self.size_original,
-            ("sizeCloned" if clone else "sizeAfter"): self.size_after,
-            "reductionPercent": reduction(self.size_original, self.size_after),
+            **contract_statistics(self, self.size_after, clone=clone),
             "tokensBefore": self.tokens_before,
             "tokensBeforeSource": self.tokens_before_source,
             "tokensAfterEstimate": self.tokens_after_estimate,

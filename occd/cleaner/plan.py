@@ -161,24 +161,29 @@ class StripPlan:
 
     def statistics(self, size_after: int | None = None, *, clone: bool = False) -> dict:
         """The CLI contract's statistics (EditResult; clone=True: CloneResult's key names)."""
-        after = self.size_original if size_after is None else size_after
-        red = round(100.0 * (self.size_original - after) / self.size_original, 1) if self.size_original else 0.0
-        return {
-            "messagesOriginal": self.messages_original,
-            ("messagesCloned" if clone else "messagesAfter"): self.messages_after,
-            "toolCallsOriginal": self.tool_calls_original,
-            "toolCallsRemoved": self.tool_calls_removed,
-            "toolCallsTruncated": self.tool_calls_truncated,
-            "toolCallsPreserved": self.tool_calls_preserved,
-            "sizeOriginal": self.size_original,
-            ("sizeCloned" if clone else "sizeAfter"): after,
-            "reductionPercent": red,
-        }
+        return contract_statistics(self, self.size_original if size_after is None else size_after, clone=clone)
 
     def turn_analysis(self) -> dict:
         return {"turns": self.turns, "turnsWithTools": self.turns_with_tools,
                 "keepTurnsWithTools": self.keep_turns_with_tools, "truncatePercent": self.truncate_percent,
                 "ranges": [r.to_json() for r in self.turn_ranges]}
+
+
+def contract_statistics(s, size_after: int, *, clone: bool = False) -> dict:
+    """The CLI contract's `statistics` object from anything with the plan's counters (StripPlan, the actions'
+    StripStats): one place for the key names (EditResult; clone=True: CloneResult's)."""
+    before = s.size_original
+    return {
+        "messagesOriginal": s.messages_original,
+        ("messagesCloned" if clone else "messagesAfter"): s.messages_after,
+        "toolCallsOriginal": s.tool_calls_original,
+        "toolCallsRemoved": s.tool_calls_removed,
+        "toolCallsTruncated": s.tool_calls_truncated,
+        "toolCallsPreserved": s.tool_calls_preserved,
+        "sizeOriginal": before,
+        ("sizeCloned" if clone else "sizeAfter"): size_after,
+        "reductionPercent": round(100.0 * (before - size_after) / before, 1) if before else 0.0,
+    }
 
 
 def check_running(t: Transcript, path: list[EntryMeta]) -> None:
