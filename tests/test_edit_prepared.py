@@ -45,3 +45,70 @@ def test_old_versions_never_use_prepared_lines(tmp_path, version):
     generate_transcript(src, turns=12, thinking=True, seed=7, version=version)
     t = scan(src)
     assert all(e.stripped is None for e in t.entries)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10_000), branch=st.booleans(), compactions=st.integers(0, 3),
+       preset=st.sampled_from([(20, 50), (3, 100), (0, 0), (5, 33)]))
+def test_byte_level_edits_match_parse_and_apply(tmp_path, seed, branch, compactions, preset):
+    """Lines the rewrite changes on the bytes (prepared lines, spliced parentIds) are exactly what parsing every
+    edited line, applying the edit and serializing it gives (a plain mapping has no `prepared`)."""
+    src = tmp_path / f"s{seed}.jsonl"
+    generate_transcript(src, turns=24, thinking=True, compactions=compactions, branch=branch, seed=seed)
+    t = scan(src)
+    plan = plan_strip(t, *preset)
+    fast, slow = io.BytesIO(), io.BytesIO()
+    rewrite(t, fast, remove=plan.remove, edits=plan.transforms())
+    rewrite(scan(src, prepare_strip=False), slow, remove=plan.remove,
+            edits={line: ed.apply for line, ed in plan.edits.items()})
+    assert fast.getvalue() == slow.getvalue()
+
+
+_ids = st.one_of(st.none(), st.text(min_size=0, max_size=10))
+_json = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=20),
+                     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=3),
+                     max_leaves=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(etype=st.text(max_size=12), eid=_ids, parent=_ids, rest=st.dictionaries(st.text(max_size=10), _json, max_size=4),
+       new=_ids, newline=st.booleans())
+def test_splice_parent_is_parse_set_serialize(etype, eid, parent, rest, new, newline):
+    """splice_parent either declines (None) or gives a line that parses to the entry with the new parentId, with
+    the key order kept and every other byte unchanged."""
+    import orjson
+
+    from occd.transcript.rewrite import splice_parent
+
+    obj = {"type": etype, "id": eid, "parentId": parent}
+    obj.update({k: v for k, v in rest.items() if k not in obj})
+    raw = orjson.dumps(obj) + (b"\n" if newline else b"")
+    out = splice_parent(raw, new)
+    if out is None:
+        return
+    assert out.endswith(b"\n")
+    expect = dict(obj, parentId=new)
+    assert orjson.loads(out) == expect and list(orjson.loads(out)) == list(expect)
+    assert out == orjson.dumps(expect) + b"\n"  # compact input: the same bytes a re-serialization gives
+
+
+@pytest.mark.parametrize("line", [
+    b'{"type":"message","id":"a","parentId":"p","message":{"parentId":"q"}}\n',      # nested key of that name
+    b'{"type":"message","id":"a","parentId":"p","parentId":"q"}\n',                  # duplicate key
+    b'{"type": "message", "id": "a", "parentId": "p"}\n',                             # not compact
+    b'{"id":"a","type":"message","parentId":"p"}\n',                                  # another key order
+    b'{"type":"message","id":"a\\"","parentId":"p"}\n',                               # escapes in the prefix
+    b'{"type":"message","id":"a","parentId":"p","text":"x\\"parentId"}\n',            # the name inside a string
+])
+def test_splice_parent_declines_other_shapes(line):
+    from occd.transcript.rewrite import splice_parent
+
+    assert splice_parent(line, "new") is None
+
+
+def test_splice_parent_keeps_the_other_bytes():
+    from occd.transcript.rewrite import splice_parent
+
+    line = b'{"type":"message","id":"a","parentId":"p","message":{"content":"caf\\u00e9 1.0e2"}}'
+    assert splice_parent(line, "b") == b'{"type":"message","id":"a","parentId":"b","message":{"content":"caf\\u00e9 1.0e2"}}\n'
+    assert splice_parent(line, None) == b'{"type":"message","id":"a","parentId":null,"message":{"content":"caf\\u00e9 1.0e2"}}\n'

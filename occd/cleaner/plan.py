@@ -31,7 +31,7 @@ import orjson
 from occd.cleaner.truncate import truncate_args, truncate_result_content
 from occd.errors import BusyError, OccdError, ParseError
 from occd.transcript.model import EntryMeta, Transcript, gc_paused
-from occd.transcript.rewrite import serialize
+from occd.transcript.rewrite import serialize, splice_parent
 
 REMOVED, TRUNCATED, KEPT = "removed", "truncated", "kept"
 
@@ -60,14 +60,28 @@ class EntryEdit:
     def __repr__(self) -> str:
         return "EntryEdit(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self._FIELDS) + ")"
 
-    def prepared(self) -> bytes | None:
-        """The new line, from `base` (None: no base, parse and apply instead)."""
-        if self.base is None or self.truncate_calls or self.truncate_result:
+    def prepared(self, raw: bytes | None = None) -> bytes | None:
+        """The new line without parsing it, when that can be done: from `base`, or from the line's bytes `raw`
+        when the edit only sets a new parentId (splice_parent). None: parse the line and `apply` instead."""
+        if self.truncate_calls or self.truncate_result:
             return None
-        if not self.set_fields:
-            return self.base
-        obj = orjson.loads(self.base)
-        for k, v in self.set_fields.items():
+        if self.base is not None:
+            data = self.base
+        elif raw is not None and not self.drop_blocks:
+            data = raw
+        else:
+            return None
+        fields = self.set_fields
+        if not fields:
+            return data
+        if len(fields) == 1 and "parentId" in fields:
+            out = splice_parent(data, fields["parentId"])
+            if out is not None:
+                return out
+        if data is raw:
+            return None
+        obj = orjson.loads(data)
+        for k, v in fields.items():
             obj[k] = v
         return serialize(obj)
 
@@ -104,10 +118,11 @@ class Transforms(Mapping):
         ed = self._edits.get(line)
         return ed.apply if ed is not None else default
 
-    def prepared(self, line) -> bytes | None:
-        """The new bytes of `line` when the plan already has them (see EntryEdit.base), else None."""
+    def prepared(self, line, raw: bytes | None = None) -> bytes | None:
+        """The new bytes of `line` when they can be made without parsing it (EntryEdit.prepared), else None.
+        raw: the line's bytes as read (without them only the plan's own prepared lines are used)."""
         ed = self._edits.get(line)
-        return ed.prepared() if ed is not None else None
+        return ed.prepared(raw) if ed is not None else None
 
     def __contains__(self, line) -> bool:
         return line in self._edits

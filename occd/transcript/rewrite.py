@@ -12,6 +12,7 @@ the original's mode kept, and a last check that the source did not change since 
 from __future__ import annotations
 
 import os
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Callable, Iterable, Mapping
@@ -29,6 +30,24 @@ _CHUNK = 1 << 20
 def serialize(obj) -> bytes:
     """One transcript line: compact JSON (orjson; json fallback for ints orjson cannot take) + newline."""
     return dumps_compact(obj) + b"\n"
+
+
+# the first three members of an entry as OpenClaw (JSON.stringify) and occd write them: type, id, parentId; plain
+# strings (no escapes) or null. Group 1 is the parentId value.
+_ENTRY_PREFIX = re.compile(rb'\{"type":"[^"\\]*","id":(?:"[^"\\]*"|null),"parentId":("[^"\\]*"|null)[,}]')
+
+
+def splice_parent(raw: bytes, parent) -> bytes | None:
+    """The line `raw` (one JSON object) with its top-level parentId set to `parent`, the other bytes kept as they
+    are, without parsing it: when the line starts with `{"type":…,"id":…,"parentId":…` and `"parentId"` occurs
+    nowhere else in it (so no duplicate key, no nested key of that name: the match is the member JSON.parse
+    reads). None when the line has another shape (the caller then parses and re-serializes it). The result
+    ends with a newline."""
+    m = _ENTRY_PREFIX.match(raw)
+    if m is None or raw.count(b'"parentId"') != 1:
+        return None
+    out = raw[:m.start(1)] + dumps_compact(parent) + raw[m.end(1):]
+    return out if out[-1:] == b"\n" else out + b"\n"
 
 
 def _copy_range(src: IO[bytes], out: IO[bytes], n: int) -> None:
@@ -173,6 +192,8 @@ def _rewrite(t: Transcript, out: IO[bytes], *, remove, edits, header, drop_malfo
             pos = offset + length
             if action == _HEADER:
                 data = serialize(header)
+            elif prepared is not None and (data := prepared(line, raw)) is not None:
+                pass  # a change the edit can make on the bytes (a new parentId: splice_parent)
             else:
                 obj = loads(raw)
                 if migrate is not None:
