@@ -258,14 +258,14 @@ def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: flo
             plan.turn_ranges[-1].turns += 1
         else:
             plan.turn_ranges.append(TurnRange(st, x.index + 1, x.index + 1, 1))
-    # status per path position
-    pos_status: list[str | None] = [None] * len(path)
+    # the active path in runs of one status: the entries before the first turn (none), then turn by turn (the
+    # turns cover the rest of the path, in order)
+    first = turns[0].start if turns else len(path)
+    segments: list = [(None, path[:first])] if first else []
     for x in turns:
-        st = status_of_turn.get(x.index)
-        for i in range(x.start, x.end + 1):
-            pos_status[i] = st
-    removed_entries: dict[int, EntryMeta] = {}  # id(entry) -> entry
-    remove_lines: set = set()
+        segments.append((status_of_turn.get(x.index), path[x.start:x.end + 1]))
+    remove_lines: set = set()  # lines of the removed entries (a line is one entry: it stands for the entry)
+    remove_add = remove_lines.add
     # Re-parenting, computed on the way: the active path is a parent chain (path[i - 1] is the entry that
     # t.get(path[i].parent) returns), so the nearest surviving ancestor of a removed path entry is the last
     # surviving entry before it on the path. anc_of: id -> that ancestor (None: none), for every id whose
@@ -277,64 +277,78 @@ def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: flo
     entries = t.entries
     edits: dict[int, EntryEdit] = {}
     open_calls: dict = {}            # call id -> status
-    n_msgs = n_calls = n_removed = n_trunc_calls = n_kept = n_orphans = 0
+    drop_sets: dict = {}             # (call_blocks, thinking_blocks) -> their frozenset (the tuples repeat)
+    n_other = n_calls = n_removed = n_trunc_calls = n_kept = n_orphans = 0
     result_edit = EntryEdit(truncate_result=True)  # shared: edits are read-only once made
-    for e, st in zip(path, pos_status):
-        if e.type != "message":
-            last_surviving = e
-            continue
-        n_msgs += 1
-        calls = e.call_ids
-        gone = False
-        if calls:
-            n = len(calls)
-            n_calls += n
-            call_st = st or KEPT
-            for cid in calls:
-                open_calls[cid] = call_st
-            if call_st == REMOVED:
-                n_removed += n
-                drop = frozenset(e.call_blocks + e.thinking_blocks)
-                if len(drop) >= e.n_blocks:
-                    gone = True
+    no_blocks = frozenset()
+    for st, seg in segments:
+        call_st = st or KEPT
+        for e in seg:
+            if e.type != "message":
+                n_other += 1
+                last_surviving = e
+                continue
+            calls = e.call_ids
+            if calls:
+                n = len(calls)
+                n_calls += n
+                for cid in calls:
+                    open_calls[cid] = call_st
+                if call_st is REMOVED:
+                    n_removed += n
+                    key = (e.call_blocks, e.thinking_blocks)
+                    drop = drop_sets.get(key)
+                    if drop is None:
+                        drop = drop_sets[key] = frozenset(key[0] + key[1])
+                    if len(drop) < e.n_blocks:
+                        edits[e.line] = EntryEdit(drop, no_blocks, False, None, e.stripped)
+                        last_surviving = e
+                        continue
+                    # nothing left of it: removed (below)
+                elif call_st is TRUNCATED:
+                    n_trunc_calls += n
+                    tr = frozenset(b for b, need in zip(e.call_blocks, e.call_trunc) if need)
+                    drop = frozenset(e.thinking_blocks)
+                    if tr or drop:
+                        edits[e.line] = EntryEdit(drop, tr)
+                    last_surviving = e
+                    continue
                 else:
-                    edits[e.line] = EntryEdit(drop, base=e.stripped)
-            elif call_st == TRUNCATED:
-                n_trunc_calls += n
-                tr = frozenset(b for b, need in zip(e.call_blocks, e.call_trunc) if need)
-                drop = frozenset(e.thinking_blocks)
-                if tr or drop:
-                    edits[e.line] = EntryEdit(drop, tr)
+                    n_kept += n
+                    last_surviving = e
+                    continue
+            elif e.role == "toolResult":
+                rf = e.result_for
+                cst = open_calls.pop(rf, None) if rf is not None else None
+                if cst is None:  # orphan: no call before it on the path
+                    if st is REMOVED or st is TRUNCATED:
+                        n_orphans += 1
+                    else:
+                        last_surviving = e
+                        continue
+                elif cst is not REMOVED:
+                    if cst is TRUNCATED and e.result_trunc:
+                        edits[e.line] = result_edit
+                    last_surviving = e
+                    continue
             else:
-                n_kept += n
-        elif e.role == "toolResult":
-            rf = e.result_for
-            cst = open_calls.pop(rf, None) if rf is not None else None
-            if cst is None:  # orphan: no call before it on the path
-                if st == REMOVED or st == TRUNCATED:
-                    gone = True
-                    n_orphans += 1
-            elif cst == REMOVED:
-                gone = True
-            elif cst == TRUNCATED and e.result_trunc:
-                edits[e.line] = result_edit
-        if gone:
-            removed_entries[id(e)] = e
-            remove_lines.add(e.line)
+                last_surviving = e
+                continue
+            # e is removed
+            remove_add(e.line)
             i = by_id_get(e.id)
             if i is not None and entries[i] is e:
                 anc_of[e.id] = last_surviving
                 removed_index.add(i)
-        else:
-            last_surviving = e
+    n_msgs = len(path) - n_other
     plan.messages_original, plan.tool_calls_original = n_msgs, n_calls
     plan.tool_calls_removed, plan.tool_calls_truncated, plan.tool_calls_preserved = n_removed, n_trunc_calls, n_kept
     plan.orphans_removed = n_orphans
-    if not removed_entries and not edits:
+    if not remove_lines and not edits:
         plan.messages_after = plan.messages_original
         return plan
     leaf = t.leaf
-    if leaf is not None and id(leaf) in removed_entries:  # cannot happen after check_running; never move the leaf
+    if leaf is not None and leaf.line in remove_lines:  # cannot happen after check_running; never move the leaf
         raise OccdError("Internal error: the strip would remove the session's last entry",
                         "please report this with the output of `occd info`")
 
@@ -360,7 +374,7 @@ def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: flo
         et = e.type
         fields: dict | None = None
         if par in anc_of:
-            if id(e) in removed_entries:
+            if e.line in remove_lines:
                 continue
             anc = anc_of[par]
             fields = {"parentId": anc.id if anc is not None else None}
@@ -368,20 +382,20 @@ def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: flo
         if et == "message":
             pass
         elif et == "compaction":
-            if e.first_kept in anc_of and id(e) not in removed_entries:
+            if e.first_kept in anc_of and e.line not in remove_lines:
                 if fields is None:
                     fields = {}
                 tgt = entries[by_id_get(e.first_kept)]
-                fields["firstKeptEntryId"] = _next_surviving_on_path(t, e, tgt, removed_entries, surviving_ancestor,
+                fields["firstKeptEntryId"] = _next_surviving_on_path(t, e, tgt, remove_lines, surviving_ancestor,
                                                                      path, path_pos)
         elif et == "label":
-            if e.target_id in anc_of and id(e) not in removed_entries:
+            if e.target_id in anc_of and e.line not in remove_lines:
                 if fields is None:
                     fields = {}
                 anc = anc_of[e.target_id]
                 fields["targetId"] = anc.id if anc is not None else e.id
         elif et == "branch_summary":
-            if e.from_id in anc_of and id(e) not in removed_entries:
+            if e.from_id in anc_of and e.line not in remove_lines:
                 if fields is None:
                     fields = {}
                 anc = anc_of[e.from_id]
@@ -397,11 +411,11 @@ def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: flo
     plan.reparented, plan.refs_fixed = reparented, refs_fixed
     plan.remove = remove_lines
     plan.edits = edits
-    plan.messages_after = plan.messages_original - len(removed_entries)  # all removed entries are path messages
+    plan.messages_after = plan.messages_original - len(remove_lines)  # all removed entries are path messages
     return plan
 
 
-def _next_surviving_on_path(t: Transcript, comp: EntryMeta, target: EntryMeta, removed: dict, surviving_ancestor,
+def _next_surviving_on_path(t: Transcript, comp: EntryMeta, target: EntryMeta, removed: set, surviving_ancestor,
                             path: list[EntryMeta], path_pos: dict):
     """For a compaction whose firstKeptEntryId was removed: the next surviving entry after it on the
     compaction's own path (root → compaction), the compaction itself when none survives before it."""
@@ -421,6 +435,6 @@ def _next_surviving_on_path(t: Transcript, comp: EntryMeta, target: EntryMeta, r
         anc = surviving_ancestor(target.id)
         return anc.id if anc is not None else comp.id
     for x in cpath[k + 1:ci + 1]:
-        if id(x) not in removed:
+        if x.line not in removed:
             return x.id
     return comp.id

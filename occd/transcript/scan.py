@@ -21,6 +21,7 @@ from occd.transcript.limits import MAX_CHARS, MAX_LINES, dumps_compact, json_tex
 from occd.transcript.model import CURRENT_VERSION, EntryMeta, Malformed, Transcript, gc_paused
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+dumps = orjson.dumps
 _REF_TYPES = frozenset(("compaction", "label", "branch_summary"))  # as Transcript.ref_entries
 _CHUNK = 1 << 20
 
@@ -155,7 +156,11 @@ def _fill_message(e: EntryMeta, msg: dict, version: int, shared: tuple[dict, dic
                     name = b.get("name")
                     if type(name) is str:
                         chars += len(name)
-                    n = json_text_len(b.get("arguments"))
+                    try:
+                        a = dumps(b.get("arguments"))
+                        n = len(a) if len(a) <= MAX_CHARS or a.isascii() else len(a.decode("utf-8", "replace"))
+                    except TypeError:  # what orjson refuses (big ints): json_text_len's fallback
+                        n = json_text_len(b.get("arguments"))
                     chars += n
                     call_trunc.append(n > MAX_CHARS)
                 elif bt == "image":
@@ -186,7 +191,10 @@ def _fill_message(e: EntryMeta, msg: dict, version: int, shared: tuple[dict, dic
                     e.stripped = dumps_compact(root) + b"\n"
                     msg["content"] = content
         if stop != "aborted" and stop != "error":
-            e.usage_tokens = _usage_tokens(msg.get("usage"))
+            u = msg.get("usage")
+            if type(u) is dict:
+                tt = u.get("totalTokens")
+                e.usage_tokens = tt if type(tt) is int and tt > 0 else _usage_tokens(u)
         e.est_tokens = -(-chars // 4)
     elif role == "toolResult":
         tcid = msg.get("toolCallId")
@@ -224,7 +232,12 @@ def _fill_message(e: EntryMeta, msg: dict, version: int, shared: tuple[dict, dic
             e.result_trunc = isinstance(content, str) and not text_within_limit(content)
             e.est_tokens = -(-chars // 4)
     elif role == "user":
-        e.est_tokens = _ceil4(_content_facts(e, content, count_images_est=False))
+        if type(content) is str:  # the common case, inline (_content_facts does the same)
+            if content:
+                e.has_text = True
+                e.est_tokens = -(-(len(content) if content.isascii() else jslen(content)) // 4)
+        else:
+            e.est_tokens = _ceil4(_content_facts(e, content, count_images_est=False))
     elif role == "custom":
         e.display = msg.get("display")
         e.est_tokens = _ceil4(_content_facts(e, content, count_images_est=True))
