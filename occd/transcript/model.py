@@ -47,29 +47,14 @@ class EntryMeta:
     """One entry (one line after the header). `line` is the 0-based physical line index in the file (the
     header is line 0), `offset`/`length` its bytes (length includes the newline, if any).
 
-    Defaults live on the class; an instance only stores what differs (cheap to build by the ten thousand)."""
+    Slots, all set at construction: tens of thousands are built per scan and visited by every pass over the
+    path; slot reads are the cheapest attribute reads (an instance dict would be grown in a different key
+    order per kind of entry, and reads of defaults would fall through to the class)."""
 
-    role: str | None = None
-    stop_reason: str | None = None
-    call_ids: tuple = ()           # toolCall ids, in block order
-    call_blocks: tuple = ()        # their indices in `content`
-    call_trunc: tuple = ()         # per call: True when its arguments exceed the truncation limit
-    thinking_blocks: tuple = ()    # indices of thinking blocks in `content`
-    signed_thinking = 0
-    n_blocks = 0                   # number of content blocks (0 for string content)
-    has_text = False               # any non-empty text (string content or a text block)
-    images = 0
-    result_for: str | None = None  # toolResult: the toolCallId it answers
-    result_trunc = False           # toolResult: text over the limit, or images present
-    usage_tokens: int | None = None  # assistant with usable usage: OpenClaw's calculateContextTokens
-    est_tokens = 0                 # OpenClaw's estimateTokens for the message this entry sends
-    first_kept = None              # compaction.firstKeptEntryId
-    target_id = None               # label.targetId
-    from_id = None                 # branch_summary.fromId
-    summary = False                # branch_summary has a non-empty summary (it is then sent)
-    display = None
-    stripped: bytes | None = None  # assistant with tool calls and other content, v3+: its line serialized with the
-                                   # toolCall and thinking blocks dropped (scan(prepare_strip=True))
+    __slots__ = ("line", "offset", "length", "pos", "type", "id", "parent", "role", "stop_reason", "call_ids",
+                 "call_blocks", "call_trunc", "thinking_blocks", "signed_thinking", "n_blocks", "has_text", "images",
+                 "result_for", "result_trunc", "usage_tokens", "est_tokens", "first_kept", "target_id", "from_id",
+                 "summary", "display", "stripped")
 
     def __init__(self, line: int, offset: int, length: int, pos: int, etype: str, eid, parent):
         self.line = line
@@ -79,6 +64,27 @@ class EntryMeta:
         self.type = etype
         self.id = eid
         self.parent = parent
+        self.role: str | None = None
+        self.stop_reason: str | None = None
+        self.call_ids: tuple = ()           # toolCall ids, in block order
+        self.call_blocks: tuple = ()        # their indices in `content`
+        self.call_trunc: tuple = ()         # per call: True when its arguments exceed the truncation limit
+        self.thinking_blocks: tuple = ()    # indices of thinking blocks in `content`
+        self.signed_thinking = 0
+        self.n_blocks = 0                   # number of content blocks (0 for string content)
+        self.has_text = False               # any non-empty text (string content or a text block)
+        self.images = 0
+        self.result_for: str | None = None  # toolResult: the toolCallId it answers
+        self.result_trunc = False           # toolResult: text over the limit, or images present
+        self.usage_tokens: int | None = None  # assistant with usable usage: OpenClaw's calculateContextTokens
+        self.est_tokens = 0                 # OpenClaw's estimateTokens for the message this entry sends
+        self.first_kept = None              # compaction.firstKeptEntryId
+        self.target_id = None               # label.targetId
+        self.from_id = None                 # branch_summary.fromId
+        self.summary = False                # branch_summary has a non-empty summary (it is then sent)
+        self.display = None
+        self.stripped: bytes | None = None  # assistant with tool calls and other content, v3+: its line serialized
+                                            # with the toolCall and thinking blocks dropped (scan(prepare_strip=True))
 
     @property
     def lineno(self) -> int:
