@@ -183,6 +183,27 @@ def test_malformed_lines_refused_unless_dropped(isolated_env):
     assert b"torn" not in path.read_bytes() and b"torn" in Path(json.loads(r.stdout)["backupPath"]).read_bytes()
 
 
+def test_array_and_object_ids_do_not_crash(isolated_env):
+    """Entries whose id or references are JSON arrays/objects (wrong types: they name no entry, as in OpenClaw's
+    Map) are read and stripped like the rest: no traceback, the odd line kept byte for byte."""
+    state = make_state(isolated_env, {"agent:main:main": {"turns": 30}})
+    sid, path = only_session(state)
+    last = scan(path).entries[-1].id
+    odd = [b'{"type":"custom","id":{"x":1},"parentId":["p"],"customType":"odd","data":{}}',
+           b'{"type":"label","id":["y"],"parentId":"%s","targetId":{"a":1},"label":"odd"}' % last.encode()]
+    with open(path, "ab") as fh:
+        fh.write(b"\n".join(odd) + b"\n")
+    os.utime(path, (time.time() - 3600,) * 2)
+    p = subprocess.run([sys.executable, "-m", "occd", "info", sid, "--json"], capture_output=True, text=True)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    p = subprocess.run([sys.executable, "-m", "occd", "edit", sid, "--strip-tools=extreme", "--json"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    after = path.read_bytes()
+    assert all(line in after.split(b"\n") for line in odd)
+    assert b'"toolCall"' not in after
+
+
 @pytest.mark.parametrize("args,code,text", [
     (["info", "zzzz"], 1, "Session 'zzzz' not found"),
     (["edit", "zzzz", "--strip-tools"], 1, "Session 'zzzz' not found"),

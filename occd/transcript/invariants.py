@@ -30,11 +30,13 @@ def _problems(t: Transcript) -> list[str]:
     for e in t.entries:
         if e.id is None:
             out.append(f"line {e.lineno}: entry without id")
-        if e.parent is not None and e.parent not in t.by_id:
-            out.append(f"line {e.lineno}: parentId {e.parent} does not exist")
-        for name, ref in (("firstKeptEntryId", e.first_kept), ("targetId", e.target_id), ("fromId", e.from_id)):
+        elif type(e.id) is tuple:  # the scan's stand-in for an array/object id
+            out.append(f"line {e.lineno}: id is an array or object")
+        for name, ref in (("parentId", e.parent), ("firstKeptEntryId", e.first_kept), ("targetId", e.target_id),
+                          ("fromId", e.from_id)):
             if ref is not None and ref not in t.by_id:
-                out.append(f"line {e.lineno}: {name} {ref} does not exist")
+                what = "is an array or object" if type(ref) is tuple else f"{ref} does not exist"
+                out.append(f"line {e.lineno}: {name} {what}")
         if e.type == "compaction" and e.first_kept is None:
             out.append(f"line {e.lineno}: compaction without firstKeptEntryId")
     try:
@@ -46,6 +48,13 @@ def _problems(t: Transcript) -> list[str]:
     for e in orphans:
         out.append(f"line {e.lineno}: tool result without its call on the active path")
     return out
+
+
+def _same_entry(a, b) -> bool:
+    """Same entry by id; an array/object id (the scan's stand-in, which holds the line number) by type alone."""
+    if type(a.id) is tuple and type(b.id) is tuple:
+        return a.type == b.type
+    return a.id == b.id
 
 
 def check_invariants(target: Transcript | str | os.PathLike, original: Transcript | None = None, *,
@@ -66,6 +75,6 @@ def check_invariants(target: Transcript | str | os.PathLike, original: Transcrip
             new.append("clone kept the source's session id")
     elif t.session_id != original.session_id:
         new.append(f"header id changed: {original.session_id} -> {t.session_id}")
-    if original.leaf is not None and (t.leaf is None or t.leaf.id != original.leaf.id):
+    if original.leaf is not None and (t.leaf is None or not _same_entry(t.leaf, original.leaf)):
         new.append("the last entry (the leaf the user was on) changed")
     return new

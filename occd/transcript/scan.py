@@ -57,6 +57,20 @@ def iter_lines(fh: IO[bytes], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> I
         offset += length
 
 
+def _not_an_id(line: int, field: str) -> tuple:
+    """Stands in for an id/reference that is a JSON array or object: hashable, equal to no JSON value and to no
+    other stand-in (so it names no entry, as such a value names none in OpenClaw's Map), never written back
+    (the line is)."""
+    return ("not-an-id", line + 1, field)
+
+
+_NOT_A_CALL_ID = ("not-an-id", 0, "toolCall.id")
+
+
+def _ref(v, line: int, field: str):
+    return v if v is None or type(v) in (str, int, float, bool) else _not_an_id(line, field)
+
+
 def _v1_id(session_id: str, pos: int, taken: set) -> str:
     """Deterministic 8-hex ids for v1 entries (OpenClaw uses random ones; any unique 8-hex id is valid)."""
     import hashlib  # here: only v1 files need it (keeps the scan's import light)
@@ -151,7 +165,10 @@ def _fill_message(e: EntryMeta, msg: dict, version: int, shared: tuple[dict, dic
                 elif bt == "toolCall":
                     if call_ids is None:
                         call_ids, call_blocks, call_trunc = [], [], []
-                    call_ids.append(b.get("id"))
+                    cid = b.get("id")
+                    if cid is not None and type(cid) is not str and type(cid) is not int:
+                        cid = _NOT_A_CALL_ID  # an array or object: matches no toolCallId (those are strings)
+                    call_ids.append(cid)
                     call_blocks.append(i)
                     name = b.get("name")
                     if type(name) is str:
@@ -259,11 +276,11 @@ def entry_from_obj(o: dict, line: int, offset: int, length: int, pos: int, versi
         if isinstance(msg, dict):
             _fill_message(e, msg, version, ({}, {}) if shared is None else shared, o if prepare_strip else None)
     elif etype == "compaction":
-        e.first_kept = o.get("firstKeptEntryId")
+        e.first_kept = _ref(o.get("firstKeptEntryId"), line, "firstKeptEntryId")
         s = o.get("summary")
         e.est_tokens = _ceil4(jslen(s)) if isinstance(s, str) else 0
     elif etype == "branch_summary":
-        e.from_id = o.get("fromId")
+        e.from_id = _ref(o.get("fromId"), line, "fromId")
         s = o.get("summary")
         e.summary = bool(s)
         e.est_tokens = _ceil4(jslen(s)) if isinstance(s, str) else 0
@@ -272,7 +289,7 @@ def entry_from_obj(o: dict, line: int, offset: int, length: int, pos: int, versi
         e.display = o.get("display")
         e.est_tokens = _ceil4(_content_facts(e, o.get("content"), count_images_est=True))
     elif etype == "label":
-        e.target_id = o.get("targetId")
+        e.target_id = _ref(o.get("targetId"), line, "targetId")
     return e
 
 
@@ -413,15 +430,19 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
             else:
                 try:
                     pi = by_id.get(par)
-                except TypeError:
+                except TypeError:  # an array or object: it names no entry
                     pi = None
+                    e.parent = _not_an_id(line, "parentId")
                 if pi is None:
                     backward_only = False
                     pidx_append(-1)
                 else:
                     pidx_append(pi)
-            if eid in by_id:
-                dups.append(eid)
+            try:
+                if eid in by_id:
+                    dups.append(eid)
+            except TypeError:  # an array or object id: no parentId can name it (as in OpenClaw's Map)
+                e.id = eid = _not_an_id(line, "id")
             by_id[eid] = len(entries)
         entries.append(e)
         pos += 1
