@@ -172,28 +172,27 @@ def _rewrite(t: Transcript, out: IO[bytes], *, remove, edits, header, drop_malfo
         prepared = getattr(edits, "prepared", None) if migrate is None else None
         pos = 0   # next source byte to deal with; the file is read strictly forward from here
         for offset, length, line, action in acts:
-            if offset > pos:
-                _copy_range(fh, out, offset - pos)
-                written += offset - pos
+            gap = offset - pos
+            if gap > 0:  # unchanged lines before this one: copied as they are
+                if gap <= _CHUNK:
+                    chunk = read(gap)
+                    if len(chunk) != gap:
+                        raise OSError("source file shrank while it was being rewritten")
+                    write(chunk)
+                else:
+                    _copy_range(fh, out, gap)
+                written += gap
+            pos = offset + length
             if action == _SKIP:
                 fh.seek(length, 1)
-                pos = offset + length
-                continue
-            data = prepared(line) if prepared is not None and action == _EDIT else None
-            if data is not None:
-                fh.seek(length, 1)
-                pos = offset + length
-                write(data)
-                written += len(data)
                 continue
             raw = read(length)
             if len(raw) != length:
                 raise OSError("source file shrank while it was being rewritten")
-            pos = offset + length
             if action == _HEADER:
                 data = serialize(header)
             elif prepared is not None and (data := prepared(line, raw)) is not None:
-                pass  # a change the edit can make on the bytes (a new parentId: splice_parent)
+                pass  # a line the edit makes without parsing this one (prepared by the scan, or spliced)
             else:
                 obj = loads(raw)
                 if migrate is not None:
