@@ -205,7 +205,10 @@ def _fill_message(e: EntryMeta, msg: dict, version: int, shared: tuple[dict, dic
                     drop.update(thinking)
                 if len(drop) < len(content):
                     msg["content"] = [b for i, b in enumerate(content) if i not in drop]
-                    e.stripped = dumps_compact(root) + b"\n"
+                    try:
+                        e.stripped = dumps(root) + b"\n"
+                    except TypeError:  # what orjson refuses (big ints)
+                        e.stripped = dumps_compact(root) + b"\n"
                     msg["content"] = content
         if stop != "aborted" and stop != "error":
             u = msg.get("usage")
@@ -429,15 +432,13 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
                 pidx_append(-1)
             else:
                 try:
-                    pi = by_id.get(par)
+                    pi = by_id.get(par, -1)
                 except TypeError:  # an array or object: it names no entry
-                    pi = None
+                    pi = -1
                     e.parent = _not_an_id(line, "parentId")
-                if pi is None:
+                if pi < 0:
                     backward_only = False
-                    pidx_append(-1)
-                else:
-                    pidx_append(pi)
+                pidx_append(pi)
             try:
                 if eid in by_id:
                     dups.append(eid)
