@@ -219,7 +219,16 @@ def _fill_message(e: EntryMeta, msg: dict, version: int, shared: tuple[dict, dic
     elif role == "toolResult":
         tcid = msg.get("toolCallId")
         e.result_for = tcid if type(tcid) is str else None
-        if type(content) is list:
+        if type(content) is list and len(content) == 1 and type(b := content[0]) is dict \
+                and b.get("type") == "text" and type(t := b.get("text")) is str:
+            # one text block, the common case (the loop below gives the same for it)
+            e.n_blocks = 1
+            lt = len(t)
+            if lt:
+                e.has_text = True
+                e.result_trunc = lt > MAX_CHARS or t.count("\n", 0, MAX_CHARS + 1) >= MAX_LINES
+                e.est_tokens = -(-(lt if t.isascii() else jslen(t)) // 4)
+        elif type(content) is list:
             e.n_blocks = len(content)
             chars = 0
             plen = 0  # code points, as the truncation rules count
@@ -339,11 +348,6 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
     loads = orjson.loads
     v1_pending: list[tuple[EntryMeta, int]] = []  # (compaction entry, firstKeptEntryIndex)
     shared: tuple[dict, dict] = ({}, {})  # interned index and flag tuples (see _fill_message)
-    by_id: dict = {}
-    dups: list = []
-    backward_only = True  # every parentId so far names an earlier entry (see the end)
-    pidx = array("l")  # parent entry index per entry (-1: none), kept when every parent is an earlier entry
-    pidx_append = pidx.append
     refs: list[EntryMeta] = []  # entries that reference other entries besides their parent
     readline = fh.readline
     offset = 0
@@ -425,26 +429,6 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
             e.first_kept = None
             if isinstance(idx, int) and not isinstance(idx, bool):
                 v1_pending.append((e, idx))
-        if version >= 2:  # ids as in the file: index them now (v1 ids are assigned after the loop)
-            eid = e.id
-            par = e.parent
-            if par is None:
-                pidx_append(-1)
-            else:
-                try:
-                    pi = by_id.get(par, -1)
-                except TypeError:  # an array or object: it names no entry
-                    pi = -1
-                    e.parent = _not_an_id(line, "parentId")
-                if pi < 0:
-                    backward_only = False
-                pidx_append(pi)
-            try:
-                if eid in by_id:
-                    dups.append(eid)
-            except TypeError:  # an array or object id: no parentId can name it (as in OpenClaw's Map)
-                e.id = eid = _not_an_id(line, "id")
-            by_id[eid] = len(entries)
         entries.append(e)
         pos += 1
         del o
@@ -454,20 +438,52 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
                    header_offset=header_offset)
     if version < 2:
         _migrate_v1(t, v1_pending)
-        by_id, dups, backward_only = {}, [], False
-        for i, e in enumerate(entries):
-            if e.id in by_id:
-                dups.append(e.id)
-            by_id[e.id] = i
-    t.by_id = by_id
-    t.duplicate_ids = dups
-    if backward_only and not dups:
+    t.by_id, t.duplicate_ids, pidx = _index(entries)
+    if pidx is not None:
         # every parentId names an earlier line (ids unique): following parents always goes up the file, so no
         # chain can loop and the full cycle check has nothing to find; the parent indices are final
         t._acyclic = True
         t.parent_index = pidx
     t._refs = refs
     return t
+
+
+def _hashable(v) -> bool:
+    try:
+        hash(v)
+    except TypeError:
+        return False
+    return True
+
+
+def _index(entries: list[EntryMeta]) -> tuple[dict, list, array | None]:
+    """(by_id: id -> entry index, a later duplicate winning; the duplicate ids, each repeat once; the parent
+    index of every entry (-1: none) when ids are unique and every parentId names an EARLIER entry, else None).
+
+    Built after the loop in comprehensions (cheaper than per-line bookkeeping). An id or parentId that is a JSON
+    array or object is replaced first by a stand-in that names nothing (_not_an_id), as in OpenClaw's Map."""
+    try:
+        by_id = {e.id: i for i, e in enumerate(entries)}
+    except TypeError:
+        for e in entries:
+            if not _hashable(e.id):
+                e.id = _not_an_id(e.line, "id")
+        by_id = {e.id: i for i, e in enumerate(entries)}
+    if len(by_id) != len(entries):
+        seen: set = set()
+        dups = [e.id for e in entries if e.id in seen or seen.add(e.id)]
+        return by_id, dups, None
+    get = by_id.get
+    try:
+        parents = [-1 if e.parent is None else get(e.parent, -2) for e in entries]  # -2: names no entry
+    except TypeError:
+        for e in entries:
+            if not _hashable(e.parent):
+                e.parent = _not_an_id(e.line, "parentId")
+        parents = [-1 if e.parent is None else get(e.parent, -2) for e in entries]
+    if -2 in parents or any(p >= i for i, p in enumerate(parents)):
+        return by_id, [], None
+    return by_id, [], array("l", parents)
 
 
 def _migrate_v1(t: Transcript, pending: list[tuple[EntryMeta, int]]) -> None:
