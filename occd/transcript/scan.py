@@ -144,23 +144,17 @@ def _fill_message(e: EntryMeta, msg: dict, version: int, shared: tuple[dict, dic
             e.n_blocks = len(content)
             call_ids = call_blocks = call_trunc = thinking = None
             has_text = False
+            kept = []  # the blocks removing the tool calls leaves (not toolCall, not thinking), in order
             for i, b in enumerate(content):
                 if type(b) is not dict:
+                    kept.append(b)
                     continue
                 bt = b.get("type")
                 if bt == "text":
+                    kept.append(b)
                     t = b.get("text")
                     if type(t) is str and t:
                         has_text = True
-                        chars += len(t) if t.isascii() else jslen(t)
-                elif bt == "thinking":
-                    if thinking is None:
-                        thinking = []
-                    thinking.append(i)
-                    if b.get("thinkingSignature") or b.get("redacted"):
-                        e.signed_thinking += 1
-                    t = b.get("thinking")
-                    if type(t) is str:
                         chars += len(t) if t.isascii() else jslen(t)
                 elif bt == "toolCall":
                     if call_ids is None:
@@ -180,8 +174,19 @@ def _fill_message(e: EntryMeta, msg: dict, version: int, shared: tuple[dict, dic
                         n = json_text_len(b.get("arguments"))
                     chars += n
                     call_trunc.append(n > MAX_CHARS)
-                elif bt == "image":
-                    e.images += 1
+                elif bt == "thinking":
+                    if thinking is None:
+                        thinking = []
+                    thinking.append(i)
+                    if b.get("thinkingSignature") or b.get("redacted"):
+                        e.signed_thinking += 1
+                    t = b.get("thinking")
+                    if type(t) is str:
+                        chars += len(t) if t.isascii() else jslen(t)
+                else:
+                    kept.append(b)
+                    if bt == "image":
+                        e.images += 1
             if has_text:
                 e.has_text = True
             # the index/flag tuples repeat from message to message: one shared copy each (fewer objects to
@@ -194,22 +199,18 @@ def _fill_message(e: EntryMeta, msg: dict, version: int, shared: tuple[dict, dic
                 e.call_blocks = idx.setdefault(k, k)
                 k = tuple(call_trunc)
                 e.call_trunc = flags.setdefault(k, k)
-            if thinking is not None:
-                k = tuple(thinking)
-                e.thinking_blocks = idx.setdefault(k, k)
-            if root is not None and call_ids is not None and version >= CURRENT_VERSION:
-                # the line as removing this message's tool calls leaves it (toolCall and thinking blocks
-                # dropped), serialized now from this parse so the rewrite need not parse the line again
-                drop = set(call_blocks)
-                if thinking is not None:
-                    drop.update(thinking)
-                if len(drop) < len(content):
-                    msg["content"] = [b for i, b in enumerate(content) if i not in drop]
+                if root is not None and kept and version >= CURRENT_VERSION:
+                    # the line as removing this message's tool calls leaves it (toolCall and thinking blocks
+                    # dropped), serialized now from this parse so the rewrite need not parse the line again
+                    msg["content"] = kept
                     try:
                         e.stripped = dumps(root) + b"\n"
                     except TypeError:  # what orjson refuses (big ints)
                         e.stripped = dumps_compact(root) + b"\n"
                     msg["content"] = content
+            if thinking is not None:
+                k = tuple(thinking)
+                e.thinking_blocks = idx.setdefault(k, k)
         if stop != "aborted" and stop != "error":
             u = msg.get("usage")
             if type(u) is dict:
@@ -469,10 +470,6 @@ def _index(entries: list[EntryMeta]) -> tuple[dict, list, array | None]:
             if not _hashable(e.id):
                 e.id = _not_an_id(e.line, "id")
         by_id = {e.id: i for i, e in enumerate(entries)}
-    if len(by_id) != len(entries):
-        seen: set = set()
-        dups = [e.id for e in entries if e.id in seen or seen.add(e.id)]
-        return by_id, dups, None
     get = by_id.get
     try:
         parents = [-1 if e.parent is None else get(e.parent, -2) for e in entries]  # -2: names no entry
@@ -481,6 +478,10 @@ def _index(entries: list[EntryMeta]) -> tuple[dict, list, array | None]:
             if not _hashable(e.parent):
                 e.parent = _not_an_id(e.line, "parentId")
         parents = [-1 if e.parent is None else get(e.parent, -2) for e in entries]
+    if len(by_id) != len(entries):
+        seen: set = set()
+        dups = [e.id for e in entries if e.id in seen or seen.add(e.id)]
+        return by_id, dups, None
     if -2 in parents or any(p >= i for i, p in enumerate(parents)):
         return by_id, [], None
     return by_id, [], array("l", parents)
