@@ -361,23 +361,19 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
             break
         line += 1
         length = len(raw)
-        nl = raw[-1] == 10
-        if not nl and length == cap:  # longer than allowed: skip the rest of it without keeping it
+        if length == cap and raw[-1] != 10:  # longer than allowed: skip the rest of it without keeping it
             while True:
                 more = readline(_CHUNK)
                 if not more:
                     break
                 length += len(more)
                 if more[-1] == 10:
-                    nl = True
                     break
             malformed.append(Malformed(line + 1, "too-long", offset, length))
             offset += length
-            size = offset
             continue
         start = offset
         offset += length
-        size = offset
         if length <= 2 and not raw.strip():
             continue
         try:
@@ -387,7 +383,7 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
                 continue  # a blank line: OpenClaw skips it
             try:
                 raw.decode("utf-8")
-                kind = "invalid-json" if nl else "torn"
+                kind = "invalid-json" if raw[-1] == 10 else "torn"
             except UnicodeDecodeError:
                 kind = "non-utf8"
             malformed.append(Malformed(line + 1, kind, start, length))
@@ -395,7 +391,7 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
         if type(o) is not dict:  # orjson makes plain dicts
             malformed.append(Malformed(line + 1, "not-object", start, length))
             continue
-        if not nl:
+        if raw[-1] != 10:  # only the last line can end without one
             missing_nl = True
         if pos == 0:
             pos = 1
@@ -433,6 +429,7 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
         entries.append(e)
         pos += 1
         del o
+    size = offset
     t = Transcript(path=path, header=header, header_length=header_length, version=version, entries=entries,
                    malformed=malformed, size=size, stat=None, missing_final_newline=missing_nl,
                    header_ok=header_ok, extra_sessions=extra_sessions, lines=line + 1,
