@@ -99,6 +99,7 @@ def test_splice_parent_is_parse_set_serialize(etype, eid, parent, rest, new, new
     b'{"id":"a","type":"message","parentId":"p"}\n',                                  # another key order
     b'{"type":"message","id":"a\\"","parentId":"p"}\n',                               # escapes in the prefix
     b'{"type":"message","id":"a","parentId":"p","text":"x\\"parentId"}\n',            # the name inside a string
+    b'{"type":"message","id":"a","parentId":"p","text":"caf\\u00e9"}\n',               # an escape: re-serialize
 ])
 def test_splice_parent_declines_other_shapes(line):
     from occd.transcript.rewrite import splice_parent
@@ -109,6 +110,31 @@ def test_splice_parent_declines_other_shapes(line):
 def test_splice_parent_keeps_the_other_bytes():
     from occd.transcript.rewrite import splice_parent
 
-    line = b'{"type":"message","id":"a","parentId":"p","message":{"content":"caf\\u00e9 1.0e2"}}'
-    assert splice_parent(line, "b") == b'{"type":"message","id":"a","parentId":"b","message":{"content":"caf\\u00e9 1.0e2"}}\n'
-    assert splice_parent(line, None) == b'{"type":"message","id":"a","parentId":null,"message":{"content":"caf\\u00e9 1.0e2"}}\n'
+    line = b'{"type":"message","id":"a","parentId":"p","message":{"content":"caf\xc3\xa9","n":1.0e2}}'
+    assert splice_parent(line, "b") == b'{"type":"message","id":"a","parentId":"b","message":{"content":"caf\xc3\xa9","n":1.0e2}}\n'
+    assert splice_parent(line, None) == b'{"type":"message","id":"a","parentId":null,"message":{"content":"caf\xc3\xa9","n":1.0e2}}\n'
+
+
+def test_escaped_non_ascii_is_re_serialized_when_touched(tmp_path):
+    """A touched line is written with non-ASCII text unescaped (the issue's rule for re-serialized entries): a
+    reparented line with \\u escapes is parsed and re-serialized, not spliced; untouched lines keep theirs."""
+    src = tmp_path / "s.jsonl"
+    lines = [
+        b'{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}',
+        b'{"type":"message","id":"u1","parentId":null,"timestamp":"t","message":{"role":"user","content":"d\\u00e9j\\u00e0"}}',
+        b'{"type":"message","id":"a1","parentId":"u1","timestamp":"t","message":{"role":"assistant","content":'
+        b'[{"type":"toolCall","id":"c1","name":"read","arguments":{}}],"stopReason":"toolUse"}}',
+        b'{"type":"message","id":"r1","parentId":"a1","timestamp":"t","message":{"role":"toolResult","toolCallId":"c1",'
+        b'"toolName":"read","content":[{"type":"text","text":"x"}],"isError":false}}',
+        b'{"type":"message","id":"a2","parentId":"r1","timestamp":"t","message":{"role":"assistant","content":'
+        b'[{"type":"text","text":"caf\\u00e9"}],"stopReason":"stop"}}',
+    ]
+    src.write_bytes(b"\n".join(lines) + b"\n")
+    t = scan(src)
+    plan = plan_strip(t, 0, 0)
+    buf = io.BytesIO()
+    rewrite(t, buf, remove=plan.remove, edits=plan.transforms())
+    out = buf.getvalue().splitlines()
+    assert out[1] == lines[1]  # untouched: byte for byte, escapes and all
+    assert out[2] == '{"type":"message","id":"a2","parentId":"u1","timestamp":"t","message":{"role":"assistant",' \
+        '"content":[{"type":"text","text":"café"}],"stopReason":"stop"}}'.encode()

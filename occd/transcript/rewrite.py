@@ -41,10 +41,12 @@ def splice_parent(raw: bytes, parent) -> bytes | None:
     """The line `raw` (one JSON object) with its top-level parentId set to `parent`, the other bytes kept as they
     are, without parsing it: when the line starts with `{"type":…,"id":…,"parentId":…` and `"parentId"` occurs
     nowhere else in it (so no duplicate key, no nested key of that name: the match is the member JSON.parse
-    reads). None when the line has another shape (the caller then parses and re-serializes it). The result
-    ends with a newline."""
+    reads), and it holds no \\u escape (a touched line is written with non-ASCII text unescaped, which takes a
+    re-serialization). None otherwise: the caller then parses and re-serializes the line. The result ends with
+    a newline; for a line as OpenClaw (JSON.stringify) or orjson writes it, it is the bytes the re-serialization
+    would give."""
     m = _ENTRY_PREFIX.match(raw)
-    if m is None or raw.count(b'"parentId"') != 1:
+    if m is None or raw.count(b'"parentId"') != 1 or b"\\u" in raw:
         return None
     out = raw[:m.start(1)] + dumps_compact(parent) + raw[m.end(1):]
     return out if out[-1:] == b"\n" else out + b"\n"
