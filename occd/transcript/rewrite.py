@@ -37,6 +37,9 @@ def serialize(obj) -> bytes:
 _ENTRY_PREFIX = re.compile(rb'\{"type":"[^"\\]*","id":(?:"[^"\\]*"|null),"parentId":("[^"\\]*"|null)[,}]')
 
 
+_ESCAPE_U = re.compile(rb"\\u").search  # (twice as fast as `in` on text full of backslashes)
+
+
 def splice_parent(raw: bytes, parent) -> bytes | None:
     """The line `raw` (one JSON object) with its top-level parentId set to `parent`, the other bytes kept as they
     are, without parsing it: when the line starts with `{"type":…,"id":…,"parentId":…` and `"parentId"` occurs
@@ -46,7 +49,7 @@ def splice_parent(raw: bytes, parent) -> bytes | None:
     a newline; for a line as OpenClaw (JSON.stringify) or orjson writes it, it is the bytes the re-serialization
     would give."""
     m = _ENTRY_PREFIX.match(raw)
-    if m is None or raw.count(b'"parentId"') != 1 or b"\\u" in raw:
+    if m is None or raw.count(b'"parentId"') != 1 or _ESCAPE_U(raw) is not None:
         return None
     out = raw[:m.start(1)] + dumps_compact(parent) + raw[m.end(1):]
     return out if out[-1:] == b"\n" else out + b"\n"
