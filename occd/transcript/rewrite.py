@@ -2,7 +2,8 @@
 
 `rewrite` streams the source file again: runs of unchanged lines are copied byte-for-byte in large chunks,
 removed lines are skipped, and only the lines with an edit are parsed and re-serialized (compact JSON, key
-order kept, UTF-8 unescaped). A v1/v2 file is written as v3 with the ids it was given in memory (OpenClaw's
+order kept, UTF-8 unescaped), except where the edit gives the new line without that: a line the scan prepared
+(the strip plan's EntryEdit.base) or a new parentId spliced into the bytes (`splice_parent`). A v1/v2 file is written as v3 with the ids it was given in memory (OpenClaw's
 own loader rewrites such files on open). The output always ends with a newline.
 
 `atomic_write` puts the result in place: temp file in the same directory, fsync, rename, fsync the directory,
