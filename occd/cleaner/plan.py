@@ -73,7 +73,7 @@ class EntryEdit:
             return None
         fields = self.set_fields
         if not fields:
-            return data
+            return data if data is not raw else None  # (an edit that changes nothing: re-serialized as before)
         if len(fields) == 1 and "parentId" in fields:
             out = splice_parent(data, fields["parentId"])
             if out is not None:
