@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -181,6 +182,33 @@ def test_malformed_lines_refused_unless_dropped(isolated_env):
     r = run("edit", sid, "--strip-tools", "--drop-malformed", "--json")
     assert r.exit_code == 0, r.output
     assert b"torn" not in path.read_bytes() and b"torn" in Path(json.loads(r.stdout)["backupPath"]).read_bytes()
+
+
+def test_a_rewrite_that_would_break_the_tree_is_refused(isolated_env, monkeypatch):
+    """The safety net: the new file is scanned and checked before the rename. A rewrite that loses an entry other
+    entries point at (a bug occd must never ship) is refused with INVARIANT_VIOLATION; the original, its mtime
+    and the directory are left exactly as they were (no backup, no temp file)."""
+    import occd.transcript
+
+    state = make_state(isolated_env, {"agent:main:main": {"turns": 30}})
+    sid, path = only_session(state)
+    original, mtime = path.read_bytes(), path.stat().st_mtime_ns
+    real = occd.transcript.rewrite
+
+    def losing_a_parent(t, out, **kw):
+        buf = io.BytesIO()
+        real(t, buf, **kw)
+        lines = buf.getvalue().splitlines(keepends=True)
+        del lines[3]  # a message that the next entry names as its parent
+        out.write(b"".join(lines))
+        return sum(map(len, lines))
+
+    monkeypatch.setattr(occd.transcript, "rewrite", losing_a_parent)
+    r = run("edit", sid, "--strip-tools=extreme", "--json")
+    assert r.exit_code == 1
+    assert json.loads(r.stdout)["error"]["code"] == "INVARIANT_VIOLATION"
+    assert path.read_bytes() == original and path.stat().st_mtime_ns == mtime
+    assert sorted(p.name for p in path.parent.iterdir()) == sorted(["sessions.json", path.name])
 
 
 def test_array_and_object_ids_do_not_crash(isolated_env):

@@ -15,6 +15,9 @@ from occd.transcript.model import Transcript
 from occd.transcript.scan import scan
 
 
+_REF_TYPES = frozenset(("compaction", "label", "branch_summary"))  # the entry types with references (besides parentId)
+
+
 def _problems(t: Transcript) -> list[str]:
     out: list[str] = []
     if t.size == 0:
@@ -27,14 +30,18 @@ def _problems(t: Transcript) -> list[str]:
         out.append("file does not end with a newline")
     if t.duplicate_ids:
         out.append(f"duplicate ids: {sorted(set(map(str, t.duplicate_ids)))[:5]}")
+    by_id = t.by_id
     for e in t.entries:
-        if e.id is None:
+        eid = e.id
+        if eid is None:
             out.append(f"line {e.lineno}: entry without id")
-        elif type(e.id) is tuple:  # the scan's stand-in for an array/object id
+        elif type(eid) is tuple:  # the scan's stand-in for an array/object id
             out.append(f"line {e.lineno}: id is an array or object")
-        for name, ref in (("parentId", e.parent), ("firstKeptEntryId", e.first_kept), ("targetId", e.target_id),
-                          ("fromId", e.from_id)):
-            if ref is not None and ref not in t.by_id:
+        refs = (("parentId", e.parent),)
+        if e.type in _REF_TYPES:
+            refs += (("firstKeptEntryId", e.first_kept), ("targetId", e.target_id), ("fromId", e.from_id))
+        for name, ref in refs:
+            if ref is not None and ref not in by_id:
                 what = "is an array or object" if type(ref) is tuple else f"{ref} does not exist"
                 out.append(f"line {e.lineno}: {name} {what}")
         if e.type == "compaction" and e.first_kept is None:
@@ -63,7 +70,8 @@ def check_invariants(target: Transcript | str | os.PathLike, original: Transcrip
     problems = _problems(t)
     if original is None:
         return problems
-    before = set(_problems(original)) if original.size else set()
+    # the original's own problems only matter when the new file has some (then they are not the rewrite's)
+    before = set(_problems(original)) if original.size and problems else set()
     # a problem the original already had (same text) is not the rewrite's fault; line numbers may shift, so
     # compare by kind for line-bound messages
     def kind(p: str) -> str:
