@@ -11,11 +11,8 @@ import os
 
 from occd.errors import ParseError
 from occd.transcript.analysis import tool_pairing
-from occd.transcript.model import Transcript
+from occd.transcript.model import REF_TYPES, Transcript
 from occd.transcript.scan import scan
-
-
-_REF_TYPES = frozenset(("compaction", "label", "branch_summary"))  # the entry types with references (besides parentId)
 
 
 def _problems(t: Transcript) -> list[str]:
@@ -38,7 +35,7 @@ def _problems(t: Transcript) -> list[str]:
         elif type(eid) is tuple:  # the scan's stand-in for an array/object id
             out.append(f"line {e.lineno}: id is an array or object")
         refs = (("parentId", e.parent),)
-        if e.type in _REF_TYPES:
+        if e.type in REF_TYPES:
             refs += (("firstKeptEntryId", e.first_kept), ("targetId", e.target_id), ("fromId", e.from_id))
         for name, ref in refs:
             if ref is not None and ref not in by_id:

@@ -41,6 +41,7 @@ def gc_paused():
                 gc.unfreeze()
             gc.enable()
 MESSAGE_TYPES = ("message", "custom_message", "branch_summary")
+REF_TYPES = frozenset(("compaction", "label", "branch_summary"))  # entry types that name entries besides parentId
 
 
 class EntryMeta:
@@ -155,7 +156,7 @@ class Transcript:
     def ref_entries(self) -> list[EntryMeta]:
         """Entries that reference other entries besides their parent (compaction, label, branch_summary)."""
         if self._refs is None:
-            self._refs = [e for e in self.entries if e.type in ("compaction", "label", "branch_summary")]
+            self._refs = [e for e in self.entries if e.type in REF_TYPES]
         return self._refs
 
     def get(self, eid) -> EntryMeta | None:

@@ -18,11 +18,10 @@ import orjson
 
 from occd.errors import NotFoundError, ParseError
 from occd.transcript.limits import MAX_CHARS, MAX_LINES, dumps_compact, json_text_len, jslen, text_within_limit
-from occd.transcript.model import CURRENT_VERSION, EntryMeta, Malformed, Transcript, gc_paused
+from occd.transcript.model import CURRENT_VERSION, REF_TYPES, EntryMeta, Malformed, Transcript, gc_paused
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 dumps = orjson.dumps
-_REF_TYPES = frozenset(("compaction", "label", "branch_summary"))  # as Transcript.ref_entries
 _CHUNK = 1 << 20
 
 
@@ -68,6 +67,7 @@ _NOT_A_CALL_ID = ("not-an-id", 0, "toolCall.id")
 
 
 def _ref(v, line: int, field: str):
+    """An id or reference as read: itself when it is a JSON scalar (hashable), else its stand-in."""
     return v if v is None or type(v) in (str, int, float, bool) else _not_an_id(line, field)
 
 
@@ -419,7 +419,7 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
             continue
         else:
             e = entry_from_obj(o, line, start, length, pos, version, shared, prepare_strip)
-            if e.type in _REF_TYPES:
+            if e.type in REF_TYPES:
                 refs.append(e)
         if version < 2 and e.type == "compaction":
             idx = o.get("firstKeptEntryIndex")
@@ -446,14 +446,6 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
     return t
 
 
-def _hashable(v) -> bool:
-    try:
-        hash(v)
-    except TypeError:
-        return False
-    return True
-
-
 def _index(entries: list[EntryMeta]) -> tuple[dict, list, array | None]:
     """(by_id: id -> entry index, a later duplicate winning; the duplicate ids, each repeat once; the parent
     index of every entry (-1: none) when ids are unique and every parentId names an EARLIER entry, else None).
@@ -464,16 +456,14 @@ def _index(entries: list[EntryMeta]) -> tuple[dict, list, array | None]:
         by_id = {e.id: i for i, e in enumerate(entries)}
     except TypeError:
         for e in entries:
-            if not _hashable(e.id):
-                e.id = _not_an_id(e.line, "id")
+            e.id = _ref(e.id, e.line, "id")
         by_id = {e.id: i for i, e in enumerate(entries)}
     get = by_id.get
     try:
         parents = [-1 if e.parent is None else get(e.parent, -2) for e in entries]  # -2: names no entry
     except TypeError:
         for e in entries:
-            if not _hashable(e.parent):
-                e.parent = _not_an_id(e.line, "parentId")
+            e.parent = _ref(e.parent, e.line, "parentId")
         parents = [-1 if e.parent is None else get(e.parent, -2) for e in entries]
     if len(by_id) != len(entries):
         seen: set = set()
