@@ -21,7 +21,6 @@ from occd.transcript.limits import MAX_CHARS, MAX_LINES, dumps_compact, json_tex
 from occd.transcript.model import CURRENT_VERSION, REF_TYPES, EntryMeta, Malformed, Transcript, gc_paused
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
-dumps = orjson.dumps
 _CHUNK = 1 << 20
 
 
@@ -167,11 +166,7 @@ def _fill_message(e: EntryMeta, msg: dict, version: int, shared: tuple[dict, dic
                     name = b.get("name")
                     if type(name) is str:
                         chars += len(name)
-                    try:
-                        a = dumps(b.get("arguments"))
-                        n = len(a) if len(a) <= MAX_CHARS or a.isascii() else len(a.decode("utf-8", "replace"))
-                    except TypeError:  # what orjson refuses (big ints): json_text_len's fallback
-                        n = json_text_len(b.get("arguments"))
+                    n = json_text_len(b.get("arguments"))
                     chars += n
                     call_trunc.append(n > MAX_CHARS)
                 elif bt == "thinking":
@@ -203,10 +198,7 @@ def _fill_message(e: EntryMeta, msg: dict, version: int, shared: tuple[dict, dic
                     # the line as removing this message's tool calls leaves it (toolCall and thinking blocks
                     # dropped), serialized now from this parse so the rewrite need not parse the line again
                     msg["content"] = kept
-                    try:
-                        e.stripped = dumps(root) + b"\n"
-                    except TypeError:  # what orjson refuses (big ints)
-                        e.stripped = dumps_compact(root) + b"\n"
+                    e.stripped = dumps_compact(root) + b"\n"
                     msg["content"] = content
             if thinking is not None:
                 k = tuple(thinking)
