@@ -66,11 +66,11 @@ print(json.dumps(res))
 """
 
 
-def run_child(code: str, *args: str) -> tuple[str, float, int]:
+def run_child(code: str, *args: str, env: dict | None = None) -> tuple[str, float, int]:
     """Run code in a fresh interpreter; returns (stdout, wall seconds, that child's peak RSS in bytes)."""
     with tempfile.TemporaryFile() as errf:
         t0 = time.perf_counter()
-        p = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=errf)
+        p = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=errf, env=env)
         out = p.stdout.read()  # to EOF; the child is then reaped here with its own rusage (not Popen.wait)
         p.stdout.close()
         _pid, status, usage = os.wait4(p.pid, 0)
@@ -106,14 +106,7 @@ def time_command(src: Path, work: Path, preset: str, repeat: int) -> dict:
             old.unlink()
         shutil.copyfile(src, dst)
         os.utime(dst, (time.time() - 7200,) * 2)
-        old_env = dict(os.environ)
-        os.environ.clear()
-        os.environ.update(env)
-        try:
-            _out, wall, r = run_child(code, "edit", sid, f"--strip-tools={preset}", "--json")
-        finally:
-            os.environ.clear()
-            os.environ.update(old_env)
+        _out, wall, r = run_child(code, "edit", sid, f"--strip-tools={preset}", "--json", env=env)
         _o, bwall, _r = run_child(CHILD_BASELINE, str(src), str(work / "base.jsonl"))
         (work / "base.jsonl").unlink()
         times.append(wall)
