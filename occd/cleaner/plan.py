@@ -243,7 +243,8 @@ def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: flo
     plan.turns = len(turns)
     tool_turns = [x for x in turns if x.has_tools]
     plan.turns_with_tools = len(tool_turns)
-    kept = tool_turns[len(tool_turns) - keep_turns_with_tools:] if keep_turns_with_tools > 0 else []
+    # keep the newest min(n, keep) turns with tools (never a negative slice start: fewer turns than keep keeps all)
+    kept = tool_turns[max(0, len(tool_turns) - keep_turns_with_tools):] if keep_turns_with_tools > 0 else []
     n_trunc = int(len(kept) * (truncate_percent or 0) // 100) if kept else 0
     status_of_turn: dict[int, str] = {}
     for x in tool_turns:
