@@ -94,7 +94,10 @@ def _usage_tokens(u) -> int | None:
         v = u.get(k)
         if isinstance(v, (int, float)):
             total += v
-    return int(total)
+    # all zeros is not a measurement: OpenClaw's mirror replies (provider "openclaw", model "delivery-mirror" /
+    # "gateway-injected") and its overflow notice carry such usage; the context measure skips them, as
+    # OpenClaw's own statistics do
+    return int(total) if total > 0 else None
 
 
 def _content_facts(e: EntryMeta, content, *, count_images_est: bool) -> int:
