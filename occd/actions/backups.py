@@ -8,6 +8,7 @@ leaves the untouched original under both names. Where links are not possible the
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -59,23 +60,86 @@ def next_backup_path(transcript: Path) -> Path:
     return transcript.parent / f"{_stem(transcript)}.backup.{n}.jsonl"
 
 
-def snapshot(src: Path, dst: Path) -> None:
-    """Make `dst` hold the current bytes of `src`: a hard link (O(1)) or, failing that, an fsync'ed copy."""
+# link(2) errors that mean "this file system cannot make the link here": only then is the file copied.
+# EEXIST is never one of them: the name is taken, and the next number is tried instead.
+_NO_LINK = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOSYS, errno.EOPNOTSUPP,
+            getattr(errno, "ENOTSUP", errno.EOPNOTSUPP)}
+
+
+def snapshot(src: Path, dst: Path | None = None, *, expect_inode: int | None = None) -> Path:
+    """Give the current bytes of `src` a new backup name, taken exclusively: a hard link (O(1)) made with
+    link(2), which fails on an existing name — then the next number is tried; an existing backup is never
+    replaced. Only where the file system cannot link (EPERM, EXDEV, ENOTSUP, ...) is the file copied, into a
+    name reserved with O_EXCL. expect_inode: the inode the caller read; if `src` is another file now, the
+    new name is removed again and BusyError raised. Returns the backup path."""
+    from occd.errors import BusyError
+
+    path = dst or next_backup_path(src)
+    m = _BACKUP_RE.match(path.name)
+    n = int(m.group("n")) if m else 1
+    for _ in range(10000):
+        try:
+            _link(src, path)
+            made = "link"
+            break
+        except FileExistsError:
+            pass
+        except OSError as e:
+            if e.errno not in _NO_LINK:
+                raise
+            if _copy_exclusive(src, path, expect_inode):
+                made = "copy"
+                break
+        n += 1
+        path = src.parent / f"{_stem(src)}.backup.{n}.jsonl"
+    else:
+        raise FileExistsError(f"no free backup name for {src}")
+    if made == "link" and expect_inode is not None:
+        try:
+            same = os.stat(path).st_ino == expect_inode
+        except OSError:
+            same = False
+        if not same:
+            path.unlink(missing_ok=True)
+            raise BusyError(f"Session '{src.stem}' was replaced while occd was working on it",
+                            "nothing was changed; try again when the agent is idle")
+    return path
+
+
+def _link(src: Path, dst: Path) -> None:
+    os.link(src, dst)  # tests make it fail to exercise the copy (a file system without hard links)
+
+
+def _copy_exclusive(src: Path, dst: Path, expect_inode: int | None) -> bool:
+    """Copy src to the backup name dst, reserved with O_EXCL (False when taken). The bytes go to a temp file
+    first (fsync'ed) and replace only the reservation this call made."""
+    from occd.errors import BusyError
+
     try:
-        os.link(src, dst)
-        return
-    except OSError:
-        pass
-    tmp = dst.with_name(dst.name + ".tmp")
+        fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.copy.occd-tmp")
     try:
-        shutil.copyfile(src, tmp)
-        shutil.copymode(src, tmp)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
+        with open(src, "rb") as fin:
+            st = os.fstat(fin.fileno())
+            if expect_inode is not None and st.st_ino != expect_inode:
+                raise BusyError(f"Session '{src.stem}' was replaced while occd was working on it",
+                                "nothing was changed; try again when the agent is idle")
+            with open(tmp, "wb") as fout:
+                shutil.copyfileobj(fin, fout, 1 << 20)
+                fout.flush()
+                os.fchmod(fout.fileno(), st.st_mode & 0o7777)
+                os.fsync(fout.fileno())
         os.replace(tmp, dst)
+    except BaseException:
+        dst.unlink(missing_ok=True)
+        raise
     finally:
         if tmp.exists():
             tmp.unlink()
+    return True
 
 
 def prune(transcript: Path, keep: int) -> list[Path]:

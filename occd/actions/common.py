@@ -8,6 +8,7 @@ record in the ledger. A crash at any instant leaves the old file or the new one,
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from occd.errors import BusyError, OccdError, UnsupportedEraError
+from occd.errors import BusyError, OccdError, UnsupportedEraError, UsageError
 
 log = logging.getLogger("occd.actions")
 
@@ -53,6 +54,12 @@ def agent_id(settings, agent: str | None, ref: str | None = None) -> str:
 def open_agent_store(settings, agent: str | None, ref: str | None = None):
     from occd.openclaw import open_store, resolve_state_dir
 
+    if agent is not None and not agent.strip():
+        raise UsageError("--agent is empty", "name an agent (`occd list` shows them) or leave --agent out")
+    if ref is not None and not ref.strip():
+        raise UsageError("The session reference is empty", "name a session id, a unique prefix of one or a session "
+                         "key, or leave it out for the newest session")
+
     state_dir = Path(settings.state_dir) if getattr(settings, "state_dir", None) else resolve_state_dir()
     aid = agent_id(settings, agent, ref)
     return state_dir, aid, open_store(state_dir, aid)
@@ -64,22 +71,105 @@ def resolve_target(settings, agent: str | None, ref: str | None, *, action: str,
         key = ref or "<session key>"
         raise UnsupportedEraError(f"Cannot {action} a session of agent '{aid}' in OpenClaw's database era",
                                   DB_ERA_HINT.format(key=key))
-    info = store.resolve(ref) if ref else store.latest()
+    info = store.resolve(ref) if ref is not None else store.latest()
     path = Path(info.path) if getattr(info, "path", None) else None
-    if writes and (path is None or not path.is_file()):
-        raise OccdError(f"Transcript of session '{info.session_id}' is missing", "run `occd list` to see what exists",
-                        code="SESSION_NOT_FOUND")
+    if writes:
+        if path is None or not (path.is_file() or path.is_symlink()):
+            raise OccdError(f"Transcript of session '{info.session_id}' is missing",
+                            "run `occd list` to see what exists", code="SESSION_NOT_FOUND")
+        check_writable_path(store, info, path)
     return Target(settings, state_dir, aid, store, info, path)
 
 
-def ensure_idle(path: Path, idle_seconds: float, force: bool, now: float | None = None) -> None:
-    """Refuse (exit 75) while a run holds the transcript, or (unless force) when it changed very recently."""
+def check_writable_path(store, info, path: Path) -> None:
+    """The rules every transcript occd writes (edit, restore, rotate, archive, the daemon's actions) must meet,
+    whatever sessions.json says:
+
+    - the session id is one OpenClaw accepts (its SAFE_SESSION_ID_RE, not a compaction checkpoint name);
+    - the path, with every symlink resolved, is inside this agent's own sessions directory. OpenClaw 2026.7
+      also *reads* an absolute `sessionFile` under some other `*/agents/<same id>/sessions/` (a state moved
+      from another install); occd lists such a session but never writes it: rewriting, backing up and
+      removing a file anywhere sessions.json points is a write primitive for whoever can edit that index;
+    - the transcript itself is a regular file, not a symlink (a backup of a link would be a link, and the
+      rename would replace the link with a file: refused, the user can point the session at the real file);
+    The header id is checked against the session id once the file is read (check_header)."""
+    from occd.openclaw.filestore import valid_session_id
+
+    sid = info.session_id
+    if not valid_session_id(sid):
+        raise OccdError(f"Refusing to write session {sid!r}: not a valid OpenClaw session id",
+                        "sessions.json names an id OpenClaw itself rejects; fix the index", code="UNSAFE_PATH")
+    sessions_dir = getattr(store, "sessions_dir", None)
+    if sessions_dir is None:
+        return
+    base = os.path.realpath(sessions_dir)
+    if os.path.islink(path):
+        raise OccdError(f"Refusing to write {path}: it is a symbolic link",
+                        "occd only changes a transcript that is a regular file; point the session at the real file",
+                        code="UNSAFE_PATH")
+    real = os.path.realpath(path)
+    if os.path.commonpath([base, real]) != base or real == base:
+        raise OccdError(f"Refusing to write {path}: it is outside the agent's sessions directory {base}",
+                        "occd only writes transcripts inside OpenClaw's own sessions folder; check sessionFile "
+                        "in sessions.json", code="UNSAFE_PATH")
+
+
+def check_header(t, session_id: str, *, unindexed: bool = False) -> None:
+    """Refuse a transcript whose header names another session (a file swapped in under this session's name)."""
+    hid = t.header.get("id") if isinstance(getattr(t, "header", None), dict) else None
+    if not isinstance(hid, str) or hid == session_id:
+        return
+    if unindexed and session_id.startswith(hid + "-topic-"):
+        return
+    raise OccdError(f"Refusing to write {t.path}: its header names session {hid!r}, not {session_id!r}",
+                    "the file does not belong to this session; check sessions.json", code="UNSAFE_PATH")
+
+
+@contextlib.contextmanager
+def session_lock(path: Path, *, wait: float = 0.0):
+    """occd's own per-transcript lock: one occd write at a time on a session, across processes (the CLI and the
+    daemon). An flock on `session-<hash of the real path>.lock` in occd's runtime directory (released by the
+    kernel if the process dies). It is not OpenClaw's `<file>.lock`: that one says a run holds the session,
+    and OpenClaw must never wait for occd. Busy (exit 75) when another occd holds it after `wait` seconds."""
+    import fcntl
+    import hashlib
+
+    from occd.paths import runtime_dir
+
+    d = runtime_dir()
+    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    digest = hashlib.sha256(os.path.realpath(path).encode("utf-8", "surrogateescape")).hexdigest()[:24]
+    fd = os.open(d / f"session-{digest}.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() >= deadline:
+                    raise BusyError(f"Session '{path.stem}' is being changed by another occd process",
+                                    "try again when it is done") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)
+
+
+def ensure_not_running(path: Path, what: str = "") -> None:
+    """BusyError (exit 75) when an OpenClaw run holds the transcript's lock right now."""
     from occd.openclaw import transcript_lock
 
     lock = transcript_lock(path)
     if lock is not None and getattr(lock, "alive", False):
-        raise BusyError(f"Session '{path.stem}' is in use",
-                        f"an OpenClaw run holds its lock (pid {lock.pid}); try again when the agent is idle")
+        raise BusyError(f"Session '{path.stem}' is in use{what}",
+                        f"an OpenClaw run holds its lock (pid {lock.pid}); nothing was changed; try again when the "
+                        "agent is idle")
+
+
+def ensure_idle(path: Path, idle_seconds: float, force: bool, now: float | None = None) -> None:
+    """Refuse (exit 75) while a run holds the transcript, or (unless force) when it changed very recently."""
+    ensure_not_running(path)
     if not force and idle_seconds > 0:
         now = time.time() if now is None else now
         age = now - path.stat().st_mtime
@@ -93,14 +183,18 @@ def replace_with_backup(path: Path, write_fn: Callable, expect_stat, keep: int, 
     """Write the new content via write_fn(fh) into a temp file beside `path` and atomically replace `path`,
     leaving the replaced bytes as the next backup. Returns (backup_path, pruned_paths).
 
+    The caller holds session_lock(path). The backup name is taken exclusively (backups.snapshot) and must be
+    the inode that was read (expect_stat's); right before the rename the file's stat and OpenClaw's run lock
+    are checked once more (a run that started meanwhile → BusyError, nothing changed).
+
     verify: the scanned original Transcript (the temp file must not add invariant problems to it), or None
     to skip the check (restore puts back bytes occd already had). `scanned`, when given, receives the scan of
     the new file under "new" (so the caller need not read it again)."""
     from occd.actions import backups
     from occd.transcript import atomic_write, check_invariants, scan
 
-    backup_path = backups.next_backup_path(path)
     st = path.stat()
+    taken: dict = {}
 
     def before_replace(tmp: Path) -> None:
         # The new file keeps the session's own last-activity time: occd's rewrite is not agent activity, so
@@ -115,21 +209,23 @@ def replace_with_backup(path: Path, write_fn: Callable, expect_stat, keep: int, 
                 raise OccdError(f"Refusing to write {path.name}: the result would be invalid ({problems[0]})",
                                 "this is a bug in occd; the original is untouched — please report it",
                                 code="INVARIANT_VIOLATION")
-        backups.snapshot(path, backup_path)
+        taken["backup"] = backups.snapshot(path, expect_inode=expect_stat[2] if expect_stat else None)
 
     try:
-        atomic_write(path, write_fn, expect_stat=expect_stat, validate=before_replace)
+        atomic_write(path, write_fn, expect_stat=expect_stat, validate=before_replace,
+                     guard=lambda: ensure_not_running(path, " (a run started while occd was writing)"))
     except BaseException:
         # The rename did not happen: the backup (if made) is a second name of the untouched original; drop it
         # only when it really is the same file, so an unrelated backup is never removed.
+        backup_path = taken.get("backup")
         try:
-            if backup_path.exists() and backup_path.samefile(path):
+            if backup_path is not None and backup_path.exists() and backup_path.samefile(path):
                 backup_path.unlink()
         except OSError:
             pass
         raise
     pruned = backups.prune(path, keep)
-    return backup_path, pruned
+    return taken["backup"], pruned
 
 
 def record_action(kind: str, target: Target | None, *, outcome: str, trigger: str = "manual",

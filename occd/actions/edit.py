@@ -5,9 +5,11 @@ Used by the CLI (trigger manual) and by the daemon's apply job (trigger auto, wi
 
 from __future__ import annotations
 
+import contextlib
 import time
 
-from occd.actions.common import ensure_idle, record_action, replace_with_backup, resolve_target
+from occd.actions.common import (check_header, check_writable_path, ensure_idle, record_action, replace_with_backup, resolve_target,
+                                 session_lock)
 from occd.actions.results import EditResult, StripStats
 from occd.errors import BusyError, OccdError, ParseError
 
@@ -59,46 +61,22 @@ def context_window_for(target) -> int | None:
 def edit_session(settings, *, agent=None, ref=None, preset=None, force=False, drop_malformed=False,
                  dry_run=False, trigger="manual", policy=None, reason=None, ledger=None,
                  now: float | None = None, target=None) -> EditResult:
-    from occd.cleaner import plan_strip
     from occd.config import resolve_preset
-    from occd.transcript import scan
+    from occd.transcript.scan import open_transcript
 
     name, p = resolve_preset(settings, preset)
     target = target or resolve_target(settings, agent, ref, action="edit")
     kind = "strip" if trigger == "auto" else "edit"  # automatic edits are "strip" actions (breaker, history)
     path = target.path
+    if not dry_run:  # also when the daemon hands its own Target in
+        check_writable_path(target.store, target.info, path)
     t0 = time.monotonic()
+    lock = contextlib.nullcontext() if dry_run else session_lock(path)
     try:
-        if not dry_run:
-            ensure_idle(path, settings.idle_seconds, force, now)
-        t = scan(path)
-        if not drop_malformed:
-            refuse_malformed(t)
-        plan = plan_strip(t, p.keep_turns_with_tools, p.truncate_percent)
-        window = context_window_for(target)
-        stats = stats_from(plan, t, window=window)
-        dropping = bool(drop_malformed and t.malformed)
-        if not plan.changed and not dropping:
-            stats.tokens_after_estimate = stats.tokens_before
-            res = EditResult(target.session_id, path, name, False, None, stats, dry_run=dry_run)
-            record_action(kind, target, outcome="skipped", trigger=trigger,
-                          policy=policy, reason=reason or "nothing to strip", before=stats.to_json(),
-                          dry_run=dry_run, ledger=ledger)
-            return res
-        if dry_run:
-
-            buf_size = rewrite_size(t, plan, drop_malformed)
-            stats.size_after = buf_size
-            res = EditResult(target.session_id, path, name, True, None, stats, dry_run=True)
-            record_action(kind, target, outcome="ok", trigger=trigger, policy=policy, reason=reason,
-                          before={"size": t.size}, after=stats.to_json(), dry_run=True, ledger=ledger)
-            return res
-        from occd.transcript import rewrite
-
-        scanned: dict = {}
-        backup, pruned = replace_with_backup(
-            path, lambda fh: rewrite(t, fh, remove=plan.remove, edits=plan.transforms(), drop_malformed=drop_malformed),
-            t.stat, settings.backups_keep, verify=t, scanned=scanned)
+        with lock, open_transcript(path, follow_symlinks=dry_run) as src:
+            return _edit_locked(settings, target, src, name=name, p=p, kind=kind, force=force,
+                                drop_malformed=drop_malformed, dry_run=dry_run, trigger=trigger, policy=policy,
+                                reason=reason, ledger=ledger, now=now, t0=t0)
     except BusyError as e:
         record_action(kind, target, outcome="deferred", trigger=trigger, policy=policy, reason=reason,
                       error=e.message, ledger=ledger)
@@ -107,6 +85,47 @@ def edit_session(settings, *, agent=None, ref=None, preset=None, force=False, dr
         record_action(kind, target, outcome="failed", trigger=trigger, policy=policy, reason=reason,
                       error=e.message, ledger=ledger)
         raise
+
+
+def _edit_locked(settings, target, src, *, name, p, kind, force, drop_malformed, dry_run, trigger, policy, reason,
+                 ledger, now, t0) -> EditResult:
+    """The edit under occd's session lock, reading only `src` (the file opened once: the rewrite copies the
+    very inode that was scanned, whatever happens to the name meanwhile)."""
+    from occd.cleaner import plan_strip
+    from occd.transcript import scan
+
+    path = target.path
+    if not dry_run:
+        ensure_idle(path, settings.idle_seconds, force, now)
+    t = scan(path, src=src)
+    check_header(t, target.session_id, unindexed=getattr(target.info, "unindexed", False))
+    if not drop_malformed:
+        refuse_malformed(t)
+    plan = plan_strip(t, p.keep_turns_with_tools, p.truncate_percent)
+    window = context_window_for(target)
+    stats = stats_from(plan, t, window=window)
+    dropping = bool(drop_malformed and t.malformed)
+    if not plan.changed and not dropping:
+        stats.tokens_after_estimate = stats.tokens_before
+        res = EditResult(target.session_id, path, name, False, None, stats, dry_run=dry_run)
+        record_action(kind, target, outcome="skipped", trigger=trigger,
+                      policy=policy, reason=reason or "nothing to strip", before=stats.to_json(),
+                      dry_run=dry_run, ledger=ledger)
+        return res
+    if dry_run:
+        buf_size = rewrite_size(t, plan, drop_malformed, src=src)
+        stats.size_after = buf_size
+        res = EditResult(target.session_id, path, name, True, None, stats, dry_run=True)
+        record_action(kind, target, outcome="ok", trigger=trigger, policy=policy, reason=reason,
+                      before={"size": t.size}, after=stats.to_json(), dry_run=True, ledger=ledger)
+        return res
+    from occd.transcript import rewrite
+
+    scanned: dict = {}
+    backup, pruned = replace_with_backup(
+        path, lambda fh: rewrite(t, fh, remove=plan.remove, edits=plan.transforms(), drop_malformed=drop_malformed,
+                                 src=src),
+        t.stat, settings.backups_keep, verify=t, scanned=scanned)
     stats.size_after = path.stat().st_size
     stats.tokens_after_estimate = tokens_after(scanned.get("new") or path)
     res = EditResult(target.session_id, path, name, True, backup, stats, pruned_backups=pruned,
@@ -128,10 +147,10 @@ class _Counter:
         return len(b)
 
 
-def rewrite_size(t, plan, drop_malformed=False) -> int:
+def rewrite_size(t, plan, drop_malformed=False, src=None) -> int:
     """Size the rewrite would have, without writing anything."""
     from occd.transcript import rewrite
 
     c = _Counter()
-    rewrite(t, c, remove=plan.remove, edits=plan.transforms(), drop_malformed=drop_malformed)
+    rewrite(t, c, remove=plan.remove, edits=plan.transforms(), drop_malformed=drop_malformed, src=src)
     return c.n

@@ -45,6 +45,18 @@ def is_session_file(name: str | os.PathLike) -> bool:
     return bool(SESSION_ID_RE.match(name[: -len(".jsonl")]))
 
 
+_CHECKPOINT = re.compile(r"\.checkpoint\.[0-9a-f-]{36}\.jsonl$", re.IGNORECASE)
+
+
+def valid_session_id(sid) -> bool:
+    """OpenClaw's validateSessionId (config/sessions/paths.ts, 2026.7.1 and 2026.7.35): the trimmed id matches
+    SAFE_SESSION_ID_RE and `<id>.jsonl` is not a compaction checkpoint name. OpenClaw throws on anything else;
+    occd skips such an entry (with a warning) and never builds a path from it. Unlike OpenClaw, occd does not
+    trim: an id with surrounding blanks is not one OpenClaw wrote."""
+    return (isinstance(sid, str) and bool(SESSION_ID_RE.match(sid)) and "\n" not in sid
+            and not _CHECKPOINT.search(f"{sid}.jsonl"))
+
+
 def new_session_id() -> str:
     """A UUIDv7 string (time-ordered), the id style of recent OpenClaw releases."""
     ms = int(time.time() * 1000)
@@ -147,7 +159,7 @@ def _resolve_file(sessions_dir: Path, entry: dict, sid: str, agent: str | None =
 
 def info_from_entry(sessions_dir: Path, key: str | None, entry: dict, agent: str | None = None) -> SessionInfo | None:
     sid = _str(entry.get("sessionId"))
-    if not sid:
+    if not sid or not valid_session_id(sid):
         return None
     path = _resolve_file(sessions_dir, entry, sid, agent)
     return SessionInfo(
@@ -159,9 +171,16 @@ def info_from_entry(sessions_dir: Path, key: str | None, entry: dict, agent: str
 
 
 def _stat_into(info: SessionInfo) -> bool:
+    """Fill size/mtime/inode from the file; False when it is missing or not a regular file (a FIFO, a device or
+    a directory named like a transcript is never opened: reading one would block or fail)."""
+    import stat as _stat
+
     try:
         st = os.stat(info.path)
-    except (OSError, TypeError):
+    except (OSError, TypeError, ValueError):
+        return False
+    if not _stat.S_ISREG(st.st_mode):
+        info.size = -1
         return False
     info.size, info.mtime, info.inode = st.st_size, st.st_mtime, st.st_ino
     if info.updated_at is None:
@@ -197,10 +216,13 @@ class FileStore:
                 continue
             info = info_from_entry(self.sessions_dir, key, entry, self.agent)
             if info is None:
-                self.warnings.append(f"index entry {key!r} has no sessionId")
+                sid = entry.get("sessionId")
+                self.warnings.append(f"index entry {key!r} has no sessionId" if not sid else
+                                     f"index entry {key!r} has an invalid sessionId {str(sid)[:80]!r} (skipped)")
                 continue
             if not _stat_into(info):
-                self.warnings.append(f"{key}: transcript {info.path} is missing")
+                self.warnings.append(f"{key}: transcript {info.path} is missing" if info.size is None else
+                                     f"{key}: transcript {info.path} is not a regular file (skipped)")
                 continue
             seen.add(os.path.abspath(info.path))
             out.append(info)

@@ -229,14 +229,17 @@ def _rewrite(t: Transcript, out: IO[bytes], *, remove, edits, header, drop_malfo
 
 def atomic_write(path: str | os.PathLike, write_fn: Callable[[IO[bytes]], object], *, mode: int | None = None,
                  expect_stat: tuple[int, int, int] | None = None, source: str | os.PathLike | None = None,
-                 validate: Callable[[Path], None] | None = None):
+                 validate: Callable[[Path], None] | None = None, guard: Callable[[], None] | None = None):
     """Write `path` atomically: `write_fn(fh)` fills a temp file in the same directory, which is fsync'ed and
     renamed over `path`; then the directory is fsync'ed. Returns what write_fn returned.
 
     mode: the file mode (default: the existing file's mode, else 0600). expect_stat: (size, mtime_ns, inode)
     of `source` (default: `path`) when it was read; if it differs right before the rename, the temp file is
     deleted and BusyError is raised. validate(temp_path) may raise to abort (temp removed, original kept).
-    Any OSError becomes WriteError; the original is never touched then.
+    guard() runs last, right before the rename (after the stat check), and may raise to abort the same way:
+    the callers check there that no OpenClaw run took the session meanwhile.
+    Any OSError becomes WriteError; the original is never touched then. Temp files that crashed writers left
+    in the directory are removed first (clean_stale_temps).
     """
     import tempfile  # here: the scan/plan/rewrite path does not need it (import time)
 
@@ -249,7 +252,8 @@ def atomic_write(path: str | os.PathLike, write_fn: Callable[[IO[bytes]], object
                 mode = os.stat(path).st_mode & 0o7777
             except FileNotFoundError:
                 mode = 0o600
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".occd-tmp", dir=path.parent)
+        clean_stale_temps(path.parent)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=path.parent)
         with os.fdopen(fd, "wb") as fh:
             result = write_fn(fh)
             fh.flush()
@@ -266,6 +270,8 @@ def atomic_write(path: str | os.PathLike, write_fn: Callable[[IO[bytes]], object
             if now != tuple(expect_stat):
                 raise BusyError(f"Session '{src.stem}' is in use",
                                 "the transcript changed while occd was working on it; try again when the agent is idle")
+        if guard is not None:
+            guard()
         os.replace(tmp_name, path)
         tmp_name = None
         fsync_dir(path.parent)
@@ -278,6 +284,56 @@ def atomic_write(path: str | os.PathLike, write_fn: Callable[[IO[bytes]], object
                 os.unlink(tmp_name)
             except OSError:
                 pass
+
+
+TEMP_SUFFIX = ".occd-tmp"
+STALE_TEMP_S = 600.0
+# `.<file>.<pid>.<random>.occd-tmp` (atomic_write) and `.<file>.occd-tmp` (archive staging, older occd)
+_TEMP_RE = re.compile(r"^\..+?(?:\.(?P<pid>\d+)\.[A-Za-z0-9_]+)?\.occd-tmp$")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return pid > 0
+    return pid > 0
+
+
+def clean_stale_temps(d: Path, *, now: float | None = None, max_age: float = STALE_TEMP_S) -> list[Path]:
+    """Remove occd's temp files that a crashed write left in `d`: older than `max_age` (by the later of mtime
+    and ctime: a link or a write both refresh it) and with no live owner (the pid in the name is gone, or the
+    name has none). Never raises; returns what was removed."""
+    import time
+
+    now = time.time() if now is None else now
+    removed = []
+    try:
+        names = [n for n in os.listdir(d) if n.endswith(TEMP_SUFFIX)]
+    except OSError:
+        return removed
+    for name in names:
+        m = _TEMP_RE.match(name)
+        if m is None:
+            continue
+        p = Path(d) / name
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        if now - max(st.st_mtime, st.st_ctime) < max_age:
+            continue
+        pid = m.group("pid")
+        if pid is not None and _pid_alive(int(pid)):
+            continue
+        try:
+            os.unlink(p)
+            removed.append(p)
+        except OSError:
+            pass
+    return removed
 
 
 def fsync_dir(d: Path) -> None:

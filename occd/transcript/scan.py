@@ -302,7 +302,7 @@ def entry_from_obj(o: dict, line: int, offset: int, length: int, pos: int, versi
 
 
 def scan(path: str | os.PathLike, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-         check_cycles: bool = True, prepare_strip: bool = True) -> Transcript:
+         check_cycles: bool = True, prepare_strip: bool = True, src: IO[bytes] | None = None) -> Transcript:
     """Read a transcript once, streaming, into a Transcript (compact metadata only).
 
     Raises NotFoundError when the file does not exist, ParseError on a parent cycle (OpenClaw would loop
@@ -312,19 +312,55 @@ def scan(path: str | os.PathLike, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTE
     parse those lines again. Read-only callers can turn it off.
     """
     p = Path(path)
+    own = src is None
+    fh = open_transcript(p) if own else src
     try:
-        fh = open(p, "rb", buffering=_CHUNK)
+        with gc_paused():
+            fh.seek(0)
+            st = os.fstat(fh.fileno())
+            t = scan_stream(fh, path=p, max_line_bytes=max_line_bytes, prepare_strip=prepare_strip)
+            t.stat = (st.st_size, st.st_mtime_ns, st.st_ino)
+            if check_cycles:
+                t.check_cycles()
+    finally:
+        if own:
+            fh.close()
+    return t
+
+
+def open_transcript(path: str | os.PathLike, *, follow_symlinks: bool = True) -> IO[bytes]:
+    """Open a transcript for reading without ever blocking: O_NONBLOCK (a FIFO or device named like a
+    transcript cannot hang the open), then fstat: only a regular file is accepted (the check is made on the
+    opened file itself, so nothing can be swapped in between). follow_symlinks=False refuses a symbolic link
+    (O_NOFOLLOW), for the paths occd writes. The returned file is blocking again and buffered."""
+    import stat as _stat
+
+    p = Path(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow_symlinks:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(p, flags)
     except FileNotFoundError:
         raise NotFoundError(f"Transcript not found: {p}", "run `occd list`") from None
+    except IsADirectoryError:
+        raise ParseError(f"{p} is a directory, not a session file", "name a transcript (.jsonl) file") from None
     except OSError as exc:
-        raise ParseError(f"Failed to read session file {p}", str(exc)) from None
-    with fh, gc_paused():
-        st = os.fstat(fh.fileno())
-        t = scan_stream(fh, path=p, max_line_bytes=max_line_bytes, prepare_strip=prepare_strip)
-        t.stat = (st.st_size, st.st_mtime_ns, st.st_ino)
-        if check_cycles:
-            t.check_cycles()
-    return t
+        if not follow_symlinks and exc.errno == 40:  # ELOOP: the last component is a symlink
+            raise ParseError(f"{p} is a symbolic link", "occd only changes a transcript that is a regular file; "
+                             "point the session at the real file") from None
+        raise ParseError(f"Failed to read session file {p}", exc.strerror or str(exc)) from None
+    try:
+        st = os.fstat(fd)
+        if not _stat.S_ISREG(st.st_mode):
+            kind = "a directory" if _stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise ParseError(f"{p} is {kind}, not a session file", "occd only reads regular transcript files")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb", buffering=_CHUNK)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
