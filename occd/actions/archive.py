@@ -229,7 +229,23 @@ def archive_session(settings, *, agent: str | None = None, ref: str | None = Non
               "path": str(path), "archivePath": str(dst), "dryRun": dry_run}
     if dry_run:
         return result
+    from occd.actions.common import session_lock
+
+    with session_lock(path):
+        return _archive_locked(settings, t, path, dst, result, trigger=trigger, policy=policy, reason=reason,
+                               force=force, ledger=ledger, now=now)
+
+
+def _archive_locked(settings, t, path: Path, dst: Path, result: dict, *, trigger, policy, reason, force, ledger,
+                    now) -> dict:
+    from occd.actions.common import ensure_idle, record_action
+    from occd.openclaw import update_index
+
     ensure_idle(path, settings.idle_seconds, force, now)
+    hid = header_id(path)
+    if hid is not None and hid != t.session_id:
+        raise OccdError(f"Refusing to archive {path}: its header names session {hid!r}, not {t.session_id!r}",
+                        "the file does not belong to this session; check sessions.json", code="UNSAFE_PATH")
     st = path.stat()
     archive_file(path, dst, t.session_id)
     try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from occd.actions.common import record_action, resolve_target
+from occd.actions.common import check_header, record_action, resolve_target, session_lock
 from occd.actions.edit import context_window_for, refuse_malformed, stats_from, tokens_after
 from occd.actions.results import CloneResult
 from occd.errors import OccdError
@@ -26,16 +26,27 @@ def resume_command(agent: str, key: str | None, session_id: str) -> str:
 
 def clone_session(settings, *, agent=None, ref=None, output=None, preset=False, register=True, trigger="manual",
                   ledger=None, now: float | None = None) -> CloneResult:
-    """preset: False = copy as is; None = the configured default preset; a name = that preset."""
+    """preset: False = copy as is; None = the configured default preset; a name = that preset. The source is
+    held under occd's session lock (no occd edit of it meanwhile), the registration goes through update_index."""
+    target = resolve_target(settings, agent, ref, action="clone")
+    with session_lock(target.path):
+        return _clone_locked(settings, target, output=output, preset=preset, register=register, trigger=trigger,
+                             ledger=ledger, now=now)
+
+
+def _clone_locked(settings, target, *, output, preset, register, trigger, ledger, now) -> CloneResult:
     from occd.cleaner import plan_strip
     from occd.config import resolve_preset
     from occd.openclaw import new_session_id
     from occd.transcript import atomic_write, check_invariants, clone_header, rewrite, scan
 
-    target = resolve_target(settings, agent, ref, action="clone")
     src = target.path
     t0 = time.monotonic()
     t = scan(src)
+    if t.header is None and not t.entries and not t.malformed:
+        raise OccdError(f"Session '{target.session_id}' is empty: there is nothing to clone",
+                        "OpenClaw writes a transcript on the session's first turn", code="EMPTY_SESSION")
+    check_header(t, target.session_id, unindexed=getattr(target.info, "unindexed", False))
     refuse_malformed(t)
     name = None
     if preset is not False:

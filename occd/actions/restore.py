@@ -7,7 +7,7 @@ import shutil
 import time
 
 from occd.actions import backups
-from occd.actions.common import ensure_idle, record_action, replace_with_backup, resolve_target
+from occd.actions.common import ensure_idle, record_action, replace_with_backup, resolve_target, session_lock
 from occd.actions.results import RestoreResult
 from occd.errors import BusyError, OccdError
 
@@ -23,6 +23,12 @@ def restore_session(settings, *, agent=None, ref=None, force=False, trigger="man
     source = found[-1]
     t0 = time.monotonic()
     size_before = path.stat().st_size
+    try:
+        lock = session_lock(path)
+        lock.__enter__()
+    except BusyError as e:
+        record_action("restore", target, outcome="deferred", trigger=trigger, error=e.message, ledger=ledger)
+        raise
     try:
         ensure_idle(path, settings.idle_seconds, force, now)
         from occd.transcript.model import file_stat
@@ -42,6 +48,8 @@ def restore_session(settings, *, agent=None, ref=None, force=False, trigger="man
     except OccdError as e:
         record_action("restore", target, outcome="failed", trigger=trigger, error=e.message, ledger=ledger)
         raise
+    finally:
+        lock.__exit__(None, None, None)
     res = RestoreResult(target.session_id, path, source.path, backup_path, size_before, path.stat().st_size)
     record_action("restore", target, outcome="ok", trigger=trigger, before={"size": size_before},
                   after={"size": res.size_after, "restoredFrom": str(source.path)}, backup_path=backup_path,

@@ -9,13 +9,14 @@ database.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import time
 from datetime import date, datetime, timezone
 from pathlib import Path
 
-from occd.actions.common import ensure_idle, open_agent_store
+from occd.actions.common import check_writable_path, ensure_idle, open_agent_store, session_lock
 from occd.errors import BusyError, OccdError
 
 log = logging.getLogger("occd.rotation")
@@ -117,35 +118,56 @@ def rotate_session(settings, *, agent=None, ref=None, dry_run=False, force=False
         raise OccdError(f"Session '{info.session_id}' has no session key in the index",
                         "only indexed sessions can be rotated (the key is what continues)", code="NOT_ROTATABLE")
     why = _reason(trigger, reason, info)
-    if era == "file" and not dry_run:
-        ensure_idle(Path(info.path), settings.idle_seconds, force, now)
     if dry_run:
         plan = build_plan(settings, state_dir, aid, store, info, now=now, budget_percent=budget_percent, reason=why)
         return public(plan) | {"dryRun": True}
+    lock = contextlib.nullcontext()
+    if era == "file":
+        path = Path(info.path)
+        check_writable_path(store, info, path)
+        if not path.is_file():
+            raise OccdError(f"{path} is not a session file", "run `occd list` to see what exists",
+                            code="SESSION_NOT_FOUND")
+        from occd.actions.archive import header_id
+
+        hid = header_id(path)
+        if hid is not None and hid != info.session_id:
+            raise OccdError(f"Refusing to rotate {path}: its header names session {hid!r}, not {info.session_id!r}",
+                            "the file does not belong to this session; check sessions.json", code="UNSAFE_PATH")
+        lock = session_lock(path)
+    own = ledger is None
+    with lock:
+        if era == "file":
+            ensure_idle(Path(info.path), settings.idle_seconds, force, now)
+        led = Ledger.open() if own else ledger
+        try:
+            return _rotate_locked(settings, led, state_dir, aid, store, info, era=era, why=why, now=now,
+                                  budget_percent=budget_percent, trigger=trigger, policy=policy, gateway=gateway)
+        finally:
+            if own:
+                led.close()
+
+
+def _rotate_locked(settings, led, state_dir, aid, store, info, *, era, why, now, budget_percent, trigger, policy,
+                   gateway) -> dict:
     from occd.rotation.machine import KeyLock
 
-    own = ledger is None
-    led = Ledger.open() if own else ledger
-    try:
-        with KeyLock(aid, info.key):
-            busy = led.rotations(aid, info.key, states=("PENDING", "ARCHIVING", "ARCHIVED", "INJECTED"), limit=1)
-            if busy:
-                raise BusyError(f"A rotation of '{info.key}' is already in progress (state {busy[0]['state']})",
-                                "the daemon resumes it; see `occd status --rotations`")
-            plan = build_plan(settings, state_dir, aid, store, info, now=now, budget_percent=budget_percent,
-                              reason=why)
-            if plan["openCall"]:
-                raise BusyError(f"Session '{info.key}' has a tool call waiting for its result",
-                                "a run is in progress; the rotation waits until it ends")
-            if era == "file":
-                return _rotate_file(settings, led, plan, trigger=trigger, policy=policy, now=now)
-            from occd.rotation.db import rotate_db
+    with KeyLock(aid, info.key):
+        busy = led.rotations(aid, info.key, states=("PENDING", "ARCHIVING", "ARCHIVED", "INJECTED"), limit=1)
+        if busy:
+            raise BusyError(f"A rotation of '{info.key}' is already in progress (state {busy[0]['state']})",
+                            "the daemon resumes it; see `occd status --rotations`")
+        plan = build_plan(settings, state_dir, aid, store, info, now=now, budget_percent=budget_percent,
+                          reason=why)
+        if plan["openCall"]:
+            raise BusyError(f"Session '{info.key}' has a tool call waiting for its result",
+                            "a run is in progress; the rotation waits until it ends")
+        if era == "file":
+            return _rotate_file(settings, led, plan, trigger=trigger, policy=policy, now=now)
+        from occd.rotation.db import rotate_db
 
-            return rotate_db(settings, led, plan, state_dir=state_dir, trigger=trigger, policy=policy, now=now,
-                             gateway=gateway)
-    finally:
-        if own:
-            led.close()
+        return rotate_db(settings, led, plan, state_dir=state_dir, trigger=trigger, policy=policy, now=now,
+                         gateway=gateway)
 
 
 def _rotate_file(settings, led, plan: dict, *, trigger: str, policy: str | None, now: float) -> dict:

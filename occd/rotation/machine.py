@@ -35,6 +35,7 @@ Database era (OpenClaw 2026.8+): see occd.rotation.db.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
@@ -215,6 +216,8 @@ class FileRotation:
             arch = self.archive or archive_path_for(self.old_path)
             self._go("ARCHIVING", note=f"archiving to {arch}", archive_path=str(arch))
         arch = self.archive
+        if not self.old_path.exists() and self.held_path.exists() and not self.switched():
+            self._give_back(self.held_path)
         if not self.old_path.exists():
             if self.switched():  # the switch and removal happened, the crash came before ARCHIVED was recorded
                 self._go("ARCHIVED", note="old transcript already archived")
@@ -240,6 +243,8 @@ class FileRotation:
         from occd.transcript import check_invariants
 
         if not self.switched():
+            if not self.old_path.exists() and self.held_path.exists():
+                self._give_back(self.held_path)  # a crash between taking the old name and the switch
             current = self.current_id()
             if current != self.row["old_session_id"]:
                 self.abort(f"the index now points to {current}, not {self.row['old_session_id']}")
@@ -265,21 +270,95 @@ class FileRotation:
                 return index
 
             self._check_unchanged()  # the last look right before the switch
-            update_index(self.old_path.parent, switch)
+            held = self._take_old_name()
+            try:
+                update_index(self.old_path.parent, switch)
+            except BaseException:
+                self._give_back(held)
+                raise
             maybe_crash("INDEX_SWITCHED")
         # the index points to the new session: the old transcript lives on in its verified archive
-        if self.old_path.exists():
-            # the archive was verified against exactly this file state; anything else (OpenClaw appended in
-            # the last instant before the switch) is archived again from the final file first
-            if not same_file(self.old_path, self.archive) and (
-                    file_stat(self.old_path) != self.details.get("archivedStat") or not self.archive.exists()):
-                self.details["archivedStat"] = copy_verified(self.old_path, self.archive, self.row["old_session_id"])
-            self.old_path.unlink()
+        held = self.held_path
+        if self.old_path.exists() and not held.exists():
+            os.rename(self.old_path, held)  # (a run cut off after the switch by an older occd)
+        if held.exists():
+            self._absorb_strays(held)
+            # the archive was verified against exactly this file state; anything else (appended in the last
+            # instant before the switch) is archived again from the final file first
+            if not same_file(held, self.archive) and (
+                    file_stat(held) != self.details.get("archivedStat") or not self.archive.exists()):
+                self.details["archivedStat"] = copy_verified(held, self.archive, self.row["old_session_id"])
+            held.unlink()
             from occd.actions.backups import fsync_dir
 
             fsync_dir(self.old_path.parent)
             maybe_crash("OLD_REMOVED")
         self._go("INJECTED", note="index points to the new session; old transcript archived")
+
+    # -- switching the old file away without losing an appended line ------------------------------------------
+    @property
+    def held_path(self) -> Path:
+        """The old transcript's name while the index is switched: hidden (never listed as a session) and in the
+        same folder (a rename, not a copy)."""
+        return self.old_path.with_name(f".{self.old_path.name}.occd-rotating")
+
+    def _take_old_name(self) -> Path:
+        """Rename the old transcript to held_path right before the index switch, then check that nothing wrote
+        to it in between: its stat still the planned one, no run lock, and no new file at the old name (a
+        writer that appends by path, like OpenClaw's appendFileSync, creates one). Otherwise everything is put
+        back in order — the old file under its name with every line — and BusyError (exit 75) raised."""
+        held = self.held_path
+        if held.exists():
+            self._give_back(held)  # a leftover of a crash before the switch: the file goes back first
+        os.rename(self.old_path, held)
+        from occd.openclaw import transcript_lock
+
+        lock = transcript_lock(self.old_path)
+        if (file_stat(held) != self.details.get("oldStat") or self.old_path.exists()
+                or (lock is not None and getattr(lock, "alive", False))):
+            self._give_back(held)
+            self.abort("the session was written to while it was being switched")
+            raise BusyError(f"Session '{self.key}' changed during the rotation",
+                            "nothing was lost; the rotation is retried when the agent is idle")
+        return held
+
+    def _absorb_strays(self, held: Path) -> None:
+        """Lines appended by path after the rename landed in a new file at the old name: append them to the
+        held file (the archive's inode, or re-copied into the archive afterwards) and remove that file."""
+        for _ in range(100):
+            if not self.old_path.exists():
+                return
+            stray = self.old_path.with_name(f".{self.old_path.name}.occd-stray")
+            os.rename(self.old_path, stray)
+            with open(stray, "rb") as fin, open(held, "ab") as fout:
+                while chunk := fin.read(1 << 20):
+                    fout.write(chunk)
+                fout.flush()
+                os.fsync(fout.fileno())
+            stray.unlink()
+            log.warning("rotation %s: lines appended to %s after the switch were added to its archive",
+                        self.rid, self.old_path.name)
+
+    def _give_back(self, held: Path) -> None:
+        """Undo _take_old_name: the held file goes back under the old name, with any lines a writer appended to
+        a new file at that name meanwhile added after its own (in the order they were written)."""
+        for _ in range(100):
+            self._absorb_strays(held)
+            try:
+                os.link(held, self.old_path)  # fails if a writer made the name again: absorb and retry
+            except FileExistsError:
+                continue
+            except OSError as e:
+                if e.errno not in (errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOSYS, errno.EOPNOTSUPP):
+                    raise
+                if self.old_path.exists():
+                    continue
+                os.rename(held, self.old_path)  # no hard links here: the rename is the best there is
+                return
+            held.unlink()
+            return
+        raise OccdError(f"Could not put {self.old_path.name} back: something keeps writing to it",
+                        f"its content is in {held} and the archive", code="ROTATION_FAILED")
 
     def step_finish(self, old_session_policy: str = "archive") -> None:
         """INJECTED → COOLDOWN, after checking that the index points to the new, valid session."""
