@@ -111,5 +111,5 @@ def _register(target, new_id: str, dest: Path, now: float | None) -> str:
         index[key] = entry
         return index
 
-    update_index(target.path.parent, mutate)
+    update_index(target.path.parent, mutate, done=lambda idx: (idx.get(key) or {}).get("sessionId") == new_id)
     return key

@@ -285,7 +285,8 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
             return index
 
         try:
-            update_index(old_path.parent, back)
+            update_index(old_path.parent, back,
+                         done=lambda idx: (idx.get(r["session_key"]) or {}).get("sessionId") == r["old_session_id"])
         except BaseException:
             if archive.exists() and old_path.exists():
                 old_path.unlink()  # the copy was only for the switch; the archive still holds it

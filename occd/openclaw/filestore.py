@@ -304,7 +304,18 @@ def resolve_ref(sessions: list[SessionInfo], ref: str, agent: str) -> SessionInf
                     code="AMBIGUOUS_SESSION", details={"matches": [m.session_id for m in matches]})
 
 
-def write_index_atomic(path: Path, data: dict) -> None:
+def _index_stat(path: Path):
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def write_index_atomic(path: Path, data: dict, expect=False) -> bool:
+    """Write sessions.json as OpenClaw does (2-space JSON, temp file + rename, mode 0600), fsync'ed. expect: the
+    (inode, size, mtime_ns) the index had when it was read (None: it did not exist); when given and the index
+    is another file right before the rename, nothing is written and False is returned."""
     import tempfile
 
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
@@ -315,6 +326,8 @@ def write_index_atomic(path: Path, data: dict) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o600)
+        if expect is not False and _index_stat(path) != expect:
+            return False
         os.replace(tmp, path)
         tmp = None
         dfd = os.open(path.parent, os.O_RDONLY)
@@ -322,6 +335,7 @@ def write_index_atomic(path: Path, data: dict) -> None:
             os.fsync(dfd)
         finally:
             os.close(dfd)
+        return True
     finally:
         if tmp is not None:
             try:
@@ -330,28 +344,80 @@ def write_index_atomic(path: Path, data: dict) -> None:
                 pass
 
 
-def update_index(sessions_dir: Path, fn: Callable[[dict], dict | None]) -> dict:
-    """Change sessions.json: re-read it inside sessions.json.lock (taken as older releases take it; harmless on
-    2026.7.x, which has no lock file), apply fn, write atomically, verify by re-reading. A broken index is
-    never overwritten (OccdError): OpenClaw's own data would be lost."""
+INDEX_SETTLE_S = 0.1
+INDEX_ATTEMPTS = 25
+
+
+def _changes(old: dict, new: dict) -> dict:
+    """key -> new value (or a marker for removal) for every top-level key fn changed."""
+    gone = object()
+    out = {k: new.get(k, gone) for k in set(old) | set(new) if old.get(k, gone) != new.get(k, gone)}
+    return {k: (None if v is gone else v) for k, v in out.items()} | {"\0removed": [k for k, v in out.items()
+                                                                                   if v is gone]}
+
+
+def _has_changes(index: dict, changes: dict) -> bool:
+    removed = set(changes.get("\0removed", ()))
+    for k, v in changes.items():
+        if k == "\0removed":
+            continue
+        if k in removed:
+            if k in index:
+                return False
+        elif json.dumps(index.get(k), sort_keys=True) != json.dumps(v, sort_keys=True):
+            return False
+    return True
+
+
+def update_index(sessions_dir: Path, fn: Callable[[dict], dict | None], *,
+                 done: Callable[[dict], bool] | None = None, settle: float | None = None) -> dict:
+    """Change sessions.json safely against the writers OpenClaw really has.
+
+    What OpenClaw does (read in the dist code of 2026.7.1 and 2026.7.35, config/sessions/store.ts and
+    store-writer.ts): no lock file at all — writes are serialized only inside its own process
+    (runExclusiveSessionStoreWrite, an in-memory queue per store path); each write re-reads the index unless
+    its cache's (mtimeMs, size) still match the file, applies its mutation and writes the whole index with
+    writeTextAtomic (temp file + rename, mode 0600). So a write from outside is lost when it lands between
+    OpenClaw's read and its rename, and OpenClaw's is lost when it lands between ours.
+
+    occd therefore: (1) takes sessions.json.lock the way older file-era releases do (harmless here);
+    (2) re-reads, applies fn and writes a temp file, then compares the index's (inode, size, mtime_ns) with
+    what it read right before the rename — if OpenClaw wrote meanwhile, it starts over on the new content
+    (OpenClaw's update is kept); (3) after the rename waits `settle` seconds (longer than OpenClaw's
+    read-to-rename) and reads the index again: if an OpenClaw write that had read the old index replaced
+    ours, fn is applied again on what is there now (`done(index)` says whether the change is in; default: the
+    keys fn changed have the values it gave them). A broken index is never overwritten (INDEX_DAMAGED)."""
     from occd.errors import WriteError
 
     path = sessions_dir / "sessions.json"
+    settle = INDEX_SETTLE_S if settle is None else settle
     with IndexLock(path):
-        data, warnings = load_index(sessions_dir)
-        if warnings and path.exists():
-            raise OccdError(f"Refusing to write {path}: {warnings[0]}",
-                            "fix or restore sessions.json first (openclaw doctor can help)", code="INDEX_DAMAGED")
-        new = fn(data)
-        if new is None:
-            new = data
-        try:
-            write_index_atomic(path, new)
-        except OSError as e:
-            raise WriteError(f"Failed to write {path}", f"check disk space and permissions ({e.strerror})") from None
-        check, warnings = load_index(sessions_dir)
-        if warnings or check != json.loads(json.dumps(new)):
-            raise OccdError(f"sessions.json changed under occd while writing {path}",
-                            "OpenClaw wrote it at the same time; run the command again when the gateway is idle",
-                            code="INDEX_RACE")
-        return new
+        changes = None
+        for _attempt in range(INDEX_ATTEMPTS):
+            before = _index_stat(path)
+            data, warnings = load_index(sessions_dir)
+            if warnings and path.exists():
+                raise OccdError(f"Refusing to write {path}: {warnings[0]}",
+                                "fix or restore sessions.json first (openclaw doctor can help)", code="INDEX_DAMAGED")
+            if changes is not None and (done(data) if done else _has_changes(data, changes)):
+                return data  # a later look: the change is in (ours, re-read)
+            base = json.loads(json.dumps(data))
+            new = fn(data)
+            if new is None:
+                new = data
+            changes = _changes(base, new)
+            try:
+                wrote = write_index_atomic(path, new, expect=before)
+            except OSError as e:
+                raise WriteError(f"Failed to write {path}", f"check disk space and permissions ({e.strerror})") from None
+            if not wrote:
+                time.sleep(0.01)
+                continue  # OpenClaw wrote between our read and our rename: start over on its index
+            if settle > 0:
+                time.sleep(settle)
+            check, warnings = load_index(sessions_dir)
+            if not warnings and (done(check) if done else _has_changes(check, changes)):
+                return new
+        raise OccdError(f"sessions.json keeps changing under occd while writing {path}",
+                        "OpenClaw is writing it all the time; run the command again when the gateway is idle",
+                        code="INDEX_RACE")

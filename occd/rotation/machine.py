@@ -272,7 +272,8 @@ class FileRotation:
             self._check_unchanged()  # the last look right before the switch
             held = self._take_old_name()
             try:
-                update_index(self.old_path.parent, switch)
+                update_index(self.old_path.parent, switch,
+                             done=lambda idx: (idx.get(self.key) or {}).get("sessionId") == new_id)
             except BaseException:
                 self._give_back(held)
                 raise
