@@ -223,6 +223,7 @@ def drive_file(settings, led, rid: int, plan: dict, *, trigger: str, policy: str
     except Exception:  # noqa: BLE001 - informational
         log.debug("could not mark %s archived", old_id, exc_info=True)
     summary["notified"] = notify(settings, summary, desktop=trigger == "auto")
+    fr.absorb_late_strays()  # the very last step: lines a writer appended to the old name go to the archive
     return summary
 
 

@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from occd.actions.archive import archive_file, archive_path_for, copy_verified, same_file, verify_against
+from occd.actions.archive import ARCHIVE_DIR, archive_file, archive_path_for, copy_verified, same_file, verify_against
 from occd.errors import BusyError, OccdError
 
 log = logging.getLogger("occd.rotation")
@@ -262,10 +262,13 @@ class FileRotation:
             now_ms = int(self.clock() * 1000)
             old_id, new_id = self.row["old_session_id"], self.row["new_session_id"]
 
+            original: dict = {}
+
             def switch(index: dict) -> dict:
                 e = index.get(self.key)
                 if not isinstance(e, dict) or e.get("sessionId") != old_id:
                     raise BusyError(f"Session key '{self.key}' changed during the rotation", "nothing was lost")
+                original["entry"] = e
                 index[self.key] = switched_entry(e, new_id, self.new_path, now_ms)
                 return index
 
@@ -278,6 +281,11 @@ class FileRotation:
                 self._give_back(held)
                 raise
             maybe_crash("INDEX_SWITCHED")
+            if self.old_path.exists():
+                # something appended to the old name after it was taken away (and the index write waited long
+                # enough for a writer in the middle of a run to show itself): the session is in use. Switch
+                # back, old file with every line under its name again, exit 75.
+                self._revert_switch(held, original.get("entry"), new_id)
         # the index points to the new session: the old transcript lives on in its verified archive
         held = self.held_path
         if self.old_path.exists() and not held.exists():
@@ -322,6 +330,30 @@ class FileRotation:
             raise BusyError(f"Session '{self.key}' changed during the rotation",
                             "nothing was lost; the rotation is retried when the agent is idle")
         return held
+
+    def _revert_switch(self, held: Path, entry: dict | None, new_id: str) -> None:
+        from occd.openclaw import update_index
+
+        new_stat = file_stat(self.new_path)
+        old_id = self.row["old_session_id"]
+
+        def back(index: dict) -> dict:
+            e = index.get(self.key)
+            if isinstance(e, dict) and e.get("sessionId") == new_id and entry is not None:
+                index[self.key] = entry
+            return index
+
+        update_index(self.old_path.parent, back,
+                     done=lambda idx: (idx.get(self.key) or {}).get("sessionId") != new_id)
+        self._give_back(held)
+        if file_stat(self.new_path) != new_stat and self.new_path.exists():
+            # a run wrote to the new session meanwhile: keep it (archived), never delete written lines
+            keep = self.old_path.parent / ARCHIVE_DIR / self.new_path.name
+            keep.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(self.new_path, keep)
+        self.abort("the old session was written to while the index was switched")
+        raise BusyError(f"Session '{self.key}' changed during the rotation (old id {old_id[:13]} written to)",
+                        "nothing was lost; the rotation is retried when the agent is idle")
 
     def _absorb_strays(self, held: Path) -> None:
         """Lines appended by path after the rename landed in a new file at the old name: append them to the
@@ -376,6 +408,18 @@ class FileRotation:
             self.archive.unlink()  # only after a verified archive, the switch and a valid new session
             self.details["archiveDeleted"] = True
         self._go("COOLDOWN", note="rotation complete")
+
+    def absorb_late_strays(self) -> None:
+        """Lines a writer appended by path to the old name after the rotation's own checks (a new headerless
+        file there): they go to the end of the archive, so nothing is lost (an archive deleted by policy is
+        not brought back: such lines are then left where they are, with a warning)."""
+        if not self.old_path.exists() or self.switched() is False:
+            return
+        arch = self.archive
+        if arch is None or not arch.exists():
+            log.warning("rotation %s: %s was written again after the rotation; left in place", self.rid, self.old_path)
+            return
+        self._absorb_strays(arch)
 
     def run(self, write_new: Callable[[Path], None], old_session_policy: str = "archive") -> None:
         if self.row["state"] in ("PENDING", "ARCHIVING"):

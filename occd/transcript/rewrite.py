@@ -303,9 +303,9 @@ def _pid_alive(pid: int) -> bool:
 
 
 def clean_stale_temps(d: Path, *, now: float | None = None, max_age: float = STALE_TEMP_S) -> list[Path]:
-    """Remove occd's temp files that a crashed write left in `d`: older than `max_age` (by the later of mtime
-    and ctime: a link or a write both refresh it) and with no live owner (the pid in the name is gone, or the
-    name has none). Never raises; returns what was removed."""
+    """Remove occd's temp files that a crashed write left in `d`: not written to for `max_age` seconds and with
+    no live owner (the pid in the name is gone, or the name has none: an older occd's). A temp file being
+    written is fresh, and the writer's pid is alive. Never raises; returns what was removed."""
     import time
 
     now = time.time() if now is None else now
@@ -323,7 +323,7 @@ def clean_stale_temps(d: Path, *, now: float | None = None, max_age: float = STA
             st = os.lstat(p)
         except OSError:
             continue
-        if now - max(st.st_mtime, st.st_ctime) < max_age:
+        if now - st.st_mtime < max_age:
             continue
         pid = m.group("pid")
         if pid is not None and _pid_alive(int(pid)):
