@@ -77,20 +77,70 @@ class ProjectStatus:
         return " | ".join(bits)[:limit]
 
 
-def _env() -> dict:
-    env = dict(os.environ)
+# Config that would make git run a program named by the repository (or by the user's config): switched off for
+# every git occd runs, and for the git that gh runs (passed as GIT_CONFIG_* environment, which git >= 2.31
+# reads like `-c` and which outranks every config file). An attacker's repository (the MCP tool takes any
+# directory) must not get a command run by `git status`.
+SAFE_GIT_CONFIG = (
+    ("core.fsmonitor", "false"),          # core.fsmonitor=<program> runs it on every status
+    ("core.hooksPath", os.devnull),       # no hooks (status runs none today; defence in depth)
+    ("core.untrackedCache", "false"),
+    ("core.sshCommand", "false"), ("core.askPass", ""), ("credential.helper", ""),
+    ("core.pager", "cat"), ("core.editor", "false"), ("sequence.editor", "false"),
+    ("diff.external", ""), ("diff.noprefix", "false"),
+    ("protocol.allow", "never"),          # no fetch of any kind (ext:: runs programs)
+    ("uploadpack.packObjectsHook", ""), ("gpg.program", "false"), ("gpg.ssh.program", "false"),
+    ("core.gitProxy", ""), ("http.proxy", ""),
+)
+# environment that names programs or redirects git to other repositories/config: dropped
+_DROP_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+             "GIT_EXTERNAL_DIFF", "GIT_ASKPASS", "SSH_ASKPASS", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EDITOR",
+             "GIT_SEQUENCE_EDITOR", "GIT_PROXY_COMMAND", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_EXEC_PATH",
+             "GIT_TRACE", "GIT_CEILING_DIRECTORIES_UNSAFE", "GIT_CONFIG_GLOBAL")
+
+
+def _filter_overrides(cwd: Path) -> list[tuple[str, str]]:
+    """Clean/smudge/process filters the repository's own config defines (a .gitattributes can make `git status`
+    run one on a file whose stat changed): each is set to nothing. Reading config runs nothing."""
+    try:
+        r = subprocess.run(["git", "config", "--name-only", "--get-regexp", r"^filter\..*\.(clean|smudge|process)$"],
+                           cwd=cwd, capture_output=True, text=True, timeout=GIT_TIMEOUT, env=_env(),
+                           stdin=subprocess.DEVNULL, errors="replace")
+    except (subprocess.TimeoutExpired, OSError):
+        return []
+    return [(name.strip(), "") for name in r.stdout.splitlines() if name.strip()]
+
+
+def _env(extra: list[tuple[str, str]] = ()) -> dict:
+    """The environment of every git/gh process occd starts: no prompts, no optional locks, no system config, no
+    program named by config (SAFE_GIT_CONFIG, as GIT_CONFIG_COUNT/KEY/VALUE so the git run by gh has it too)."""
+    env = {k: v for k, v in os.environ.items() if k not in _DROP_ENV and not k.startswith("GIT_CONFIG_")}
     env.update(GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0", GH_PROMPT_DISABLED="1", GH_NO_UPDATE_NOTIFIER="1",
-               LC_ALL="C", GIT_PAGER="cat", PAGER="cat")
+               LC_ALL="C", GIT_PAGER="cat", PAGER="cat", GIT_CONFIG_NOSYSTEM="1", GIT_ATTR_NOSYSTEM="1",
+               GIT_NO_REPLACE_OBJECTS="1", GIT_PROTOCOL_FROM_USER="0", GH_PAGER="cat", GIT_NO_LAZY_FETCH="1")
+    pairs = list(SAFE_GIT_CONFIG) + list(extra)
+    env["GIT_CONFIG_COUNT"] = str(len(pairs))
+    for i, (k, v) in enumerate(pairs):
+        env[f"GIT_CONFIG_KEY_{i}"] = k
+        env[f"GIT_CONFIG_VALUE_{i}"] = v
     return env
 
 
-def _run(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=_env(),
-                          stdin=subprocess.DEVNULL, errors="replace")
+def run_tool(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+    """The one way occd runs git or gh: hardened environment (_env, plus the repository's filters switched
+    off), `-c` flags for git itself as well, no stdin, a timeout."""
+    if args and args[0] == "git":
+        flags = [x for k, v in SAFE_GIT_CONFIG for x in ("-c", f"{k}={v}")]
+        args = ["git", *flags, *args[1:]]
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env=_env(_filter_overrides(cwd)), stdin=subprocess.DEVNULL, errors="replace")
+
+
+_run = run_tool
 
 
 def _git(cwd: Path, *args: str, timeout: float = GIT_TIMEOUT) -> subprocess.CompletedProcess:
-    return _run(["git", *args], cwd, timeout)
+    return run_tool(["git", *args], cwd, timeout)
 
 
 def find_root(path: str | os.PathLike, *, timeout: float = GIT_TIMEOUT) -> Path:
