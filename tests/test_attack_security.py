@@ -154,3 +154,19 @@ def test_hostile_repository_runs_nothing(tmp_path):
     st = project_status(repo, use_gh=False)
     assert st.branch and st.uncommitted >= 1
     assert not marker.exists(), "occd's git ran a program named by the repository"
+
+
+def test_ledger_from_a_newer_occd_says_so(isolated_env):
+    from occd.ledger import Ledger
+    from occd import paths
+
+    Ledger.open().close()
+    import sqlite3
+
+    con = sqlite3.connect(paths.ledger_path())
+    con.execute("UPDATE alembic_version SET version_num = '0099'")
+    con.commit()
+    con.close()
+    for args in (["status"], ["db", "upgrade"]):
+        r = occd(*args)
+        assert r.returncode == 1 and "newer occd" in r.stderr and "Internal error" not in r.stderr, (args, r.stderr)

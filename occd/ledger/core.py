@@ -94,6 +94,7 @@ class Ledger:
                 rev = _mig.current_revision(eng)
             if rev != _mig.HEAD_REVISION:
                 eng.dispose()
+                _mig.refuse_newer(rev, p)
                 raise OccdError(f"The ledger {paths.display_path(p)} has schema {rev}, this occd needs "
                                 f"{_mig.HEAD_REVISION}", "run `occd db upgrade`", code="LEDGER_OUTDATED")
             return led

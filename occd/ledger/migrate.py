@@ -103,9 +103,18 @@ def vacuum_into_backup(engine: Engine, path: Path, rev: str | None, now: float |
     return dest
 
 
+def refuse_newer(rev: str | None, path: Path) -> None:
+    """A ledger whose schema is newer than this occd knows (revisions are 4-digit, in order): say so, instead
+    of calling it "behind" or failing inside alembic."""
+    if rev is not None and rev.isdigit() and HEAD_REVISION.isdigit() and int(rev) > int(HEAD_REVISION):
+        raise OccdError(f"The ledger {path} was made by a newer occd (schema {rev}, this occd knows up to "
+                        f"{HEAD_REVISION})", "upgrade occd, or point OCCD_HOME at another folder", code="LEDGER_NEWER")
+
+
 def upgrade(engine: Engine, path: Path, target: str = "head", *, backup: bool = True) -> UpgradeResult:
     with _upgrade_lock(path):
         before = current_revision(engine)
+        refuse_newer(before, path)
         if target == "head" and before == HEAD_REVISION:  # the usual case: no alembic import at all
             return UpgradeResult(before, before, None, False)
         head = head_revision() if target == "head" else target
