@@ -9,6 +9,7 @@
   exits 75 naming that pid. The kernel drops the lock when the process dies, so a crash never leaves it stale.
 - Signals: SIGTERM/SIGINT set the stop flag (jobs check `ctx.stop` between sessions, so the running step
   finishes and no file is left half-written), the scheduler shuts down waiting for it, and `occd run` exits 0.
+  A step that does not finish within OCCD_STOP_GRACE_S (10 s; blocked in the kernel) is abandoned: exit 1.
   SIGHUP reloads the config (occd.config.load_settings), the log level, and reschedules. The handlers only set
   flags and wake the supervisor; all work happens in the main thread's loop.
 - sd_notify (READY, STATUS, RELOADING, WATCHDOG, STOPPING) over NOTIFY_SOCKET when systemd started us; a few
@@ -52,6 +53,19 @@ MIN_STALL_S = 1800.0         # a job running longer than max(this, 4 scan interv
 
 
 # ---------------------------------------------------------------------------------------------------- sd_notify
+STOP_GRACE_S = 10.0
+
+
+def stop_grace_seconds(env=None) -> float:
+    """How long SIGTERM waits for the running step (OCCD_STOP_GRACE_S, default 10 s: below systemd's 90 s)."""
+    env = os.environ if env is None else env
+    try:
+        v = float(env.get("OCCD_STOP_GRACE_S", STOP_GRACE_S))
+    except (TypeError, ValueError):
+        return STOP_GRACE_S
+    return v if v > 0 else STOP_GRACE_S
+
+
 def sd_notify(message: str, env=None) -> bool:
     """Send one sd_notify datagram (e.g. "READY=1"). Returns False when not under systemd or on error."""
     env = os.environ if env is None else env
@@ -232,6 +246,7 @@ class Daemon:
         self._sched_jobs: dict[str, Any] = {}
         self.dispatching: set[str] = set()   # scheduler runs in progress (job + heartbeat)  # APScheduler Job objects by id (MemoryJobStore keeps these)
         self._stall_reported = False
+        self._hard_exit = False
 
     # context -------------------------------------------------------------------------------------------------
     def state_dir(self) -> Path:
@@ -490,6 +505,7 @@ class Daemon:
     def run_forever(self, ledger, install_signals: bool = True) -> int:
         """Start the scheduler, supervise until SIGTERM/SIGINT, stop cleanly. Returns the exit code (0)."""
         self._stop_signal = None
+        self._hard_exit = install_signals  # a real `occd run` process (not a test thread)
         self.ctx = self.make_context(ledger)
         self.job_times = {k: float(v) for k, v in (_read_json(job_times_file()) or {}).items()
                           if isinstance(v, (int, float))}
@@ -521,10 +537,16 @@ class Daemon:
         sd_notify("STOPPING=1\nSTATUS=stopping" + (f": finishing {what}" if what else ""), self.env)
         log.info("stopping (%s)%s", self._stop_signal or "shutdown",
                  f": waiting for {what} to finish its current step" if what else "")
-        try:
-            self.scheduler.shutdown(wait=True)
-        except Exception as e:  # noqa: BLE001
-            log.debug("scheduler shutdown: %s", e)
+        stopper = threading.Thread(target=self._stop_scheduler, name="occd-stop", daemon=True)
+        stopper.start()
+        grace = stop_grace_seconds(self.env)
+        stopper.join(grace)
+        forced = stopper.is_alive()
+        if forced:
+            # a step blocked in the kernel (a hung mount, a device) never checks the stop flag: exit anyway.
+            # occd's writes are atomic (temp file + rename), so the file is the old one or the new one.
+            log.error("%s did not finish within %.0fs of %s: exiting anyway (writes are atomic; nothing is "
+                      "half-written)", self.running or "a job", grace, self._stop_signal or "the stop request")
         if self.run_id is not None:
             try:
                 ledger.daemon_stopped(self.run_id, now=self.clock(), reason=self._stop_signal or "stopped")
@@ -533,6 +555,16 @@ class Daemon:
         write_status({"pid": None, "started": self.started, "stopped": self.clock(), "lastCycle": self.last_cycle,
                       "jobs": self.last_results})
         log.info("occd daemon stopped")
+        if forced and self._hard_exit:
+            # the blocked worker thread would hold the interpreter's exit (its pool is joined at exit)
+            logging.shutdown()
+            os._exit(1)
+
+    def _stop_scheduler(self) -> None:
+        try:
+            self.scheduler.shutdown(wait=True)
+        except Exception as e:  # noqa: BLE001
+            log.debug("scheduler shutdown: %s", e)
 
     def resume_unfinished(self) -> None:
         """Rotations cut off by a crash are resumed or rolled back before anything else runs."""

@@ -170,3 +170,49 @@ def test_ledger_from_a_newer_occd_says_so(isolated_env):
     for args in (["status"], ["db", "upgrade"]):
         r = occd(*args)
         assert r.returncode == 1 and "newer occd" in r.stderr and "Internal error" not in r.stderr, (args, r.stderr)
+
+
+HANG_RUNNER = """
+import os, sys, time
+import occd.jobs
+from occd.jobs import JobSpec
+
+def scan(ctx):
+    with open(os.environ["HANG_MARK"], "w") as f:
+        f.write("started")
+    time.sleep(3600)  # blocked like an open() on a FIFO: never looks at ctx.stop
+    return {}
+
+occd.jobs.JOBS = (JobSpec("scan", "hang.scan", lambda s: 3600, func=scan),)
+from occd.cli.main import main
+main(sys.argv[1:])
+"""
+
+
+def test_sigterm_ends_the_daemon_within_seconds_even_with_a_stuck_job(isolated_env, tmp_path):
+    import signal
+    import time
+
+    runner = tmp_path / "hang_runner.py"
+    runner.write_text(HANG_RUNNER)
+    mark = tmp_path / "started"
+    p = subprocess.Popen([sys.executable, str(runner), "run"], env={**os.environ, "HANG_MARK": str(mark),
+                                                                    "OCCD_STOP_GRACE_S": "2"},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        end = time.monotonic() + 30
+        while not mark.exists() and time.monotonic() < end:
+            time.sleep(0.05)
+        assert mark.exists()
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        rc = p.wait(timeout=15)
+        assert time.monotonic() - t0 < 10
+        assert rc == 1
+        assert "did not finish" in p.stderr.read()
+        again = occd("run", "--once", timeout=60)  # the instance lock went with the process
+        assert again.returncode != 75, again.stderr
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
