@@ -216,3 +216,29 @@ def test_sigterm_ends_the_daemon_within_seconds_even_with_a_stuck_job(isolated_e
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def test_locked_ledger_makes_run_once_exit_75(isolated_env):
+    import sqlite3
+
+    from occd import paths
+    from occd.ledger import Ledger
+
+    Ledger.open().close()
+    con = sqlite3.connect(paths.ledger_path())
+    con.execute("BEGIN EXCLUSIVE")
+    try:
+        r = occd("run", "--once", timeout=120)
+    finally:
+        con.rollback()
+        con.close()
+    assert r.returncode == 75, (r.returncode, r.stderr)
+
+
+@pytest.mark.parametrize("args", [["run", "--once"], ["status"]])
+def test_ledger_path_that_is_a_directory(isolated_env, args):
+    from occd import paths
+
+    paths.ledger_path().mkdir(parents=True)
+    r = occd(*args, timeout=60)
+    assert r.returncode == 1 and "is a directory" in r.stderr and "disk space" not in r.stderr, r.stderr

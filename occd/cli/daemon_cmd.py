@@ -81,6 +81,8 @@ def _once(d, ledger, as_json: bool) -> int:
         if failed:
             click.echo(f"Error: {len(failed)} job(s) failed: {', '.join(failed)} (hint: details in `occd service logs` "
                        "or the log file; the next cycle retries)", err=True)
+    if failed and all(results[n][1].get("busy") for n in failed):
+        return 75  # only busy (a locked ledger or store): the same cycle will work later
     return 1 if failed else 0
 
 

@@ -150,7 +150,9 @@ def run_job(ctx: JobContext, spec: JobSpec, fn: JobFn | None = None) -> tuple[bo
         log.error("%s failed after %.1fs: %s", spec.name, dt, _first_line(e))
         log.debug("%s traceback", spec.name, exc_info=True)
         record_failure(ctx, spec.name, e, dt)
-        return False, {"error": _first_line(e)}
+        from occd.errors import BusyError
+
+        return False, {"error": _first_line(e), **({"busy": True} if isinstance(e, BusyError) else {})}
     if not isinstance(summary, dict):
         summary = {"result": summary}
     log.info("%s: %s (%.2fs)", spec.name, short(summary), time.monotonic() - t0)

@@ -84,6 +84,9 @@ class Ledger:
         and refuses a ledger whose schema is behind (`occd db upgrade` fixes that)."""
         p = Path(path) if path is not None else paths.ledger_path()
         busy_timeout = _eng.BUSY_TIMEOUT_S if busy_timeout is None else busy_timeout
+        if p.is_dir():
+            raise OccdError(f"The ledger path {paths.display_path(p)} is a directory, not a database file",
+                            "move that folder aside, or point OCCD_HOME at another folder", code="LEDGER_UNAVAILABLE")
         if readonly:
             if not p.exists():
                 raise OccdError(f"No ledger at {paths.display_path(p)} yet", "start the daemon or run `occd db upgrade`",
