@@ -51,10 +51,13 @@ def count_lines(p: Path) -> int:
 
 
 def header_id(p: Path) -> str | None:
+    from occd.errors import OccdError
+    from occd.transcript.scan import open_transcript
+
     try:
-        with open(p, "rb") as fh:
-            h = orjson.loads(fh.readline())
-    except (OSError, ValueError):
+        with open_transcript(p) as fh:  # never blocks on a FIFO
+            h = orjson.loads(fh.readline(1 << 20))
+    except (OSError, ValueError, OccdError):
         return None
     return h.get("id") if isinstance(h, dict) else None
 

@@ -141,11 +141,18 @@ def rotate_session(settings, *, agent=None, ref=None, dry_run=False, force=False
             ensure_idle(Path(info.path), settings.idle_seconds, force, now)
         led = Ledger.open() if own else ledger
         try:
-            return _rotate_locked(settings, led, state_dir, aid, store, info, era=era, why=why, now=now,
-                                  budget_percent=budget_percent, trigger=trigger, policy=policy, gateway=gateway)
+            res = _rotate_locked(settings, led, state_dir, aid, store, info, era=era, why=why, now=now,
+                                 budget_percent=budget_percent, trigger=trigger, policy=policy, gateway=gateway)
         finally:
             if own:
                 led.close()
+    if era == "file" and res.get("archivePath"):
+        from occd.rotation.machine import absorb_strays
+
+        # the very last step: lines a writer appended to the old name after the rotation's checks go to the end
+        # of the archive (a new headerless file there would otherwise hold them, indexed by nothing)
+        absorb_strays(Path(info.path), Path(res["archivePath"]))
+    return res
 
 
 def _rotate_locked(settings, led, state_dir, aid, store, info, *, era, why, now, budget_percent, trigger, policy,
@@ -246,6 +253,7 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
                         "see `occd status --rotations`", code="USAGE")
     own = ledger is None
     led = Ledger.open() if own else ledger
+    stack = contextlib.ExitStack()
     try:
         rows = [r for r in led.rotations(agent=aid, states=("INJECTED", "COOLDOWN"), limit=500)
                 if r.get("era") == "file" and (r["session_key"] == ref or (r["new_session_id"] or "").startswith(ref)
@@ -260,6 +268,9 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
         if archive is None or not archive.exists():
             raise OccdError("The archive of the old session is gone (old_session_policy = \"delete\"?)",
                             "nothing to restore", code="NO_ARCHIVE")
+        lock = session_lock(old_path)
+        lock.__enter__()
+        stack.callback(lock.__exit__, None, None, None)
         if new_path.exists():
             t = scan(new_path)
             if len(t.entries) != details.get("seedEntries"):
@@ -303,5 +314,6 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
                 "path": str(old_path), "rotationId": r["id"],
                 "seededSessionArchivedAt": str(archive.parent / new_path.name)}
     finally:
+        stack.close()
         if own:
             led.close()

@@ -180,7 +180,7 @@ def _stat_into(info: SessionInfo) -> bool:
     except (OSError, TypeError, ValueError):
         return False
     if not _stat.S_ISREG(st.st_mode):
-        info.size = -1
+        info.status = "not-a-file"
         return False
     info.size, info.mtime, info.inode = st.st_size, st.st_mtime, st.st_ino
     if info.updated_at is None:
@@ -221,8 +221,8 @@ class FileStore:
                                      f"index entry {key!r} has an invalid sessionId {str(sid)[:80]!r} (skipped)")
                 continue
             if not _stat_into(info):
-                self.warnings.append(f"{key}: transcript {info.path} is missing" if info.size is None else
-                                     f"{key}: transcript {info.path} is not a regular file (skipped)")
+                self.warnings.append(f"{key}: transcript {info.path} is not a regular file (skipped)"
+                                     if info.status == "not-a-file" else f"{key}: transcript {info.path} is missing")
                 continue
             seen.add(os.path.abspath(info.path))
             out.append(info)
@@ -275,7 +275,9 @@ class FileStore:
         return bool(lock and lock.alive)
 
     def read_lines(self, info: SessionInfo):
-        with open(info.path, "rb") as fh:
+        from occd.transcript.scan import open_transcript
+
+        with open_transcript(info.path) as fh:
             yield from fh
 
 
@@ -305,17 +307,20 @@ def resolve_ref(sessions: list[SessionInfo], ref: str, agent: str) -> SessionInf
 
 
 def _index_stat(path: Path):
+    """(inode, size, mtime_ns, bytes) of the index, None when it does not exist. The bytes are compared too:
+    a writer's temp file can get the inode number just freed, with the same size, within one timestamp tick."""
     try:
         st = os.stat(path)
+        data = path.read_bytes() if st.st_size <= MAX_INDEX_BYTES else None
     except FileNotFoundError:
         return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
+    return (st.st_ino, st.st_size, st.st_mtime_ns, data)
 
 
 def write_index_atomic(path: Path, data: dict, expect=False) -> bool:
     """Write sessions.json as OpenClaw does (2-space JSON, temp file + rename, mode 0600), fsync'ed. expect: the
-    (inode, size, mtime_ns) the index had when it was read (None: it did not exist); when given and the index
-    is another file right before the rename, nothing is written and False is returned."""
+    _index_stat the index had when it was read (None: it did not exist); when given and the index is another
+    file (or other bytes) right before the rename, nothing is written and False is returned."""
     import tempfile
 
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"

@@ -16,11 +16,19 @@ loses a byte:
                   OpenClaw does not see it; it ends with an assistant message, see the format doc);
                2. the old transcript is checked once more: no live run lock, same stat as at PENDING —
                   otherwise OpenClaw wrote to it: abort (new file and archive copy removed, nothing lost);
-               3. sessions.json is switched to the new session in ONE atomic write (re-read under OpenClaw's
-                  rules, only this key changed, verified after writing);
-               4. only now is the old transcript removed — after checking once more that the archive holds
+                  occd's own per-session lock (occd.actions.common.session_lock) is held throughout;
+               3. sessions.json is switched to the new session in ONE atomic write (re-read, only this key
+                  changed, compared right before the rename and verified after it: occd.openclaw.update_index);
+               4. right after the switch (the index write waits a moment, longer than a writer needs to show
+                  itself) the old transcript must still have its planned stat and no run lock; then its name is
+                  taken away (renamed to a hidden `.<file>.occd-rotating`) and must stay free — a writer that
+                  appends by path would create a new file there. Any sign of a writer: the switch is undone, the
+                  old file goes back under its name with every line (those of such a new file appended after
+                  its own), the new session is removed (kept in archive/ if something wrote to it), exit 75;
+               5. only now is the old transcript removed — after checking once more that the archive holds
                   all of its bytes (if OpenClaw appended in the instant before the switch, the archive is made
-                  again from the final file first).
+                  again from the final file first). Lines a writer appends to the old name after the rotation's
+                  last check are added to the end of the archive (FileRotation.absorb_late_strays).
   INJECTED   the index points to the new, valid session (checked on resume).
   COOLDOWN   done; the cooldown policy (min compactions and minutes) guards the next rotation of the key.
 
@@ -125,6 +133,30 @@ def switched_entry(entry: dict, new_id: str, new_path: Path, now_ms: int) -> dic
     e["sessionStartedAt"] = now_ms
     e["updatedAt"] = now_ms
     return e
+
+
+def absorb_strays(old_path: Path, into: Path) -> bool:
+    """Move whatever a writer appended by path to `old_path` (a new file there, created after occd took the name
+    away) to the end of `into`, and remove it; True when there was something. The stray is renamed first, so
+    a writer that goes on appending makes yet another file, which the next round picks up."""
+    found = False
+    for _ in range(100):
+        try:
+            st = os.lstat(old_path)
+        except FileNotFoundError:
+            return found
+        if not __import__("stat").S_ISREG(st.st_mode):
+            return found  # not ours to touch
+        stray = old_path.with_name(f".{old_path.name}.occd-stray")
+        os.rename(old_path, stray)
+        with open(stray, "rb") as fin, open(into, "ab") as fout:
+            while chunk := fin.read(1 << 20):
+                fout.write(chunk)
+            fout.flush()
+            os.fsync(fout.fileno())
+        stray.unlink()
+        found = True
+    return found
 
 
 class FileRotation:
@@ -244,7 +276,7 @@ class FileRotation:
 
         if not self.switched():
             if not self.old_path.exists() and self.held_path.exists():
-                self._give_back(self.held_path)  # a crash between taking the old name and the switch
+                self._give_back(self.held_path)  # a crash while a switch was being undone
             current = self.current_id()
             if current != self.row["old_session_id"]:
                 self.abort(f"the index now points to {current}, not {self.row['old_session_id']}")
@@ -273,19 +305,10 @@ class FileRotation:
                 return index
 
             self._check_unchanged()  # the last look right before the switch
-            held = self._take_old_name()
-            try:
-                update_index(self.old_path.parent, switch,
-                             done=lambda idx: (idx.get(self.key) or {}).get("sessionId") == new_id)
-            except BaseException:
-                self._give_back(held)
-                raise
+            update_index(self.old_path.parent, switch,
+                         done=lambda idx: (idx.get(self.key) or {}).get("sessionId") == new_id)
             maybe_crash("INDEX_SWITCHED")
-            if self.old_path.exists():
-                # something appended to the old name after it was taken away (and the index write waited long
-                # enough for a writer in the middle of a run to show itself): the session is in use. Switch
-                # back, old file with every line under its name again, exit 75.
-                self._revert_switch(held, original.get("entry"), new_id)
+            self._confirm_quiet(original.get("entry"), new_id)
         # the index points to the new session: the old transcript lives on in its verified archive
         held = self.held_path
         if self.old_path.exists() and not held.exists():
@@ -311,27 +334,25 @@ class FileRotation:
         same folder (a rename, not a copy)."""
         return self.old_path.with_name(f".{self.old_path.name}.occd-rotating")
 
-    def _take_old_name(self) -> Path:
-        """Rename the old transcript to held_path right before the index switch, then check that nothing wrote
-        to it in between: its stat still the planned one, no run lock, and no new file at the old name (a
-        writer that appends by path, like OpenClaw's appendFileSync, creates one). Otherwise everything is put
-        back in order — the old file under its name with every line — and BusyError (exit 75) raised."""
-        held = self.held_path
-        if held.exists():
-            self._give_back(held)  # a leftover of a crash before the switch: the file goes back first
-        os.rename(self.old_path, held)
+    def _confirm_quiet(self, entry: dict | None, new_id: str) -> None:
+        """Right after the switch (the index write has waited INDEX_SETTLE_S, longer than a writer needs to
+        show itself): the old transcript must be as planned — same stat, no run lock. Then its name is taken
+        away (renamed to held_path, so the key never pointed at a missing file), and the name must stay free:
+        a writer appending by path (like OpenClaw's appendFileSync) would create a new file there. Any sign
+        of a writer → the switch is undone, the old file with every line back under its name, BusyError (75)."""
         from occd.openclaw import transcript_lock
 
         lock = transcript_lock(self.old_path)
-        if (file_stat(held) != self.details.get("oldStat") or self.old_path.exists()
-                or (lock is not None and getattr(lock, "alive", False))):
-            self._give_back(held)
-            self.abort("the session was written to while it was being switched")
-            raise BusyError(f"Session '{self.key}' changed during the rotation",
-                            "nothing was lost; the rotation is retried when the agent is idle")
-        return held
+        if file_stat(self.old_path) != self.details.get("oldStat") or (lock is not None and getattr(lock, "alive", False)):
+            self._revert_switch(None, entry, new_id)
+        held = self.held_path
+        if held.exists():
+            held.unlink()  # a leftover of an aborted attempt; the old transcript is at its name (checked above)
+        os.rename(self.old_path, held)
+        if self.old_path.exists():
+            self._revert_switch(held, entry, new_id)
 
-    def _revert_switch(self, held: Path, entry: dict | None, new_id: str) -> None:
+    def _revert_switch(self, held: Path | None, entry: dict | None, new_id: str) -> None:
         from occd.openclaw import update_index
 
         new_stat = file_stat(self.new_path)
@@ -345,7 +366,8 @@ class FileRotation:
 
         update_index(self.old_path.parent, back,
                      done=lambda idx: (idx.get(self.key) or {}).get("sessionId") != new_id)
-        self._give_back(held)
+        if held is not None:
+            self._give_back(held)
         if file_stat(self.new_path) != new_stat and self.new_path.exists():
             # a run wrote to the new session meanwhile: keep it (archived), never delete written lines
             keep = self.old_path.parent / ARCHIVE_DIR / self.new_path.name
@@ -358,22 +380,12 @@ class FileRotation:
     def _absorb_strays(self, held: Path) -> None:
         """Lines appended by path after the rename landed in a new file at the old name: append them to the
         held file (the archive's inode, or re-copied into the archive afterwards) and remove that file."""
-        for _ in range(100):
-            if not self.old_path.exists():
-                return
-            stray = self.old_path.with_name(f".{self.old_path.name}.occd-stray")
-            os.rename(self.old_path, stray)
-            with open(stray, "rb") as fin, open(held, "ab") as fout:
-                while chunk := fin.read(1 << 20):
-                    fout.write(chunk)
-                fout.flush()
-                os.fsync(fout.fileno())
-            stray.unlink()
-            log.warning("rotation %s: lines appended to %s after the switch were added to its archive",
+        if absorb_strays(self.old_path, held):
+            log.warning("rotation %s: lines appended to %s after its name was taken were kept (after its own)",
                         self.rid, self.old_path.name)
 
     def _give_back(self, held: Path) -> None:
-        """Undo _take_old_name: the held file goes back under the old name, with any lines a writer appended to
+        """The held file (see _confirm_quiet) goes back under the old name, with any lines a writer appended to
         a new file at that name meanwhile added after its own (in the order they were written)."""
         for _ in range(100):
             self._absorb_strays(held)

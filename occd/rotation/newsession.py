@@ -36,7 +36,9 @@ TAIL_WINDOW = 1 << 20
 def _tail(source, size: int, window: int) -> bytes:
     if isinstance(source, (bytes, bytearray)):
         return bytes(source[max(0, size - window):])
-    with open(source, "rb") as fh:
+    from occd.transcript.scan import open_transcript
+
+    with open_transcript(source) as fh:  # never blocks: a FIFO or device is refused
         fh.seek(max(0, size - window))
         return fh.read()
 
@@ -45,7 +47,9 @@ def _first_line(source) -> bytes:
     if isinstance(source, (bytes, bytearray)):
         i = source.find(b"\n", 0, 1 << 20)
         return bytes(source[: i if i >= 0 else 1 << 20])
-    with open(source, "rb") as fh:
+    from occd.transcript.scan import open_transcript
+
+    with open_transcript(source) as fh:
         return fh.readline(1 << 20)
 
 

@@ -26,9 +26,9 @@ def _pre_reset_bytes(store, info) -> bytes:
 
 
 def resume_one(settings, led, row: dict, *, state_dir: Path, gateway=None, now: float | None = None) -> dict:
-    from occd.actions.rotate import build_plan, drive_file
+    from occd.actions.rotate import build_plan
     from occd.openclaw import open_store
-    from occd.rotation.machine import FileRotation, KeyLock, file_stat
+    from occd.rotation.machine import FileRotation, KeyLock
 
     now = time.time() if now is None else now
     agent, key, rid = row["agent_id"], row["session_key"], row["id"]
@@ -55,32 +55,45 @@ def resume_one(settings, led, row: dict, *, state_dir: Path, gateway=None, now: 
             return drive_db(settings, led, rid, plan, gateway or Gateway(state_dir), trigger=trigger, policy=policy,
                             state_dir=state_dir)
         fr = FileRotation(led, rid)
-        plan = {"agent": agent, "sessionKey": key, "sessionId": row["old_session_id"],
-                "newSessionId": row["new_session_id"], "oldPath": row["old_path"], "newPath": row["new_path"],
-                "reason": row.get("reason") or "resumed", "compactions": row.get("compactions_before"),
-                "seed": (row.get("details") or {}).get("seed") or {"tokens": row.get("seed_tokens")}, "_lines": None}
-        if row["state"] != "INJECTED" and not fr.switched():
-            # before the switch: the old transcript is still the session; start from what it holds now
-            old = Path(row["old_path"])
-            if not old.exists():
-                fr.abort("the old transcript vanished before the switch")
-                raise OccdError(f"The transcript {old} of '{key}' vanished during the rotation",
-                                "see `occd status --rotations`", code="ROTATION_FAILED")
-            from occd.openclaw import transcript_lock
+        from occd.actions.common import session_lock
 
-            lock = transcript_lock(old)
-            if lock is not None and getattr(lock, "alive", False):
-                raise BusyError(f"Session '{key}' is running", "the rotation is resumed when the agent is idle")
-            info = store.resolve(row["old_session_id"])
-            full = build_plan(settings, state_dir, agent, store, info, now=now,
-                              budget_percent=row.get("seed_budget_percent"), reason=plan["reason"],
-                              new_id=row["new_session_id"], archive=row.get("archive_path"))
-            plan.update(_lines=full["_lines"], seed=full["seed"])
-            fr.details["oldStat"] = file_stat(old)
-            fr.details["seed"] = full["seed"]
-            led.rotation_upsert(rid, details=fr.details, seed_tokens=full["seed"]["tokens"], now=now)
-        log.info("resuming rotation %s of %s from %s", rid, key, row["state"])
-        return drive_file(settings, led, rid, plan, trigger=trigger, policy=policy)
+        with session_lock(Path(row["old_path"])):
+            return _resume_file(settings, led, fr, row, store, state_dir=state_dir, agent=agent, key=key, rid=rid,
+                                now=now, trigger=trigger, policy=policy)
+
+
+def _resume_file(settings, led, fr, row, store, *, state_dir, agent, key, rid, now, trigger, policy) -> dict:
+    from occd.actions.rotate import build_plan, drive_file
+    from occd.rotation.machine import file_stat
+
+    plan = {"agent": agent, "sessionKey": key, "sessionId": row["old_session_id"],
+            "newSessionId": row["new_session_id"], "oldPath": row["old_path"], "newPath": row["new_path"],
+            "reason": row.get("reason") or "resumed", "compactions": row.get("compactions_before"),
+            "seed": (row.get("details") or {}).get("seed") or {"tokens": row.get("seed_tokens")}, "_lines": None}
+    if row["state"] != "INJECTED" and not fr.switched():
+        # before the switch: the old transcript is still the session; start from what it holds now
+        old = Path(row["old_path"])
+        if not old.exists() and fr.held_path.exists():
+            fr._give_back(fr.held_path)  # cut off while a switch was being undone
+        if not old.exists():
+            fr.abort("the old transcript vanished before the switch")
+            raise OccdError(f"The transcript {old} of '{key}' vanished during the rotation",
+                            "see `occd status --rotations`", code="ROTATION_FAILED")
+        from occd.openclaw import transcript_lock
+
+        lock = transcript_lock(old)
+        if lock is not None and getattr(lock, "alive", False):
+            raise BusyError(f"Session '{key}' is running", "the rotation is resumed when the agent is idle")
+        info = store.resolve(row["old_session_id"])
+        full = build_plan(settings, state_dir, agent, store, info, now=now,
+                          budget_percent=row.get("seed_budget_percent"), reason=plan["reason"],
+                          new_id=row["new_session_id"], archive=row.get("archive_path"))
+        plan.update(_lines=full["_lines"], seed=full["seed"])
+        fr.details["oldStat"] = file_stat(old)
+        fr.details["seed"] = full["seed"]
+        led.rotation_upsert(rid, details=fr.details, seed_tokens=full["seed"]["tokens"], now=now)
+    log.info("resuming rotation %s of %s from %s", rid, key, row["state"])
+    return drive_file(settings, led, rid, plan, trigger=trigger, policy=policy)
 
 
 def resume_all(settings, led, *, state_dir: Path, gateway=None, now: float | None = None) -> dict:
