@@ -373,3 +373,27 @@ def test_stale_temp_files_of_crashed_edits_are_cleaned(fstate, settings):
     assert set(removed) == {stale, stale_legacy}
     assert live.exists() and fresh.exists()
     edit_session(settings, ref=s.session_id, force=True)  # the edit path cleans too (nothing old is left)
+
+
+def test_crash_after_the_old_name_was_taken_then_resume(fstate, settings):
+    """SIGKILL right after the old transcript was renamed to its hidden name (index already switched): the key
+    points to the valid new session, the archive holds every old byte, and the resume finishes the rotation."""
+    from occd.actions.archive import ARCHIVE_DIR
+    from occd.ledger import Ledger
+    from occd.rotation.recovery import resume_all
+    from occd.transcript import check_invariants
+
+    s = _rot_state(fstate)
+    old_bytes = s.path.read_bytes()
+    p = subprocess.run([sys.executable, "-m", "occd", "rotate", KEY, "--force"], capture_output=True, text=True,
+                       env={**os.environ, "OCCD_CRASH_AT": "OLD_NAME_TAKEN"}, timeout=120)
+    assert p.returncode == -9, p.stderr
+    e = fstate.read_index()[KEY]
+    assert e["sessionId"] != s.session_id and check_invariants(Path(e["sessionFile"])) == []
+    assert (s.path.parent / ARCHIVE_DIR / s.path.name).read_bytes() == old_bytes
+    with Ledger.open() as led:
+        res = resume_all(settings, led, state_dir=fstate.state_dir)
+        assert res["resumed"] == 1, res
+        assert led.rotations()[0]["state"] == "COOLDOWN"
+    assert not s.path.exists() and not list(s.path.parent.glob(".*occd-rotating"))
+    assert (s.path.parent / ARCHIVE_DIR / s.path.name).read_bytes() == old_bytes

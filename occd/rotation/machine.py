@@ -59,7 +59,7 @@ log = logging.getLogger("occd.rotation")
 STATES = ("IDLE", "PENDING", "ARCHIVING", "ARCHIVED", "INJECTED", "COOLDOWN")
 UNFINISHED = ("PENDING", "ARCHIVING", "ARCHIVED", "INJECTED")
 # OCCD_CRASH_AT also accepts these points inside the ARCHIVED → INJECTED step
-SUB_STEPS = ("NEW_WRITTEN", "INDEX_SWITCHED", "OLD_REMOVED", "RESET_DONE", "SEED_SENT")
+SUB_STEPS = ("NEW_WRITTEN", "INDEX_SWITCHED", "OLD_NAME_TAKEN", "OLD_REMOVED", "RESET_DONE", "SEED_SENT")
 
 
 def maybe_crash(step: str) -> None:
@@ -349,6 +349,7 @@ class FileRotation:
         if held.exists():
             held.unlink()  # a leftover of an aborted attempt; the old transcript is at its name (checked above)
         os.rename(self.old_path, held)
+        maybe_crash("OLD_NAME_TAKEN")
         if self.old_path.exists():
             self._revert_switch(held, entry, new_id)
 
