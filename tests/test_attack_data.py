@@ -397,3 +397,21 @@ def test_crash_after_the_old_name_was_taken_then_resume(fstate, settings):
         assert led.rotations()[0]["state"] == "COOLDOWN"
     assert not s.path.exists() and not list(s.path.parent.glob(".*occd-rotating"))
     assert (s.path.parent / ARCHIVE_DIR / s.path.name).read_bytes() == old_bytes
+
+
+def test_maintain_job_cleans_stale_temp_files(fstate):
+    from occd.config import load_settings
+    from occd.jobs import JobContext
+    from occd.jobs.maintain import run
+    from occd.ledger import Ledger
+
+    s = session(fstate)
+    stale = s.path.parent / f".{s.path.name}.x1y2z3.occd-tmp"
+    stale.write_bytes(b"x" * 1000)
+    old = time.time() - 7200
+    os.utime(stale, (old, old))
+    with Ledger.open() as led:
+        ctx = JobContext(settings=load_settings({"state_dir": str(fstate.state_dir)}), ledger=led,
+                         state_dir=fstate.state_dir)
+        assert run(ctx)["staleTempFiles"] == 1
+    assert not stale.exists() and s.path.exists()
