@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from occd.actions.common import record_action, resolve_target
-from occd.actions.edit import context_window_for, refuse_malformed, stats_from, tokens_after
+from occd.actions.edit import context_window_for, record_figure, refuse_malformed, stats_from, tokens_after
 from occd.actions.results import CloneResult
 from occd.errors import OccdError
 
@@ -71,8 +71,13 @@ def clone_session(settings, *, agent=None, ref=None, output=None, preset=False, 
     except BaseException:
         dest.unlink(missing_ok=True)  # an unregistered clone we were asked to register is not left behind
         raise
-    stats = stats_from(plan, t, window=context_window_for(target), size_after=dest.stat().st_size)
-    stats.tokens_after_estimate = tokens_after(scanned.get("new") or dest)
+    stats = stats_from(plan, t, window=context_window_for(target), size_after=dest.stat().st_size, target=target)
+    stats.tokens_after_estimate = tokens_after(scanned.get("new") or dest, stats)
+    # the clone's own figure: an unchanged copy measures what the source measures; a stripped one is an estimate
+    # until its first reply (its usage measured the source)
+    record_figure(target, dest, stats.tokens_after_estimate,
+                  "estimate" if plan.changed else stats.tokens_before_source, stats.context_window,
+                  session_id=new_id, key=key, ledger=ledger)
     res = CloneResult(target.session_id, new_id, dest, resume_command(target.agent, key, new_id), key, name, stats)
     record_action("clone", target, outcome="ok", trigger=trigger, before={"size": stats.size_original},
                   after=res.to_json()["statistics"] | {"clonedSessionId": new_id, "clonedPath": str(dest)},

@@ -167,9 +167,14 @@ def generate_transcript(
     # v1: entries are chained in file order and referenced by line index (header = index 0)
     line_index = 0
 
+    grown = [0]  # tokens the messages written since the last usage add to the next usage (see `usage`)
+
     def emit(obj: dict) -> None:
         nonlocal size, n_entries, line_index
         data = orjson.dumps(obj) + b"\n"
+        if obj.get("type") in ("message", "custom_message"):
+            # real usage grows with what is sent (chars/4 of the text undercounts it: openclaw-format.md)
+            grown[0] += len(data) // 4
         fh.write(data)
         size += len(data)
         line_index += 1
@@ -218,7 +223,11 @@ def generate_transcript(
     total_calls = 0
     open_call_id: str | None = None
 
-    def usage(inp: int) -> dict:
+    def usage(_: int) -> dict:
+        nonlocal ctx_tokens
+        ctx_tokens += grown[0]
+        grown[0] = 0
+        inp = ctx_tokens
         return {"input": inp, "output": 200 + g.rnd.randrange(800), "cacheRead": int(inp * 0.7),
                 "cacheWrite": int(inp * 0.1), "totalTokens": inp + 1000,
                 "cost": {"input": 0.001, "output": 0.002, "cacheRead": 0.0001, "cacheWrite": 0.0002,
@@ -281,7 +290,6 @@ def generate_transcript(
                               "arguments": args_for(tool, call_n)})
             blocks.extend(calls)
             total_calls += len(calls)
-            ctx_tokens += 1500
             entry("message", {"message": {"role": "assistant", "content": blocks, **_MODEL,
                                           "usage": usage(ctx_tokens), "stopReason": "toolUse",
                                           "timestamp": g.tick()}})
@@ -300,7 +308,6 @@ def generate_transcript(
                 if images and c["name"] == "browser":
                     res["content"].append({"type": "image", "data": g.b64(60), "mimeType": "image/png"})
                 entry("message", {"message": res})
-                ctx_tokens += 800
         if stop_turn:
             break
         if aborted and t % 11 == 5:
