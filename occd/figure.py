@@ -55,6 +55,14 @@ def percent_text(p: float | None) -> str:
     return f"{Decimal(str(p)).quantize(Decimal('1'), rounding=ROUND_HALF_UP)}%"
 
 
+def tokens_text(tokens: int | None, source: str | None) -> str:
+    """Tokens as every command shows them ("154k", estimates "~30k")."""
+    from occd.cli.render import human_tokens
+
+    est = source in (ESTIMATE, OPENCLAW_ESTIMATE) and tokens is not None
+    return ("~" if est else "") + human_tokens(tokens)
+
+
 def compaction_point(window: int | None, reserve: int | None = None) -> int | None:
     """OpenClaw's promptBudgetBeforeReserve for a window, with its default reserve."""
     if not window:

@@ -15,7 +15,9 @@ from occd.errors import OccdError
 
 
 def _clone_key(agent: str, source_key: str | None, new_id: str) -> str:
-    return f"agent:{agent}:occd-clone-{new_id[:8]}"
+    # the id's random tail: its first 8 characters are a UUIDv7's clock (the same for ~65 s: a second clone
+    # within that minute was refused as "key exists")
+    return f"agent:{agent}:occd-clone-{new_id.replace('-', '')[-12:]}"
 
 
 def resume_command(agent: str, key: str | None, session_id: str) -> str:

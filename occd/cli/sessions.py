@@ -11,16 +11,14 @@ from occd.cli.common import (
     verbose_option,
 )
 from occd.cli.render import human_bytes, human_tokens, percent_change, relative_time, short_id
-from occd.figure import percent_text
+from occd.figure import percent_text, tokens_text
 from occd.paths import display_path
 
 SOURCE_LABELS = {"usage": "last measured", "estimate": "estimate", "openclaw-estimate": "OpenClaw's estimate",
                  "index": "OpenClaw's index"}
 
 
-def figure_tokens(tokens, source) -> str:
-    """Tokens as every command shows them: estimates marked `~`."""
-    return ("~" if source in ("estimate", "openclaw-estimate") and tokens is not None else "") + human_tokens(tokens)
+figure_tokens = tokens_text
 
 
 def headroom(fig) -> str:

@@ -423,6 +423,26 @@ class TreeBuilder:
         msg["timestamp"] = self.g.tick()
         return self.add("message", {"message": msg}, **kw), ids
 
+    ZERO_USAGE = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0,
+                  "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
+
+    def mirror(self, text: str = "delivered", *, model: str = "delivery-mirror", **kw) -> str:
+        """A reply OpenClaw copies into the transcript when it delivers to a channel (or injects through the
+        gateway): provider "openclaw", all-zero usage. Not a measurement of the context."""
+        msg = {"role": "assistant", "content": [{"type": "text", "text": text}], "usage": dict(self.ZERO_USAGE),
+               "api": "openai-responses", "provider": "openclaw", "model": model, "stopReason": "stop",
+               "timestamp": self.g.tick()}
+        return self.add("message", {"message": msg}, **kw)
+
+    def overflow_notice(self, **kw) -> str:
+        """OpenClaw's reply when the prompt does not fit any more (api "cli", the session's model, zero usage)."""
+        text = ("Context overflow: prompt too large for the model. Try /reset (or /new) to start a fresh session, "
+                "or use a larger-context model.")
+        msg = {"role": "assistant", "content": [{"type": "text", "text": text}], "api": "cli",
+               "provider": "anthropic", "model": "claude-opus-4-6", "usage": dict(self.ZERO_USAGE),
+               "stopReason": "stop", "timestamp": self.g.tick()}
+        return self.add("message", {"message": msg}, **kw)
+
     def result(self, call_id: str, text: str | None = None, *, images: int = 0, **kw) -> str:
         content = [{"type": "text", "text": text if text is not None else self.g.para(5, 10)}]
         content += [{"type": "image", "data": self.g.b64(10), "mimeType": "image/png"} for _ in range(images)]
