@@ -169,6 +169,7 @@ def session_info(settings, *, agent: str | None = None, ref: str | None = None) 
             running = bool(store.is_running(info))
         except Exception:  # noqa: BLE001
             running = False
+    _more_warnings(a, t, info, path, running)
     return {
         "sessionId": info.session_id, "key": getattr(info, "key", None), "agent": aid,
         "era": getattr(store, "era", "file"), "path": str(path) if path else None, "size": size,
@@ -176,3 +177,35 @@ def session_info(settings, *, agent: str | None = None, ref: str | None = None) 
         "context": {**fig.to_json(), "estimateNow": estimated_tokens(t) if not t.empty else None},
         "analysis": a,
     }
+
+
+def _more_warnings(a: dict, t, info, path: Path | None, running: bool, now: float | None = None) -> None:
+    """What only the session's place tells: a header id other than the file's name, and whether a path that ends
+    mid-run is running or a crashed run."""
+    import time
+
+    from occd.cleaner.plan import CRASHED_RUN_IDLE_S
+
+    w = a.setdefault("warnings", [])
+    hid = t.session_id if t.header_ok else None
+    if hid is not None and path is not None:
+        stem = path.name[:-len(".jsonl")] if path.name.endswith(".jsonl") else path.stem
+        if stem != hid and not stem.startswith(hid + "-topic-"):
+            w.append({"code": "header-id-mismatch",
+                      "message": f"the header's id {hid} differs from the file name {path.name} (index: "
+                                 f"{info.session_id}); occd keeps the header's id when it edits"})
+    if a.get("openCall"):
+        age = (time.time() if now is None else now) - path.stat().st_mtime if path is not None else None
+        what = "tool call has no result" if a["openCall"] == "call" else "tool result has no reply"
+        if running:
+            a["runState"] = "running"
+        elif age is not None and age >= CRASHED_RUN_IDLE_S:
+            a["runState"] = "crashed"
+            w.append({"code": "crashed-run",
+                      "message": f"the last {what}, no run holds the lock and the file has not changed for "
+                                 f"{age / 60:.0f} min: a run that crashed (OpenClaw patches the unanswered call on "
+                                 "the next turn); `occd edit --crashed-run` cleans it, leaving that turn as it is"})
+        else:
+            a["runState"] = "mid-run"
+            w.append({"code": "mid-run", "message": f"the last {what}: a run is in progress (or crashed less than "
+                                                    f"{CRASHED_RUN_IDLE_S // 60} min ago); `occd edit` waits"})

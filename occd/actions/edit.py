@@ -108,9 +108,22 @@ def context_window_for(target) -> int | None:
         return None
 
 
+def ensure_crashed(path, now: float | None = None) -> None:
+    """For `--crashed-run`: no live lock (ensure_idle checks it) and no change for CRASHED_RUN_IDLE_S, so the
+    unanswered call is a crashed run's, not a running one's (the age is not skipped by --force)."""
+    from occd.cleaner.plan import CRASHED_RUN_IDLE_S
+
+    now = time.time() if now is None else now
+    age = now - path.stat().st_mtime
+    if age < CRASHED_RUN_IDLE_S:
+        raise BusyError(f"Session '{path.stem}' may still be running",
+                        f"it changed {age:.0f}s ago; a run counts as crashed after {CRASHED_RUN_IDLE_S // 60} minutes "
+                        "without a change and without a live lock")
+
+
 def edit_session(settings, *, agent=None, ref=None, preset=None, force=False, drop_malformed=False,
                  dry_run=False, trigger="manual", policy=None, reason=None, ledger=None,
-                 now: float | None = None, target=None) -> EditResult:
+                 now: float | None = None, target=None, crashed_run: bool = False) -> EditResult:
     from occd.cleaner import plan_strip
     from occd.config import resolve_preset
     from occd.transcript import scan
@@ -121,12 +134,14 @@ def edit_session(settings, *, agent=None, ref=None, preset=None, force=False, dr
     path = target.path
     t0 = time.monotonic()
     try:
-        if not dry_run:
+        if not dry_run or crashed_run:
             ensure_idle(path, settings.idle_seconds, force, now)
+        if crashed_run:
+            ensure_crashed(path, now)
         t = scan(path)
         if not drop_malformed:
             refuse_malformed(t)
-        plan = plan_strip(t, p.keep_turns_with_tools, p.truncate_percent)
+        plan = plan_strip(t, p.keep_turns_with_tools, p.truncate_percent, crashed_run=crashed_run)
         window = context_window_for(target)
         stats = stats_from(plan, t, window=window, target=target)
         dropping = bool(drop_malformed and t.malformed)

@@ -130,6 +130,10 @@ def info_cmd(session, agent, state_dir, as_json, verbose):
             c.print(f"  Compaction:  {where} (at {human_tokens(ctx['compactAt'])}, {by})")
     if info.get("running"):
         c.print("  Status:      running (transcript lock held by a live process)")
+    if a.get("version") is not None and a["version"] < 3:
+        c.print(f"  Format:      version {a['version']}" + (" (no entry ids)" if a["version"] < 2 else ""))
+    for w in a.get("warnings") or []:
+        c.print(f"  Warning:     {w['message']}")
     if a.get("malformedLines"):
         lines = ", ".join(f"{m['line']} ({m['kind']})" for m in a["malformedLines"][:10])
         c.print(f"  Malformed:   {len(a['malformedLines'])} line(s): {lines} — OpenClaw silently skips these; "
@@ -182,10 +186,13 @@ def _render_turns(c, stats):
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
 @click.option("--force", is_flag=True, help="Skip only the 'changed recently' idle check (never the lock check).")
 @click.option("--drop-malformed", is_flag=True, help="Drop malformed lines (they stay in the backup).")
+@click.option("--crashed-run", is_flag=True,
+              help="The last tool call has no result because its run crashed (no live lock, no change for 10 "
+                   "minutes): clean the session anyway, leaving that last turn exactly as it is.")
 @json_option
 @verbose_option
 @handle_errors
-def edit_cmd(session, strip_tools, agent, state_dir, dry_run, force, drop_malformed, as_json, verbose):
+def edit_cmd(session, strip_tools, agent, state_dir, dry_run, force, drop_malformed, crashed_run, as_json, verbose):
     """Strip or truncate old tool calls of a session in place, after a backup.
 
     Without SESSION: the agent's most recently updated session. The session keeps its id.
@@ -197,7 +204,7 @@ def edit_cmd(session, strip_tools, agent, state_dir, dry_run, force, drop_malfor
         raise UsageError("Nothing to do: edit needs --strip-tools[=PRESET]", "e.g. occd edit ID --strip-tools")
     s = _settings(agent, state_dir)
     res = edit_session(s, agent=agent, ref=session, preset=strip_tools or None, force=force,
-                       drop_malformed=drop_malformed, dry_run=dry_run)
+                       drop_malformed=drop_malformed, dry_run=dry_run, crashed_run=crashed_run)
     if as_json:
         emit_json(res.to_json())
         return

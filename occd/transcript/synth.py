@@ -131,6 +131,9 @@ def generate_transcript(
     target_bytes: int | None = None,
     parent_session: str | None = None,
     name: str | None = None,
+    orphan_results: int = 0,
+    torn: str | None = None,
+    cut_head: int = 0,
 ) -> SynthInfo:
     """Write one transcript and return what was written.
 
@@ -140,6 +143,13 @@ def generate_transcript(
     (0: all turns use tools). `open_call`: the last tool call has no result and no reply follows (a run in
     progress). `version` 1 or 2 writes the old formats (v1: no ids, compaction `firstKeptEntryIndex`, no
     branch; v1/v2: custom messages with role `hookMessage`).
+
+    Shapes seen in transcripts in the wild: `name` a file name other than the header's id;
+    `orphan_results` tool results whose call is not in the file (after the first turns' user messages);
+    `torn="glued"` a write cut short mid-line by a crash, the next append glued onto it (one invalid line,
+    the entry after it loses its parent), `torn="tail"` a snapshot taken mid-write (a partial last line);
+    `cut_head=N` a hand-truncated file: the header and the first N entries dropped (no header line, the first
+    entry's parent missing).
     """
     if version not in (1, 2, 3, 4):
         raise ValueError(f"unsupported version {version}")
@@ -169,9 +179,21 @@ def generate_transcript(
 
     grown = [0]  # tokens the messages written since the last usage add to the next usage (see `usage`)
 
+    glue = [False]  # torn="glued": cut the next line short, without its newline
+    skip = [cut_head + 1 if cut_head else 0]  # cut_head: lines not written (the header first)
+
     def emit(obj: dict) -> None:
         nonlocal size, n_entries, line_index
         data = orjson.dumps(obj) + b"\n"
+        if glue[0]:
+            glue[0] = False
+            data = data[:len(data) // 2]  # the crash: half a line; the next append continues on it
+        if skip[0]:
+            skip[0] -= 1
+            line_index += 1
+            if obj.get("type") != "session":
+                n_entries += 1
+            return
         if obj.get("type") in ("message", "custom_message"):
             # real usage grows with what is sent (chars/4 of the text undercounts it: openclaw-format.md)
             grown[0] += len(data) // 4
@@ -274,6 +296,12 @@ def generate_transcript(
             content = f"[Telegram Alice id:42 +{t}m] {g.para(1 + g.rnd.randrange(3), 14)}"
         user_lines.append(line_index)
         user_ids.append(entry("message", {"message": {"role": "user", "content": content, "timestamp": g.tick()}}))
+        if t < orphan_results:  # a result whose call is nowhere in the file
+            entry("message", {"message": {"role": "toolResult", "toolCallId": f"toolu_gone{t:03d}",
+                                          "toolName": "exec", "content": [{"type": "text", "text": g.sentence(6)}],
+                                          "isError": False, "timestamp": g.tick()}})
+        if torn == "glued" and t == n_turns // 2:
+            glue[0] = True  # the next entry (this turn's first reply) is cut short; the one after is glued on
         with_tools = tools_per_turn > 0 and (plain_every == 0 or t % plain_every != plain_every - 1)
         rounds = (1 + g.rnd.randrange(2)) if with_tools else 0
         stop_turn = False
@@ -354,6 +382,11 @@ def generate_transcript(
         if by_size and last_turn:
             break
 
+    if torn == "tail":  # the snapshot was taken while the writer was appending a line
+        part = orjson.dumps({"type": "message", "id": g.new_id(), "parentId": leaf, "timestamp": g.now_iso(),
+                             "message": {"role": "user", "content": g.sentence(12), "timestamp": g.tick()}})
+        fh.write(part[:len(part) // 2])
+        size += len(part) // 2
     if own:
         fh.flush()
         os.fsync(fh.fileno())
