@@ -102,12 +102,6 @@ class Figure:
             return None
         return self.compact_at - self.tokens
 
-    @property
-    def label(self) -> str:
-        """How the figure was obtained, for people."""
-        return {USAGE: "last measured", ESTIMATE: "estimate", OPENCLAW_ESTIMATE: "OpenClaw's estimate",
-                INDEX: "OpenClaw's index"}.get(self.source or "", "unknown")
-
     def to_json(self) -> dict:
         return {"tokens": self.tokens, "source": self.source, "window": self.window, "percent": self.percent,
                 "measured": self.measured, "staleUsage": self.stale_usage, "compactAt": self.compact_at,

@@ -10,7 +10,7 @@ import click
 
 from occd.cli.common import agent_option, emit_json, handle_errors, json_option, load_settings_from_ctx, state_option
 from occd.figure import percent_text, tokens_text
-from occd.cli.render import format_table, human_bytes, human_tokens, relative_time, short_id
+from occd.cli.render import format_table, human_bytes, relative_time, short_id
 
 _repo_option = click.option("--repo", "repo", type=click.Path(file_okay=False), default=None,
                             help="Only sessions whose working directory is inside this repository.")

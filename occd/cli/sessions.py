@@ -18,9 +18,6 @@ SOURCE_LABELS = {"usage": "last measured", "estimate": "estimate", "openclaw-est
                  "index": "OpenClaw's index"}
 
 
-figure_tokens = tokens_text
-
-
 def headroom(fig) -> str:
     """How far from OpenClaw's compaction point (`-` unknown)."""
     left = fig.to_compaction if fig is not None else None
@@ -64,7 +61,7 @@ def list_cmd(agent, state_dir, limit, archived, as_json, verbose):
         return
     rows = []
     for row in listing.sessions:
-        tokens = figure_tokens(row.tokens, row.tokens_source)
+        tokens = tokens_text(row.tokens, row.tokens_source)
         if row.tokens is not None and row.context_window:
             tokens += f" ({percent_text(row.context_percent)})"
         flags = (" [running]" if row.running else "") + (" [unindexed]" if row.unindexed else "")
@@ -121,7 +118,7 @@ def info_cmd(session, agent, state_dir, as_json, verbose):
         now_est = ""
         if ctx["source"] == "usage" and ctx.get("estimateNow") is not None and info.get("path"):
             now_est = f"; chars/4 estimate of the file as it is now ~{human_tokens(ctx['estimateNow'])}"
-        c.print(f"  Context:     {figure_tokens(ctx['tokens'], ctx['source'])} tokens ({label}{now_est}){share}")
+        c.print(f"  Context:     {tokens_text(ctx['tokens'], ctx['source'])} tokens ({label}{now_est}){share}")
         if ctx.get("compactAt") is not None:
             by = "OpenClaw's recorded budget" if ctx.get("compactAtSource") == "openclaw" else "OpenClaw's defaults"
             left = ctx["toCompaction"]
@@ -161,7 +158,7 @@ def _render_strip(c, title, sid, stats, extra_lines):
         shares = (f" ({percent_text(percent(before, w))} → {percent_text(percent(after, w))} of "
                   f"{human_tokens(w)} context)") if w and after is not None else ""
         src = SOURCE_LABELS.get(st.get("tokensBeforeSource"), "estimate")
-        c.print(f"  Tokens:     {figure_tokens(before, st.get('tokensBeforeSource'))} → ~{human_tokens(after)}"
+        c.print(f"  Tokens:     {tokens_text(before, st.get('tokensBeforeSource'))} → ~{human_tokens(after)}"
                 f"{shares} ({src} before; after = before − the chars/4 estimate of what was removed)")
     for line in extra_lines:
         c.print(line)
