@@ -277,3 +277,24 @@ def test_human_output_shows_compaction_distance_and_like_for_like(isolated_env):
     assert "TO COMPACT" in r.output
     r = run("edit", "--strip-tools", "--dry-run", "--force")
     assert "Tokens:" in r.output and "→ ~" in r.output and "dry run" in r.output
+
+
+def test_daemon_that_saw_the_old_file_keeps_the_post_edit_figure(isolated_env):
+    """A running daemon scanned the session (usage), then a person ran `occd edit`: the daemon's next scan reads
+    the new file's tail, whose last usage is stale, and must keep occd's post-edit figure, not go back to it."""
+    from occd.config import load_settings
+    from occd.jobs import JobContext, run_cycle
+    from occd.ledger import Ledger
+
+    state = write_state(isolated_env, {"agent:main:main": {"turns": 40, "tools_per_turn": 3, "seed": 6}})
+    sid = json.loads(run("list", "--json").stdout)[0]["id"]
+    with Ledger.open() as led:
+        ctx = JobContext(settings=load_settings({"state_dir": str(state)}), ledger=led, state_dir=state)
+        run_cycle(ctx, ["scan"])
+        (o,) = led.latest_observations()
+        assert o["tokens_source"] == "usage"
+        st = json.loads(run("edit", sid, "--strip-tools", "--json").stdout)["statistics"]
+        for _ in range(2):
+            run_cycle(ctx, ["scan"])
+            (o,) = led.latest_observations()
+            assert (o["context_tokens"], o["tokens_source"]) == (st["tokensAfterEstimate"], "estimate")
