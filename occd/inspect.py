@@ -9,6 +9,7 @@ from pathlib import Path
 
 from occd.actions.common import open_agent_store
 from occd.errors import OccdError
+from occd.figure import Figure, file_figure, percent, rewrite_marks, session_figure
 
 
 @dataclass
@@ -26,14 +27,20 @@ class SessionRow:
     running: bool = False
     unindexed: bool = False
     archived: bool = False
+    figure: Figure | None = None
+
+    @property
+    def context_percent(self) -> float | None:
+        return percent(self.tokens, self.context_window)
 
     def to_json(self) -> dict:
-        pct = round(100 * self.tokens / self.context_window, 1) if self.tokens is not None and self.context_window else None
+        f = self.figure
         return {"id": self.session_id, "shortId": self.session_id[:13], "key": self.key,
                 "path": str(self.path) if self.path else None,
                 "updatedAt": self.updated_at.isoformat() if self.updated_at else None,
                 "size": self.size, "tokens": self.tokens, "tokensSource": self.tokens_source,
-                "contextWindow": self.context_window, "contextPercent": pct,
+                "contextWindow": self.context_window, "contextPercent": self.context_percent,
+                "compactAt": f.compact_at if f else None, "toCompaction": f.to_compaction if f else None,
                 "compactions": self.compaction_count, "label": self.label, "running": self.running,
                 "unindexed": self.unindexed, "archived": self.archived}
 
@@ -70,26 +77,17 @@ def _label(info) -> str | None:
     return origin
 
 
-def _row(store, info, window_for) -> SessionRow:
-    from occd.transcript import context_tokens_from_tail
-
+def _row(store, info, window_for, marks: dict) -> SessionRow:
     path = Path(info.path) if getattr(info, "path", None) else None
     size = getattr(info, "size", None)
-    tokens, source = None, None
     entry = getattr(info, "entry", None) or {}
-    if getattr(info, "total_tokens", None) is not None and entry.get("totalTokensFresh"):
-        tokens, source = int(info.total_tokens), "usage"  # OpenClaw's own figure, as `openclaw sessions list`
-    elif path is not None and path.is_file():
-        try:
-            tokens, source = context_tokens_from_tail(path, window=8 * 1024)
-        except OSError:
-            tokens, source = None, None
-        if tokens is None:
-            source = None
-    if tokens is None:
-        idx = getattr(info, "total_tokens", None) or getattr(info, "context_tokens", None)
-        if idx is not None:
-            tokens, source = int(idx), "index"
+    window = window_for(info)
+    if path is not None and path.is_file():
+        fig = file_figure(path, entry=entry, window=window, mark=marks.get(info.session_id),
+                          session_id=info.session_id)
+    else:
+        fig = session_figure(entry=entry, window=window, session_id=info.session_id)
+    tokens, source = fig.tokens, fig.source
     running = False
     lock_fn = getattr(store, "is_running", None)
     if lock_fn is not None:
@@ -99,9 +97,9 @@ def _row(store, info, window_for) -> SessionRow:
             running = False
     return SessionRow(info.session_id, getattr(info, "key", None), path,
                       _dt(getattr(info, "updated_at", None)) or (_dt(getattr(info, "mtime", None))),
-                      size, tokens, source, window_for(info), getattr(info, "compaction_count", None), _label(info),
+                      size, tokens, source, fig.window, getattr(info, "compaction_count", None), _label(info),
                       running=running, unindexed=bool(getattr(info, "unindexed", False)),
-                      archived=bool(getattr(info, "archived", False)))
+                      archived=bool(getattr(info, "archived", False)), figure=fig)
 
 
 def list_sessions(settings, *, agent: str | None = None, limit: int | None = None, archived: bool = False) -> Listing:
@@ -113,7 +111,8 @@ def list_sessions(settings, *, agent: str | None = None, limit: int | None = Non
         raise OccdError(f"No sessions found for agent '{aid}'", "OpenClaw creates a session on the agent's first turn",
                         code="NO_SESSIONS")
     chosen = infos[:limit] if limit else infos
-    rows = [_row(store, i, window_for) for i in chosen]
+    marks = rewrite_marks(aid) if not archived else {}
+    rows = [_row(store, i, window_for, marks) for i in chosen]
     return Listing(aid, getattr(store, "era", "file"), getattr(store, "sessions_dir", None), rows, total,
                    list(getattr(store, "warnings", []) or []))
 
@@ -157,19 +156,56 @@ def session_info(settings, *, agent: str | None = None, ref: str | None = None) 
     a = analyze(t)
     window = _window_lookup(state_dir, aid)(info)
     ctx = a.get("contextTokens") or {}
-    tokens = ctx.get("tokens") if ctx.get("source") not in (None, "empty") else None
+    measured = (ctx.get("tokens"), ctx.get("source")) if ctx.get("source") in ("usage", "estimate") else (None, None)
+    entry = getattr(info, "entry", None) or {}
+    if path is not None:
+        fig = file_figure(path, entry=entry, window=window, mark=rewrite_marks(aid).get(info.session_id),
+                          session_id=info.session_id, transcript=measured)
+    else:
+        fig = session_figure(transcript=measured, entry=entry, window=window, session_id=info.session_id)
     running = False
     if hasattr(store, "is_running"):
         try:
             running = bool(store.is_running(info))
         except Exception:  # noqa: BLE001
             running = False
+    _more_warnings(a, t, info, path, running)
     return {
         "sessionId": info.session_id, "key": getattr(info, "key", None), "agent": aid,
         "era": getattr(store, "era", "file"), "path": str(path) if path else None, "size": size,
         "running": running, "compactionCountIndex": getattr(info, "compaction_count", None),
-        "context": {"tokens": tokens, "source": ctx.get("source"), "window": window,
-                    "estimateNow": estimated_tokens(t) if not t.empty else None,
-                    "percent": round(100 * tokens / window, 1) if tokens is not None and window else None},
+        "context": {**fig.to_json(), "estimateNow": estimated_tokens(t) if not t.empty else None},
         "analysis": a,
     }
+
+
+def _more_warnings(a: dict, t, info, path: Path | None, running: bool, now: float | None = None) -> None:
+    """What only the session's place tells: a header id other than the file's name, and whether a path that ends
+    mid-run is running or a crashed run."""
+    import time
+
+    from occd.cleaner.plan import CRASHED_RUN_IDLE_S
+
+    w = a.setdefault("warnings", [])
+    hid = t.session_id if t.header_ok else None
+    if hid is not None and path is not None:
+        stem = path.name[:-len(".jsonl")] if path.name.endswith(".jsonl") else path.stem
+        if stem != hid and not stem.startswith(hid + "-topic-"):
+            w.append({"code": "header-id-mismatch",
+                      "message": f"the header's id {hid} differs from the file name {path.name} (index: "
+                                 f"{info.session_id}); occd keeps the header's id when it edits"})
+    if a.get("openCall"):
+        age = (time.time() if now is None else now) - path.stat().st_mtime if path is not None else None
+        what = "tool call has no result" if a["openCall"] == "call" else "tool result has no reply"
+        if running:
+            a["runState"] = "running"
+        elif age is not None and age >= CRASHED_RUN_IDLE_S:
+            a["runState"] = "crashed"
+            w.append({"code": "crashed-run",
+                      "message": f"the last {what}, no run holds the lock and the file has not changed for "
+                                 f"{age / 60:.0f} min: a run that crashed (OpenClaw patches the unanswered call on "
+                                 "the next turn); `occd edit --crashed-run` cleans it, leaving that turn as it is"})
+        else:
+            a["runState"] = "mid-run"
+            w.append({"code": "mid-run", "message": f"the last {what}: a run is in progress (or crashed less than "
+                                                    f"{CRASHED_RUN_IDLE_S // 60} min ago); `occd edit` waits"})

@@ -49,6 +49,8 @@ def daemon_info(ledger, now: float) -> dict:
 
 
 def status(settings, now: float | None = None, top: int = 5) -> dict:
+    from occd.figure import percent
+
     now = time.time() if now is None else now
     led = _open_ledger()
     if led is None:
@@ -77,7 +79,7 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
                 "biggest": [{"sessionId": o["session_id"], "key": o.get("session_key"),
                              "contextTokens": o.get("context_tokens"), "tokensSource": o.get("tokens_source"),
                              "contextWindow": o.get("context_window"),
-                             "contextPercent": round(pct(o), 1) if pct(o) >= 0 else None,
+                             "contextPercent": percent(o.get("context_tokens"), o.get("context_window")),
                              "compactions": o.get("compaction_count"), "size": o.get("size")} for o in biggest],
                 "breakers": [{"kind": b.kind, "state": b.state, "reason": b.reason, "openedAt": b.opened_at}
                              for b in breakers if b.agent == a["id"]],

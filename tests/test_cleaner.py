@@ -7,7 +7,7 @@ import json
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from occd.cleaner import plan_strip, truncate_args, truncate_result_content
@@ -334,7 +334,8 @@ def build_random(ops) -> TreeBuilder:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=st.lists(op, min_size=1, max_size=25), keep=st.integers(0, 4), pct=st.sampled_from([0, 50, 100]))
+@given(ops=st.lists(op, min_size=1, max_size=25), keep=st.integers(0, 8), pct=st.sampled_from([0, 50, 100]))
+@example(ops=[("turn", 1, 1, False, False)] * 3, keep=6, pct=50)  # n=4 < keep: the negative-slice case
 def test_strip_properties(tmp_path, ops, keep, pct):
     b = build_random(ops)
     src = tmp_path / "p.jsonl"
@@ -369,6 +370,11 @@ def test_strip_properties(tmp_path, ops, keep, pct):
         if o["type"] == "message" and o["message"]["role"] == "assistant":
             th = [x for x in o["message"]["content"] if x.get("type") == "thinking"]
             assert all(x in old[oid]["message"]["content"] for x in th)
+    # the preset rule, counted on both files (this test checked only validity and idempotence before, and so
+    # passed with the negative-slice bug that kept keep - n of n < keep turns: see tests/test_presets.py):
+    # the newest min(n, keep) turns with tools on the active path still have their tools, the others do not
+    n = sum(1 for x in t.turns(t.active_path()) if x.has_tools)
+    assert sum(1 for x in t2.turns(t2.active_path()) if x.has_tools) == min(n, keep)
     # idempotent
     plan2 = plan_strip(t2, keep, pct)
     assert not plan2.changed

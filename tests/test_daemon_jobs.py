@@ -79,7 +79,7 @@ def test_scan_is_incremental_and_records_only_changes(isolated_env):
 
 
 def test_observe_mode_records_what_it_would_do_and_changes_nothing(isolated_env):
-    state = state_with(isolated_env, {"agent:main:main": {"turns": 60, "tools_per_turn": 3}}, window=50_000)
+    state = state_with(isolated_env, {"agent:main:main": {"turns": 60, "tools_per_turn": 3}}, window=150_000)
     before = {p: p.read_bytes() for p in (state / "agents/main/sessions").glob("*.jsonl")}
     with Ledger.open() as led:
         ctx = ctx_for(state, led, mode="observe")
@@ -92,7 +92,7 @@ def test_observe_mode_records_what_it_would_do_and_changes_nothing(isolated_env)
 
 
 def test_act_mode_strips_once_through_the_action_path(isolated_env, oracle):
-    state = state_with(isolated_env, {"agent:main:main": {"turns": 60, "tools_per_turn": 3}}, window=50_000)
+    state = state_with(isolated_env, {"agent:main:main": {"turns": 60, "tools_per_turn": 3}}, window=150_000)
     (path,) = [p for p in (state / "agents/main/sessions").glob("*.jsonl")]
     orig = isolated_env / "orig.jsonl"
     orig.write_bytes(path.read_bytes())
@@ -106,12 +106,16 @@ def test_act_mode_strips_once_through_the_action_path(isolated_env, oracle):
         assert len(acts) == 1 and acts[0]["trigger"] == "auto" and acts[0]["policy"]
         assert acts[0]["backup_path"] and Path(acts[0]["backup_path"]).read_bytes() == orig.read_bytes()
         obs = led.latest_observations()[0]
-        assert obs["tokens_source"] == "estimate" and obs["context_tokens"] < 50_000 * 0.6
+        # the figure after the strip, like with like: the usage before minus what the estimate says was removed
+        st = acts[0]["after"]
+        assert obs["tokens_source"] == "estimate" and obs["context_tokens"] == st["tokensAfterEstimate"]
+        assert st["tokensAfterEstimate"] == st["tokensBefore"] - (st["estimateBefore"] - st["estimateAfter"])
+        assert obs["context_tokens"] < 150_000 * 0.6
     assert oracle.check(path)["ok"] and oracle.compare(orig, path)["ok"]
 
 
 def test_running_session_is_deferred_not_touched(isolated_env):
-    state = state_with(isolated_env, {"agent:main:main": {"turns": 60, "tools_per_turn": 3}}, window=50_000)
+    state = state_with(isolated_env, {"agent:main:main": {"turns": 60, "tools_per_turn": 3}}, window=150_000)
     (path,) = list((state / "agents/main/sessions").glob("*.jsonl"))
     from occd.openclaw.locks import proc_starttime
 
@@ -189,7 +193,7 @@ def test_transcript_deleted_during_scan(isolated_env, monkeypatch):
 
 
 def test_full_disk_on_edit_leaves_original(isolated_env, monkeypatch):
-    state = state_with(isolated_env, {"agent:main:main": {"turns": 60, "tools_per_turn": 3}}, window=50_000)
+    state = state_with(isolated_env, {"agent:main:main": {"turns": 60, "tools_per_turn": 3}}, window=150_000)
     (path,) = list((state / "agents/main/sessions").glob("*.jsonl"))
     before = path.read_bytes()
     import errno
@@ -215,7 +219,7 @@ def test_full_disk_on_edit_leaves_original(isolated_env, monkeypatch):
 
 
 def test_run_once_cli_and_status_history(isolated_env):
-    state = state_with(isolated_env, {"agent:main:main": {"turns": 60, "tools_per_turn": 3}}, window=50_000)
+    state = state_with(isolated_env, {"agent:main:main": {"turns": 60, "tools_per_turn": 3}}, window=150_000)
     r = CliRunner().invoke(cli, ["run", "--once", "--act", "--state-dir", str(state), "--json"])
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)

@@ -9,13 +9,15 @@ import time
 from pathlib import Path
 
 from occd.actions.common import check_header, record_action, resolve_target, session_lock
-from occd.actions.edit import context_window_for, refuse_malformed, stats_from, tokens_after
+from occd.actions.edit import context_window_for, record_figure, refuse_malformed, stats_from, tokens_after
 from occd.actions.results import CloneResult
 from occd.errors import OccdError
 
 
 def _clone_key(agent: str, source_key: str | None, new_id: str) -> str:
-    return f"agent:{agent}:occd-clone-{new_id[:8]}"
+    # the id's random tail: its first 8 characters are a UUIDv7's clock (the same for ~65 s: a second clone
+    # within that minute was refused as "key exists")
+    return f"agent:{agent}:occd-clone-{new_id.replace('-', '')[-12:]}"
 
 
 def resume_command(agent: str, key: str | None, session_id: str) -> str:
@@ -82,8 +84,13 @@ def _clone_locked(settings, target, *, output, preset, register, trigger, ledger
     except BaseException:
         dest.unlink(missing_ok=True)  # an unregistered clone we were asked to register is not left behind
         raise
-    stats = stats_from(plan, t, window=context_window_for(target), size_after=dest.stat().st_size)
-    stats.tokens_after_estimate = tokens_after(scanned.get("new") or dest)
+    stats = stats_from(plan, t, window=context_window_for(target), size_after=dest.stat().st_size, target=target)
+    stats.tokens_after_estimate = tokens_after(scanned.get("new") or dest, stats)
+    # the clone's own figure: an unchanged copy measures what the source measures; a stripped one is an estimate
+    # until its first reply (its usage measured the source)
+    record_figure(target, dest, stats.tokens_after_estimate,
+                  "estimate" if plan.changed else stats.tokens_before_source, stats.context_window,
+                  session_id=new_id, key=key, ledger=ledger)
     res = CloneResult(target.session_id, new_id, dest, resume_command(target.agent, key, new_id), key, name, stats)
     record_action("clone", target, outcome="ok", trigger=trigger, before={"size": stats.size_original},
                   after=res.to_json()["statistics"] | {"clonedSessionId": new_id, "clonedPath": str(dest)},

@@ -51,7 +51,22 @@ def restore_session(settings, *, agent=None, ref=None, force=False, trigger="man
     finally:
         lock.__exit__(None, None, None)
     res = RestoreResult(target.session_id, path, source.path, backup_path, size_before, path.stat().st_size)
+    _record_restored_figure(target, path, ledger)
     record_action("restore", target, outcome="ok", trigger=trigger, before={"size": size_before},
                   after={"size": res.size_after, "restoredFrom": str(source.path)}, backup_path=backup_path,
                   pruned=pruned, duration_ms=(time.monotonic() - t0) * 1000, ledger=ledger)
     return res
+
+
+def _record_restored_figure(target, path, ledger) -> None:
+    """The restored file's own figure as an observation (its usage measured it; any earlier post-strip
+    estimate no longer applies), so every command shows it at once."""
+    from occd.actions.edit import context_window_for, record_figure
+    from occd.figure import file_figure
+
+    window = context_window_for(target)
+    try:
+        fig = file_figure(path, entry=getattr(target.info, "entry", None), window=window, session_id=target.session_id)
+    except OSError:
+        return
+    record_figure(target, path, fig.tokens, fig.source, fig.window, ledger=ledger)

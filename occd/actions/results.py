@@ -21,6 +21,8 @@ class StripStats:
     tokens_after_estimate: int | None = None
     context_window: int | None = None
     turns: dict = field(default_factory=dict)  # --verbose turn analysis
+    estimate_before: int | None = None   # chars/4 estimate of what the model is sent, before and after
+    estimate_after: int | None = None
 
     def to_json(self, clone: bool = False) -> dict:
         from occd.cleaner.plan import contract_statistics
@@ -31,6 +33,8 @@ class StripStats:
             "tokensBeforeSource": self.tokens_before_source,
             "tokensAfterEstimate": self.tokens_after_estimate,
             "contextWindow": self.context_window,
+            "estimateBefore": self.estimate_before,
+            "estimateAfter": self.estimate_after,
         }
         if self.turns:
             out["turns"] = self.turns

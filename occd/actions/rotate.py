@@ -225,6 +225,7 @@ def drive_file(settings, led, rid: int, plan: dict, *, trigger: str, policy: str
                       after={"newSessionId": plan["newSessionId"], "seedTokens": plan["seed"]["tokens"],
                              "archivePath": archive, "rotationId": rid},
                       duration_ms=(time.monotonic() - t0) * 1000)
+    _observe_new_session(led, plan)
     try:
         led.mark_session_archived(agent, old_id, archive)
     except Exception:  # noqa: BLE001 - informational
@@ -317,3 +318,18 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
         stack.close()
         if own:
             led.close()
+
+
+def _observe_new_session(led, plan: dict) -> None:
+    """The new session's figure as an observation, at once (as after every occd action): the seed's estimate,
+    labelled so, until its first reply measures it (occd.figure)."""
+    try:
+        p = Path(plan["newPath"])
+        st = p.stat()
+        led.record_observations([dict(agent=plan["agent"], session_id=plan["newSessionId"],
+                                      session_key=plan["sessionKey"], path=str(p), era="file", compaction_count=0,
+                                      context_tokens=plan["seed"]["tokens"], tokens_source="estimate",
+                                      context_window=plan.get("contextWindow"), size=st.st_size, entry_count=None,
+                                      last_activity=st.st_mtime)])
+    except (OSError, OccdError, KeyError) as e:
+        log.warning("could not record the new session's figure: %s", e)

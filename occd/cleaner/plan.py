@@ -18,7 +18,8 @@ Rules (docs/design.md "cleaner", ../shared/docs/openclaw-format.md):
   (the compaction itself when none is left, so nothing extra is sent); label.targetId and
   branch_summary.fromId move to the nearest surviving ancestor.
 - A session whose last tool call has no result yet (or whose last entry is a tool result waiting for the
-  model's reply) is running: BusyError, no plan.
+  model's reply) is running: BusyError, no plan. Unless the caller says its run crashed (`crashed_run`): then
+  that last turn is left exactly as it is and the rest is planned as usual.
 """
 
 from __future__ import annotations
@@ -201,32 +202,36 @@ def contract_statistics(s, size_after: int, *, clone: bool = False) -> dict:
     }
 
 
+CRASHED_RUN_IDLE_S = 600  # an open call with no live lock and no change for this long is a crashed run
+
+
 def check_running(t: Transcript, path: list[EntryMeta]) -> None:
     """BusyError when the active path ends mid-run: the last tool call has no result and no user message came
     after it, or the last entry is a tool result the model has not answered yet."""
+    from occd.transcript.analysis import open_tail
+
     sid = t.session_id or "?"
-    if path and path[-1].type == "message" and path[-1].role == "toolResult":
-        raise BusyError(f"Session '{sid}' is in use", "its last tool result has no reply yet; try again when the agent is idle")
-    answered: set = set()
-    for e in reversed(path):
-        if e.type == "message" and e.role == "user":
-            return
-        if e.result_for is not None:
-            answered.add(e.result_for)
-        if e.call_ids:
-            if any(c not in answered for c in e.call_ids):
-                raise BusyError(f"Session '{sid}' is in use",
-                                "its last tool call has no result yet (a run is in progress); try again when the agent is idle")
-            return
+    tail = open_tail(path)
+    if tail == "result":
+        raise BusyError(f"Session '{sid}' is in use", "its last tool result has no reply yet; try again when the agent "
+                        "is idle (a run that crashed: `occd edit --crashed-run`)")
+    if tail == "call":
+        raise BusyError(f"Session '{sid}' is in use",
+                        "its last tool call has no result yet (a run is in progress); try again when the agent is "
+                        "idle (a run that crashed: `occd edit --crashed-run`)")
 
 
-def plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: float | None) -> StripPlan:
-    """Plan the strip of `t` (see the module docstring). truncate_percent None/0: no truncation."""
+def plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: float | None, *,
+               crashed_run: bool = False) -> StripPlan:
+    """Plan the strip of `t` (see the module docstring). truncate_percent None/0: no truncation.
+    crashed_run: the path ends mid-run because its run crashed (the caller checked: no live lock, no change for
+    a long time): plan anyway, and leave the last turn (with the unanswered call) exactly as it is."""
     with gc_paused():
-        return _plan_strip(t, keep_turns_with_tools, truncate_percent)
+        return _plan_strip(t, keep_turns_with_tools, truncate_percent, crashed_run)
 
 
-def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: float | None) -> StripPlan:
+def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: float | None,
+                crashed_run: bool = False) -> StripPlan:
     if keep_turns_with_tools < 0 or (truncate_percent is not None and not 0 <= truncate_percent <= 100):
         raise OccdError("Invalid preset values", "keep_turns_with_tools >= 0 and 0 <= truncate_percent <= 100")
     plan = StripPlan(keep_turns_with_tools=keep_turns_with_tools, truncate_percent=truncate_percent or 0,
@@ -238,8 +243,15 @@ def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: flo
                          "the first line is not a session header; OpenClaw would treat this file as a new session")
     t.check_cycles()
     path = t.active_path()
-    check_running(t, path)
+    open_turn = None
+    if not crashed_run:
+        check_running(t, path)
     turns = t.turns(path)
+    if crashed_run and turns:
+        from occd.transcript.analysis import open_tail
+
+        if open_tail(path) is not None:
+            open_turn = turns[-1].index  # the unanswered call stays as it is, whatever the preset says
     plan.turns = len(turns)
     tool_turns = [x for x in turns if x.has_tools]
     plan.turns_with_tools = len(tool_turns)
@@ -251,6 +263,8 @@ def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: flo
         status_of_turn[x.index] = REMOVED
     for i, x in enumerate(kept):
         status_of_turn[x.index] = TRUNCATED if i < n_trunc else KEPT
+    if open_turn is not None and open_turn in status_of_turn:
+        status_of_turn[open_turn] = KEPT
     # turn ranges for --verbose
     for x in tool_turns:
         st = status_of_turn[x.index]

@@ -9,7 +9,8 @@ from datetime import datetime, timezone
 import click
 
 from occd.cli.common import agent_option, emit_json, handle_errors, json_option, load_settings_from_ctx, state_option
-from occd.cli.render import format_table, human_bytes, human_tokens, relative_time, short_id
+from occd.figure import percent_text, tokens_text
+from occd.cli.render import format_table, human_bytes, relative_time, short_id
 
 _repo_option = click.option("--repo", "repo", type=click.Path(file_okay=False), default=None,
                             help="Only sessions whose working directory is inside this repository.")
@@ -56,10 +57,10 @@ def sessions_cmd(repo, agent, state_dir, as_json):
     now = datetime.now(timezone.utc)
     rows = []
     for x in d.sessions:
-        tokens = human_tokens(x.context_tokens)
+        tokens = tokens_text(x.context_tokens, x.context_source)
         pct = x.context_percent()
         if pct is not None:
-            tokens += f" ({pct:.0f}%)"
+            tokens += f" ({percent_text(pct)})"
         flags = (" [running]" if x.running else "") + (f" [openclaw:agent={x.origin_agent}]" if x.origin_agent else "")
         task = " ".join((x.to_json(80)["latestUserTask"] or "").split())
         rows.append([short_id(x.id), x.source, x.agent or "-", x.branch or "-", relative_time(x.last_modified, now),

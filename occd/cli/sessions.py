@@ -11,7 +11,19 @@ from occd.cli.common import (
     verbose_option,
 )
 from occd.cli.render import human_bytes, human_tokens, percent_change, relative_time, short_id
+from occd.figure import percent_text, tokens_text
 from occd.paths import display_path
+
+SOURCE_LABELS = {"usage": "last measured", "estimate": "estimate", "openclaw-estimate": "OpenClaw's estimate",
+                 "index": "OpenClaw's index"}
+
+
+def headroom(fig) -> str:
+    """How far from OpenClaw's compaction point (`-` unknown)."""
+    left = fig.to_compaction if fig is not None else None
+    if left is None:
+        return "-"
+    return human_tokens(left) if left >= 0 else f"over by {human_tokens(-left)}"
 
 _strip_option = click.option(
     "--strip-tools", "strip_tools", is_flag=False, flag_value="", default=None, metavar="[=PRESET]",
@@ -49,13 +61,15 @@ def list_cmd(agent, state_dir, limit, archived, as_json, verbose):
         return
     rows = []
     for row in listing.sessions:
-        tokens = human_tokens(row.tokens)
+        tokens = tokens_text(row.tokens, row.tokens_source)
         if row.tokens is not None and row.context_window:
-            tokens += f" ({100 * row.tokens / row.context_window:.0f}%)"
+            tokens += f" ({percent_text(row.context_percent)})"
         flags = (" [running]" if row.running else "") + (" [unindexed]" if row.unindexed else "")
         rows.append([short_id(row.session_id), relative_time(row.updated_at, now), human_bytes(row.size), tokens,
-                     str(row.compaction_count if row.compaction_count is not None else "-"), (row.label or "") + flags])
-    click.echo(format_table(["ID", "UPDATED", "SIZE", "TOKENS", "COMPACT", "LABEL / ORIGIN"], rows, right={1, 2, 3, 4}))
+                     headroom(row.figure), str(row.compaction_count if row.compaction_count is not None else "-"),
+                     (row.label or "") + flags])
+    click.echo(format_table(["ID", "UPDATED", "SIZE", "TOKENS", "TO COMPACT", "COMPACT", "LABEL / ORIGIN"], rows,
+                            right={1, 2, 3, 4, 5}))
     if verbose:
         click.echo(f"{len(listing.sessions)} of {listing.total} sessions · agent {listing.agent}{era} · "
                    f"{display_path(listing.sessions_dir) if listing.sessions_dir else ''}")
@@ -97,14 +111,26 @@ def info_cmd(session, agent, state_dir, as_json, verbose):
     c.print(f"  Compactions: {a['compactions']}{by_index}   Branches: {a['branches']}   Entries: {a['entries']}")
     ctx = info["context"]
     if ctx["tokens"] is not None:
-        share = f" = {ctx['percent']:.0f}% of {human_tokens(ctx['window'])} context" if ctx.get("window") else ""
-        label = "last measured" if ctx["source"] == "usage" else "estimate"
+        share = f" = {percent_text(ctx['percent'])} of {human_tokens(ctx['window'])} context" if ctx.get("window") else ""
+        label = SOURCE_LABELS.get(ctx["source"], ctx["source"])
+        if ctx.get("staleUsage"):
+            label += ", after occd's rewrite; the last measurement before it was " + human_tokens(ctx.get("measured"))
         now_est = ""
         if ctx["source"] == "usage" and ctx.get("estimateNow") is not None and info.get("path"):
             now_est = f"; chars/4 estimate of the file as it is now ~{human_tokens(ctx['estimateNow'])}"
-        c.print(f"  Context:     {human_tokens(ctx['tokens'])} tokens ({label}{now_est}){share}")
+        c.print(f"  Context:     {tokens_text(ctx['tokens'], ctx['source'])} tokens ({label}{now_est}){share}")
+        if ctx.get("compactAt") is not None:
+            by = "OpenClaw's recorded budget" if ctx.get("compactAtSource") == "openclaw" else "OpenClaw's defaults"
+            left = ctx["toCompaction"]
+            where = (f"{human_tokens(left)} tokens before OpenClaw compacts" if left >= 0
+                     else f"{human_tokens(-left)} tokens past OpenClaw's compaction point")
+            c.print(f"  Compaction:  {where} (at {human_tokens(ctx['compactAt'])}, {by})")
     if info.get("running"):
         c.print("  Status:      running (transcript lock held by a live process)")
+    if a.get("version") is not None and a["version"] < 3:
+        c.print(f"  Format:      version {a['version']}" + (" (no entry ids)" if a["version"] < 2 else ""))
+    for w in a.get("warnings") or []:
+        c.print(f"  Warning:     {w['message']}")
     if a.get("malformedLines"):
         lines = ", ".join(f"{m['line']} ({m['kind']})" for m in a["malformedLines"][:10])
         c.print(f"  Malformed:   {len(a['malformedLines'])} line(s): {lines} — OpenClaw silently skips these; "
@@ -125,9 +151,15 @@ def _render_strip(c, title, sid, stats, extra_lines):
     sa, sb = st["sizeOriginal"], st["sizeAfter"]
     c.print(f"  Size:       {human_bytes(sa)} → {human_bytes(sb)} ({percent_change(sa, sb)}% smaller)")
     if st.get("tokensBefore") is not None:
-        window = f" of {human_tokens(st['contextWindow'])} context" if st.get("contextWindow") else ""
-        after = human_tokens(st.get("tokensAfterEstimate"))
-        c.print(f"  Tokens:     {human_tokens(st['tokensBefore'])} → {after} (estimated){window}")
+        from occd.figure import percent
+
+        w = st.get("contextWindow")
+        before, after = st["tokensBefore"], st.get("tokensAfterEstimate")
+        shares = (f" ({percent_text(percent(before, w))} → {percent_text(percent(after, w))} of "
+                  f"{human_tokens(w)} context)") if w and after is not None else ""
+        src = SOURCE_LABELS.get(st.get("tokensBeforeSource"), "estimate")
+        c.print(f"  Tokens:     {tokens_text(before, st.get('tokensBeforeSource'))} → ~{human_tokens(after)}"
+                f"{shares} ({src} before; after = before − the chars/4 estimate of what was removed)")
     for line in extra_lines:
         c.print(line)
 
@@ -151,10 +183,13 @@ def _render_turns(c, stats):
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
 @click.option("--force", is_flag=True, help="Skip only the 'changed recently' idle check (never the lock check).")
 @click.option("--drop-malformed", is_flag=True, help="Drop malformed lines (they stay in the backup).")
+@click.option("--crashed-run", is_flag=True,
+              help="The last tool call has no result because its run crashed (no live lock, no change for 10 "
+                   "minutes): clean the session anyway, leaving that last turn exactly as it is.")
 @json_option
 @verbose_option
 @handle_errors
-def edit_cmd(session, strip_tools, agent, state_dir, dry_run, force, drop_malformed, as_json, verbose):
+def edit_cmd(session, strip_tools, agent, state_dir, dry_run, force, drop_malformed, crashed_run, as_json, verbose):
     """Strip or truncate old tool calls of a session in place, after a backup.
 
     Without SESSION: the agent's most recently updated session. The session keeps its id.
@@ -166,7 +201,7 @@ def edit_cmd(session, strip_tools, agent, state_dir, dry_run, force, drop_malfor
         raise UsageError("Nothing to do: edit needs --strip-tools[=PRESET]", "e.g. occd edit ID --strip-tools")
     s = _settings(agent, state_dir)
     res = edit_session(s, agent=agent, ref=session, preset=strip_tools or None, force=force,
-                       drop_malformed=drop_malformed, dry_run=dry_run)
+                       drop_malformed=drop_malformed, dry_run=dry_run, crashed_run=crashed_run)
     if as_json:
         emit_json(res.to_json())
         return

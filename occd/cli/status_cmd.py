@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 import click
 
 from occd.cli.common import agent_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx, use_color
+from occd.figure import percent_text, tokens_text
 from occd.cli.render import human_bytes, human_tokens, relative_time, short_id, sparkline
 
 
@@ -114,9 +115,9 @@ def status_cmd(session, rotations, days, as_json):
                            ("SIZE", "right")):
                 t.add_column(col, justify=j)
             for s in a["biggest"]:
-                ctx = ("~" if s.get("tokensSource") == "estimate" else "") + human_tokens(s["contextTokens"])
+                ctx = tokens_text(s["contextTokens"], s.get("tokensSource"))
                 if s.get("contextPercent") is not None:
-                    ctx += f" ({s['contextPercent']:.0f}%)"
+                    ctx += f" ({percent_text(s['contextPercent'])})"
                 t.add_row(short_id(s["sessionId"]), s.get("key") or "-", ctx, str(s.get("compactions") or 0),
                           human_bytes(s.get("size")))
             c.print(t)

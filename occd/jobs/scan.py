@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 from occd.errors import OccdError
+from occd.figure import rewrite_marks, session_figure, stale_estimate
 
 log = logging.getLogger("occd.jobs.scan")
 CACHE_KEY = "scan.files"
@@ -106,7 +107,8 @@ def file_state(path: Path, st: os.stat_result, tokens: int | None, source: str |
     end, mark, _ = _complete_end(path, st.st_size)
     return {"ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "end": end, "mark": mark,
             "tokens": tokens, "source": source if tokens is not None else None, "entries": None,
-            "compactions_seen": 0, "last_ts": None}
+            "compactions_seen": 0, "last_ts": None,
+            "stale": source == "estimate" and tokens is not None}  # occd rewrote it: its usage is stale
 
 
 def _appended(path: Path, st: os.stat_result, cached: dict, result: ScanResult) -> bool:
@@ -142,6 +144,7 @@ def _file_tokens(path: Path, st: os.stat_result, cached: dict | None, result: Sc
             result.bytes_read += n
         if rs.last_usage is not None:
             new["tokens"], new["source"] = rs.last_usage + rs.trailing_est, "usage"
+            new["stale"] = False  # a reply measured the file again
         elif rs.trailing_est and new.get("tokens") is not None:
             new["tokens"] = new["tokens"] + rs.trailing_est
         if new.get("entries") is not None:
@@ -156,7 +159,7 @@ def _file_tokens(path: Path, st: os.stat_result, cached: dict | None, result: Sc
     result.bytes_read += stats.get("bytes_read", 0) + n
     return {"ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "end": end, "mark": mark,
             "tokens": tokens, "source": source if tokens is not None else None, "entries": None,
-            "compactions_seen": 0, "last_ts": None}
+            "compactions_seen": 0, "last_ts": None, "tail": True}
 
 
 def _store_for(state_dir: Path, agent):
@@ -231,6 +234,7 @@ def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: 
         for w in getattr(store, "warnings", []) or []:
             result.errors.append(f"{agent.id}: {w}")
     windows: dict = {}
+    marks: dict | None = None  # the ledger's post-rewrite estimates, read only when a file was read from its tail
     for info in infos:
         if ctx.stop.is_set():
             return
@@ -240,15 +244,25 @@ def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: 
             windows[wkey] = _window(ctx, cfg, agent.id, info)
         window = windows[wkey]
         if info.path is None:  # database era: figures from OpenClaw's own entry, no transcript read
+            fig = session_figure(entry=info.entry, window=window, session_id=info.session_id)
             result.sessions.append(SessionObs(
                 agent.id, era, info.session_id, info.key, None, info.size, info.compaction_count or 0,
-                info.total_tokens, "index" if info.total_tokens is not None else None, window, None,
+                fig.tokens, fig.source, window, None,
                 (info.updated_at or 0) / 1000 or None, running=store.is_running(info)))
             continue
         path = Path(info.path)
         try:
             st = os.stat(path)
-            state = _file_tokens(path, st, files.get(str(path)), result)
+            prev = files.get(str(path))
+            state = _file_tokens(path, st, prev, result)
+            if state is not prev and state.pop("tail", False):
+                # read anew (new, replaced or rewritten file): was it occd that rewrote it after its last usage?
+                # (a manual edit while the daemon runs: the ledger has its observation, this cache does not)
+                if marks is None:
+                    marks = rewrite_marks(agent.id, ledger=ctx.ledger)
+                after = stale_estimate(path, marks.get(info.session_id))
+                if after is not None:
+                    state.update(tokens=after, source="estimate", stale=True)
         except FileNotFoundError:
             result.errors.append(f"{agent.id}/{info.session_id}: transcript vanished during the scan")
             continue
@@ -260,11 +274,9 @@ def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: 
         seen_paths.add(str(path))
         compactions = info.compaction_count if info.compaction_count is not None else state.get("compactions_seen", 0)
         tokens, source = state.get("tokens"), state.get("source")
-        if info.total_tokens is not None and (info.entry or {}).get("totalTokensFresh") and source != "estimate":
-            # OpenClaw's own figure (what `openclaw sessions list` shows), unless occd rewrote the file since
-            tokens, source = info.total_tokens, "usage"
-        elif tokens is None and info.total_tokens is not None:
-            tokens, source = info.total_tokens, "index"
+        fig = session_figure(transcript=(tokens, source), entry=info.entry, window=window,
+                             after_rewrite=tokens if state.get("stale") else None, session_id=info.session_id)
+        tokens, source = fig.tokens, fig.source
         last = max(st.st_mtime, state.get("last_ts") or 0)
         result.sessions.append(SessionObs(
             agent.id, era, info.session_id, info.key, path, st.st_size, compactions, tokens, source, window,

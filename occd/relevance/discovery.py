@@ -54,6 +54,7 @@ class Session:
     size: int | None = None
     context_tokens: int | None = None
     context_window: int | None = None
+    context_source: str | None = None  # occd.figure: usage | estimate | openclaw-estimate | index
     compaction_count: int = 0
     model: str | None = None
     running: bool = False
@@ -80,9 +81,9 @@ class Session:
         return " ".join(x for x in (self.label, self.first_user_message, self.latest_user_task) if x)
 
     def context_percent(self) -> float | None:
-        if self.context_tokens is None or not self.context_window:
-            return None
-        return round(100.0 * self.context_tokens / self.context_window, 1)
+        from occd.figure import percent
+
+        return percent(self.context_tokens, self.context_window)
 
     def to_json(self, text_limit: int = 300) -> dict:
         return {
@@ -93,6 +94,7 @@ class Session:
             "lastModified": _iso(self.last_modified), "created": _iso(self.created),
             "messageCount": self.message_count, "size": self.size, "contextTokens": self.context_tokens,
             "contextWindow": self.context_window, "contextPercent": self.context_percent(),
+            "contextSource": self.context_source,
             "compactionCount": self.compaction_count, "model": self.model, "running": self.running,
             "runningSource": self.running_source,
             "origin": f"[openclaw:agent={self.origin_agent}]" if self.origin_agent else None,
@@ -329,9 +331,10 @@ def _fill_from_objects(s: Session, head: list[dict], tail: list[dict]) -> None:
     s.origin_agent = origin_of(s.first_user_message)
 
 
-def _file_session(state_dir: Path, agent: str, store, info, counter: Counter | None, cfg: dict) -> Session | None:
+def _file_session(state_dir: Path, agent: str, store, info, counter: Counter | None, cfg: dict,
+                  marks: dict | None = None) -> Session | None:
+    from occd.figure import file_figure
     from occd.openclaw import context_window
-    from occd.transcript import context_tokens_from_tail
 
     p = info.path
     s = Session(id=info.session_id, source="openclaw", agent=agent, key=info.key, path=str(p), era=store.era,
@@ -355,14 +358,12 @@ def _file_session(state_dir: Path, agent: str, store, info, counter: Counter | N
         msgs, comps = None, 0
     s.message_count = msgs
     s.compaction_count = max(info.compaction_count or 0, comps or 0)
-    try:
-        tokens, _src = context_tokens_from_tail(p)
-    except OSError:
-        tokens = None
-    s.context_tokens = tokens if tokens is not None else info.total_tokens
     ct = (info.entry or {}).get("contextTokens")
     s.context_window = ct if isinstance(ct, int) and ct > 0 else context_window(
         state_dir, agent=agent, model=info.model, provider=info.model_provider, config=cfg)
+    fig = file_figure(p, entry=info.entry, window=s.context_window, mark=(marks or {}).get(info.session_id),
+                      session_id=info.session_id, tail_window=256 * 1024)  # the one figure (occd.figure)
+    s.context_tokens, s.context_source = fig.tokens, fig.source
     try:
         if store.is_running(info):
             s.running, s.running_source = True, "lock"
@@ -412,10 +413,14 @@ def _db_session(state_dir: Path, agent: str, store, info, cfg: dict) -> Session:
         s.warnings.append(f"{agent}/{info.session_id}: transcript not readable ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
     _fill_from_objects(s, head, tail)
     usage = next((u for u in (_oc_usage(o) for o in reversed(tail)) if u), None)
-    s.context_tokens = info.total_tokens if info.total_tokens is not None else usage
     ct = (info.entry or {}).get("contextTokens")
     s.context_window = ct if isinstance(ct, int) and ct > 0 else context_window(
         state_dir, agent=agent, model=info.model, provider=info.model_provider, config=cfg)
+    from occd.figure import session_figure
+
+    fig = session_figure(transcript=(usage, "usage") if usage is not None else (None, None), entry=info.entry,
+                         window=s.context_window, session_id=info.session_id)  # the one figure (occd.figure)
+    s.context_tokens, s.context_source = fig.tokens, fig.source
     if info.status == "running":
         s.running, s.running_source = True, "database"
     return s
@@ -455,12 +460,17 @@ def openclaw_sessions(state_dir: Path, *, agent: str | None = None, repo: Path |
             warnings.append(f"agent {a.id}: {e.message}")
             continue
         warnings.extend(f"agent {a.id}: {w}" for w in getattr(store, "warnings", []))
+        marks = None
         try:
             for info in infos:
+                if store.era != "db" and marks is None:
+                    from occd.figure import rewrite_marks
+
+                    marks = rewrite_marks(a.id)
                 if store.era == "db":
                     s = _db_session(state_dir, a.id, store, info, cfg)
                 else:
-                    s = _file_session(state_dir, a.id, store, info, counter, cfg)
+                    s = _file_session(state_dir, a.id, store, info, counter, cfg, marks)
                 if s is None:
                     continue
                 warnings.extend(s.warnings)

@@ -86,7 +86,7 @@ def analyze(t: Transcript) -> dict:
     broken = t.broken_parent(path)
     out = {
         "empty": t.empty,
-        "version": t.version,
+        "version": t.version if t.header_ok else None,  # no header: OpenClaw sees a new, empty session
         "sessionId": t.session_id,
         "fileSize": t.size,
         "entries": len(t.entries),
@@ -119,6 +119,54 @@ def analyze(t: Transcript) -> dict:
         "unansweredCalls": len(unanswered),
         "contextTokens": context_tokens(t),
     }
+    out["openCall"] = open_tail(path, sent)
+    out["warnings"] = warnings(t, out)
+    return out
+
+
+def open_tail(path, sent=None) -> str | None:
+    """How the active path ends mid-run, if it does: "call" (the last tool call has no result and no user message
+    came after it) or "result" (the last entry is a tool result the model has not answered). A live run, or a
+    run that crashed (OpenClaw patches the unanswered call on the next turn): the lock and the file's age say
+    which (occd.inspect)."""
+    if path and path[-1].type == "message" and path[-1].role == "toolResult":
+        return "result"
+    answered: set = set()
+    for e in reversed(path):
+        if e.type == "message" and e.role == "user":
+            return None
+        if e.result_for is not None:
+            answered.add(e.result_for)
+        if e.call_ids:
+            return "call" if any(c not in answered for c in e.call_ids) else None
+    return None
+
+
+def warnings(t: Transcript, a: dict) -> list[dict]:
+    """What a person should know about the file's shape ({code, message}); `occd info` shows them."""
+    out: list[dict] = []
+
+    def w(code: str, message: str) -> None:
+        out.append({"code": code, "message": message})
+
+    if t.empty:
+        return out
+    if not t.header_ok:
+        w("no-header", "the first line is not a session header: OpenClaw treats this file as a new, empty session "
+          "(none of its entries are loaded); `occd edit` refuses it")
+    elif t.version < 3:
+        w("old-format", f"format version {t.version}" + (" (entries have no ids)" if t.version < 2 else "")
+          + ": OpenClaw migrates it to version 3 when it opens it; `occd edit` writes version 3")
+    if a.get("orphanResults"):
+        w("orphan-results", f"{a['orphanResults']} tool result(s) with no call before them on the active path "
+          "(providers reject such a request; `occd edit` removes those in the turns it strips)")
+    if a.get("brokenParentLine"):
+        w("broken-parent", f"line {a['brokenParentLine']}: its parentId names no entry, so OpenClaw loses the "
+          "history before it")
+    if a.get("duplicateIds"):
+        w("duplicate-ids", f"{a['duplicateIds']} duplicate entry id(s)")
+    if t.extra_sessions:
+        w("extra-headers", f"{len(t.extra_sessions)} further session header line(s) (ignored by OpenClaw)")
     return out
 
 

@@ -131,6 +131,9 @@ def generate_transcript(
     target_bytes: int | None = None,
     parent_session: str | None = None,
     name: str | None = None,
+    orphan_results: int = 0,
+    torn: str | None = None,
+    cut_head: int = 0,
 ) -> SynthInfo:
     """Write one transcript and return what was written.
 
@@ -140,6 +143,13 @@ def generate_transcript(
     (0: all turns use tools). `open_call`: the last tool call has no result and no reply follows (a run in
     progress). `version` 1 or 2 writes the old formats (v1: no ids, compaction `firstKeptEntryIndex`, no
     branch; v1/v2: custom messages with role `hookMessage`).
+
+    Shapes seen in transcripts in the wild: `name` a file name other than the header's id;
+    `orphan_results` tool results whose call is not in the file (after the first turns' user messages);
+    `torn="glued"` a write cut short mid-line by a crash, the next append glued onto it (one invalid line,
+    the entry after it loses its parent), `torn="tail"` a snapshot taken mid-write (a partial last line);
+    `cut_head=N` a hand-truncated file: the header and the first N entries dropped (no header line, the first
+    entry's parent missing).
     """
     if version not in (1, 2, 3, 4):
         raise ValueError(f"unsupported version {version}")
@@ -167,9 +177,26 @@ def generate_transcript(
     # v1: entries are chained in file order and referenced by line index (header = index 0)
     line_index = 0
 
+    grown = [0]  # tokens the messages written since the last usage add to the next usage (see `usage`)
+
+    glue = [False]  # torn="glued": cut the next line short, without its newline
+    skip = [cut_head + 1 if cut_head else 0]  # cut_head: lines not written (the header first)
+
     def emit(obj: dict) -> None:
         nonlocal size, n_entries, line_index
         data = orjson.dumps(obj) + b"\n"
+        if glue[0]:
+            glue[0] = False
+            data = data[:len(data) // 2]  # the crash: half a line; the next append continues on it
+        if skip[0]:
+            skip[0] -= 1
+            line_index += 1
+            if obj.get("type") != "session":
+                n_entries += 1
+            return
+        if obj.get("type") in ("message", "custom_message"):
+            # real usage grows with what is sent (chars/4 of the text undercounts it: openclaw-format.md)
+            grown[0] += len(data) // 4
         fh.write(data)
         size += len(data)
         line_index += 1
@@ -218,7 +245,11 @@ def generate_transcript(
     total_calls = 0
     open_call_id: str | None = None
 
-    def usage(inp: int) -> dict:
+    def usage(_: int) -> dict:
+        nonlocal ctx_tokens
+        ctx_tokens += grown[0]
+        grown[0] = 0
+        inp = ctx_tokens
         return {"input": inp, "output": 200 + g.rnd.randrange(800), "cacheRead": int(inp * 0.7),
                 "cacheWrite": int(inp * 0.1), "totalTokens": inp + 1000,
                 "cost": {"input": 0.001, "output": 0.002, "cacheRead": 0.0001, "cacheWrite": 0.0002,
@@ -265,6 +296,12 @@ def generate_transcript(
             content = f"[Telegram Alice id:42 +{t}m] {g.para(1 + g.rnd.randrange(3), 14)}"
         user_lines.append(line_index)
         user_ids.append(entry("message", {"message": {"role": "user", "content": content, "timestamp": g.tick()}}))
+        if t < orphan_results:  # a result whose call is nowhere in the file
+            entry("message", {"message": {"role": "toolResult", "toolCallId": f"toolu_gone{t:03d}",
+                                          "toolName": "exec", "content": [{"type": "text", "text": g.sentence(6)}],
+                                          "isError": False, "timestamp": g.tick()}})
+        if torn == "glued" and t == n_turns // 2:
+            glue[0] = True  # the next entry (this turn's first reply) is cut short; the one after is glued on
         with_tools = tools_per_turn > 0 and (plain_every == 0 or t % plain_every != plain_every - 1)
         rounds = (1 + g.rnd.randrange(2)) if with_tools else 0
         stop_turn = False
@@ -281,7 +318,6 @@ def generate_transcript(
                               "arguments": args_for(tool, call_n)})
             blocks.extend(calls)
             total_calls += len(calls)
-            ctx_tokens += 1500
             entry("message", {"message": {"role": "assistant", "content": blocks, **_MODEL,
                                           "usage": usage(ctx_tokens), "stopReason": "toolUse",
                                           "timestamp": g.tick()}})
@@ -300,7 +336,6 @@ def generate_transcript(
                 if images and c["name"] == "browser":
                     res["content"].append({"type": "image", "data": g.b64(60), "mimeType": "image/png"})
                 entry("message", {"message": res})
-                ctx_tokens += 800
         if stop_turn:
             break
         if aborted and t % 11 == 5:
@@ -347,6 +382,11 @@ def generate_transcript(
         if by_size and last_turn:
             break
 
+    if torn == "tail":  # the snapshot was taken while the writer was appending a line
+        part = orjson.dumps({"type": "message", "id": g.new_id(), "parentId": leaf, "timestamp": g.now_iso(),
+                             "message": {"role": "user", "content": g.sentence(12), "timestamp": g.tick()}})
+        fh.write(part[:len(part) // 2])
+        size += len(part) // 2
     if own:
         fh.flush()
         os.fsync(fh.fileno())
@@ -415,6 +455,26 @@ class TreeBuilder:
         msg["stopReason"] = stop or ("toolUse" if ids else "stop")
         msg["timestamp"] = self.g.tick()
         return self.add("message", {"message": msg}, **kw), ids
+
+    ZERO_USAGE = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0,
+                  "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
+
+    def mirror(self, text: str = "delivered", *, model: str = "delivery-mirror", **kw) -> str:
+        """A reply OpenClaw copies into the transcript when it delivers to a channel (or injects through the
+        gateway): provider "openclaw", all-zero usage. Not a measurement of the context."""
+        msg = {"role": "assistant", "content": [{"type": "text", "text": text}], "usage": dict(self.ZERO_USAGE),
+               "api": "openai-responses", "provider": "openclaw", "model": model, "stopReason": "stop",
+               "timestamp": self.g.tick()}
+        return self.add("message", {"message": msg}, **kw)
+
+    def overflow_notice(self, **kw) -> str:
+        """OpenClaw's reply when the prompt does not fit any more (api "cli", the session's model, zero usage)."""
+        text = ("Context overflow: prompt too large for the model. Try /reset (or /new) to start a fresh session, "
+                "or use a larger-context model.")
+        msg = {"role": "assistant", "content": [{"type": "text", "text": text}], "api": "cli",
+               "provider": "anthropic", "model": "claude-opus-4-6", "usage": dict(self.ZERO_USAGE),
+               "stopReason": "stop", "timestamp": self.g.tick()}
+        return self.add("message", {"message": msg}, **kw)
 
     def result(self, call_id: str, text: str | None = None, *, images: int = 0, **kw) -> str:
         content = [{"type": "text", "text": text if text is not None else self.g.para(5, 10)}]
