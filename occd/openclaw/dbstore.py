@@ -195,8 +195,10 @@ def context_window_lines(lines: list[bytes]) -> tuple[list[bytes], list[bytes]]:
 class DbStore:
     era = "db"
 
-    def __init__(self, state_dir: Path, agent: str, agent_dir: Path | None = None):
+    def __init__(self, state_dir: Path, agent: str, agent_dir: Path | None = None,
+                 cli_release: tuple[int, int, int] | None = None):
         self.state_dir = state_dir
+        self.cli_release = cli_release  # given (the daemon's scan): a database of another release is named
         self.agent = agent
         self.agent_dir = agent_dir or state_dir / "agents" / agent
         self.db_path = self.agent_dir / "agent" / DB_NAME
@@ -276,6 +278,14 @@ class DbStore:
             "FROM session_nodes n WHERE n.entry_valid = 1 AND n.archived_at IS NULL "
             "ORDER BY n.updated_at DESC, n.session_key")
         self.warnings = self.notes + self._schema_warnings
+        if self.cli_release is not None:
+            from occd.openclaw.health import release_mismatch
+            from occd.openclaw.state import parse_version
+
+            words = release_mismatch(parse_version(self._schema.get("appVersion")), self.cli_release,
+                                     self._schema.get("userVersion"))
+            if words:
+                self.warnings.append(words)
         ((invalid,),) = self._query("SELECT COUNT(*) FROM session_nodes WHERE entry_valid != 1")
         out = []
         for key, sid, entry_json, updated, status, label, display, size in rows:
