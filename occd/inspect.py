@@ -97,9 +97,12 @@ def _row(store, info, window_for) -> SessionRow:
             running = bool(lock_fn(info))
         except Exception:  # noqa: BLE001
             running = False
+    comp = getattr(info, "compaction_count", None)
+    if comp is None and getattr(info, "key", None):
+        comp = 0  # OpenClaw (2026.7.x) writes compactionCount with the first compaction: none yet (as status shows)
     return SessionRow(info.session_id, getattr(info, "key", None), path,
                       _dt(getattr(info, "updated_at", None)) or (_dt(getattr(info, "mtime", None))),
-                      size, tokens, source, window_for(info), getattr(info, "compaction_count", None), _label(info),
+                      size, tokens, source, window_for(info), comp, _label(info),
                       running=running, unindexed=bool(getattr(info, "unindexed", False)),
                       archived=bool(getattr(info, "archived", False)))
 

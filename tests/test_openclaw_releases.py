@@ -269,3 +269,27 @@ def test_status_and_log_name_an_unreadable_schema_and_a_cli_mismatch(isolated_en
     assert "transcript_events.event_json" in r.output and "update occd" in r.output
     assert "older than the openclaw CLI on PATH (2026.9.6)" in r.output and "openclaw doctor --fix" in r.output
     assert "Agent main" in r.output  # the readable agent is still read
+
+
+def test_list_shows_no_compactions_yet_as_0_like_status(isolated_env, tmp_path):
+    """2026.7.x writes compactionCount with the first compaction: an index entry without it has had none. `list`
+    said `-` where `status` said 0."""
+    from click.testing import CliRunner
+
+    from occd.cli.main import cli
+    from occd.openclaw import update_index
+    from statefactory import FileState
+
+    st = FileState(tmp_path / "home" / ".openclaw")
+    s = st.add_session(key="agent:main:main", turns=2)
+
+    def drop(d):
+        d["agent:main:main"].pop("compactionCount", None)
+
+    update_index(s.path.parent, drop)
+    r = CliRunner().invoke(cli, ["list", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)[0]["compactions"] == 0
+    r = CliRunner().invoke(cli, ["list"])
+    row = next(x for x in r.output.splitlines() if s.session_id[:8] in x)
+    assert " - " not in row.replace("agent:main:main", "")
