@@ -154,7 +154,7 @@ def session_info(settings, *, agent: str | None = None, ref: str | None = None) 
         t = scan(path, prepare_strip=False)
         size = t.size
     else:
-        data = b"".join(store.read_lines(info))
+        data = b"".join(store.read_lines(info))  # the context: from the last reset marker on
         t = scan_stream(io.BytesIO(data))
         size = len(data)
     a = analyze(t)
@@ -167,7 +167,7 @@ def session_info(settings, *, agent: str | None = None, ref: str | None = None) 
             running = bool(store.is_running(info))
         except Exception:  # noqa: BLE001
             running = False
-    return {
+    out = {
         "sessionId": info.session_id, "key": getattr(info, "key", None), "agent": aid,
         "era": getattr(store, "era", "file"), "path": str(path) if path else None, "size": size,
         "running": running, "compactionCountIndex": getattr(info, "compaction_count", None),
@@ -176,3 +176,6 @@ def session_info(settings, *, agent: str | None = None, ref: str | None = None) 
                     "percent": round(100 * tokens / window, 1) if tokens is not None and window else None},
         "analysis": a,
     }
+    if hasattr(store, "signals"):  # database era: spiral / blocked-session inputs (resets, compactions per turn)
+        out["signals"] = store.signals(info)
+    return out

@@ -293,3 +293,38 @@ def test_list_shows_no_compactions_yet_as_0_like_status(isolated_env, tmp_path):
     r = CliRunner().invoke(cli, ["list"])
     row = next(x for x in r.output.splitlines() if s.session_id[:8] in x)
     assert " - " not in row.replace("agent:main:main", "")
+
+
+def test_loop_signals_from_the_database(tmp_path):
+    """The read-only inputs of the spiral / blocked-session policies: compactions per turn, overflow notices and
+    reset markers, counted since the last reset (what came before it is history)."""
+    from occd.openclaw.dbstore import loop_signals
+
+    db = DbState(tmp_path / ".openclaw", app_version="2026.8.1")
+    ev = _turns(2, "h")  # history: before the reset
+    ev += [{"type": "compaction", "id": "hc", "parentId": "ha1", "summary": "s", "firstKeptEntryId": "ha1",
+            "tokensBefore": 9}]
+    sid = db.add_session("agent:main:main", events=ev)
+    after = [_reset("r1", "hc")]
+    parent = "r1"
+    for i, comps in enumerate([0, 2, 1]):  # three turns; the 2nd compacted twice, the 3rd once
+        after.append(message("user", f"q{i}", id=f"u{i}", parent=parent))
+        parent = f"u{i}"
+        for k in range(comps):
+            after.append({"type": "compaction", "id": f"c{i}{k}", "parentId": parent, "summary": "s",
+                          "firstKeptEntryId": parent, "tokensBefore": 9})
+            parent = f"c{i}{k}"
+        after.append(message("assistant", f"a{i}", id=f"a{i}", parent=parent))
+        parent = f"a{i}"
+    after.append(message("user", "q3", id="u3", parent=parent))
+    after.append(message("assistant", "Context overflow: prompt too large for the model. Try /reset (or /new) "
+                         "to start a fresh session.", id="a3", parent="u3"))
+    db.append_events(sid, after)
+    store = open_store(db.state_dir, "main")
+    sig = store.signals(store.sessions()[0])
+    assert sig["resets"] == 1 and sig["lastResetAt"] == "2026-11-20T10:00:00.000Z"
+    assert sig["turns"] == 4 and sig["compactions"] == 3 and sig["compactionsPerTurn"] == [0, 2, 1, 0]
+    assert sig["overflowNotices"] == 1 and sig["blocked"] is True
+    assert loop_signals(store.all_lines(store.sessions()[0])[:-1])["blocked"] is False  # the notice not last
+    r = loop_signals(store.all_lines(store.sessions()[0]), recent_turns=2)
+    assert r["compactionsPerTurn"] == [1, 0]

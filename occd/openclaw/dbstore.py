@@ -192,6 +192,68 @@ def context_window_lines(lines: list[bytes]) -> tuple[list[bytes], list[bytes]]:
     return head + kept + lines[last:], history
 
 
+OVERFLOW_WORDS = ("context overflow", "context length exceeded", "prompt is too long")
+
+
+def _msg_text(m: dict) -> str:
+    c = m.get("content")
+    if isinstance(c, str):
+        return c
+    if isinstance(c, list):
+        return " ".join(b.get("text", "") for b in c if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return ""
+
+
+def loop_signals(lines: list[bytes], recent_turns: int = 10) -> dict:
+    """Read-only inputs for the daemon's spiral / blocked-session policies in the database era (OpenClaw's
+    database is never written: occd acts through the lean view or reset + seed). From a transcript's stored
+    lines (all of them, reset markers included):
+      resets, lastResetAt           reset markers in the whole transcript, and the last one's timestamp;
+      turns                         user turns since the last reset (the context);
+      compactionsPerTurn            compaction entries in each of the last `recent_turns` turns (oldest first;
+                                    a turn = a user message and what follows it; compactions before the first
+                                    user message count for turn 0);
+      compactions                   compaction entries since the last reset;
+      overflowNotices, blocked      OpenClaw's "Context overflow ... Try /reset" replies since the last reset, and
+                                    whether the last assistant message is one (the session is blocked)."""
+    ctx, _ = context_window_lines(lines)
+    resets, last_reset_at = 0, None
+    for ln in lines[1:]:
+        if _is_reset(ln):
+            resets += 1
+            try:
+                last_reset_at = orjson.loads(ln).get("timestamp")
+            except (orjson.JSONDecodeError, AttributeError):
+                pass
+    per_turn = [0]
+    turns = compactions = overflow = 0
+    blocked = False
+    for ln in ctx[1:]:
+        try:
+            o = orjson.loads(ln)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(o, dict):
+            continue
+        t = o.get("type")
+        if t == "compaction":
+            compactions += 1
+            per_turn[-1] += 1
+        elif t == "message" and isinstance(o.get("message"), dict):
+            m = o["message"]
+            if m.get("role") == "user":
+                turns += 1
+                per_turn.append(0)
+            elif m.get("role") == "assistant":
+                notice = any(w in _msg_text(m).lower() for w in OVERFLOW_WORDS)
+                overflow += notice
+                blocked = notice
+    if per_turn[0] == 0 and turns:
+        per_turn = per_turn[1:]
+    return {"resets": resets, "lastResetAt": last_reset_at, "turns": turns, "compactions": compactions,
+            "compactionsPerTurn": per_turn[-recent_turns:], "overflowNotices": overflow, "blocked": blocked}
+
+
 class DbStore:
     era = "db"
 
@@ -353,6 +415,10 @@ class DbStore:
         lines = self.all_lines(info)
         ctx, hist = context_window_lines(lines)
         return (lines[:1] + hist) if hist else []
+
+    def signals(self, info: SessionInfo, recent_turns: int = 10) -> dict:
+        """loop_signals of the session (spirals and blocked sessions, read-only)."""
+        return loop_signals(self.all_lines(info), recent_turns)
 
     read_bytes_lines = read_lines
 
