@@ -110,7 +110,8 @@ def test_database_era_and_gateway(tmp_path, version):
         assert not gateway_status(state)["running"]
         oc.start_gateway()
         st = gateway_status(state)
-        assert st["running"] and st["port"] == oc.gateway_port
+        # 9.6 writes a gateway-owner lease with the port; 8.1 and 9.5 only the lock file (no port)
+        assert st["running"] and st["port"] in ((oc.gateway_port,) if st["source"] == "lease" else (None,))
         key = "agent:main:main"
         d = gw.sessions_describe(key)["session"]
         assert d["sessionId"] == infos[0].session_id

@@ -346,3 +346,42 @@ def test_db_seed_presents_recalled_exchanges_as_finished_history():
     for u, a in ex:
         for ln in (u + "\n" + a).splitlines():
             assert f"> {ln}" in body
+
+
+def _scripted_openclaw(tmp_path, current_id: str):
+    """A stand-in `openclaw` answering as 2026.8.1's gateway does: sessions.reset refuses expectedSessionId."""
+    import sys
+
+    log = tmp_path / "calls.jsonl"
+    script = tmp_path / "openclaw"
+    script.write_text(f"""#!{sys.executable}
+import json, sys
+args = sys.argv[1:]
+method, params = args[2], json.loads(args[4])
+open({str(log)!r}, "a").write(json.dumps([method, params]) + "\\n")
+if method == "sessions.reset" and "expectedSessionId" in params:
+    print(json.dumps({{"ok": False, "error": {{"type": "gateway_request_error", "code": "INVALID_REQUEST",
+        "message": "invalid sessions.reset params: at root: unexpected property 'expectedSessionId'"}}}}))
+    sys.exit(1)
+if method == "sessions.describe":
+    print(json.dumps({{"session": {{"key": params["key"], "sessionId": {current_id!r}, "status": "done"}}}}))
+else:
+    print(json.dumps({{"ok": True, "key": params["key"], "entry": {{"sessionId": {current_id!r}}}}}))
+""")
+    script.chmod(0o755)
+    return script, log
+
+
+def test_reset_on_a_release_without_expected_session_id(tmp_path):
+    from occd.openclaw.gateway import Gateway
+
+    script, log = _scripted_openclaw(tmp_path, "s-1")
+    gw = Gateway(tmp_path / "state", openclaw_bin=str(script), env={"PATH": "/usr/bin:/bin"})
+    assert gw.sessions_reset("agent:main:main", "s-1")["ok"]
+    calls = [json.loads(x) for x in log.read_text().splitlines()]
+    assert [c[0] for c in calls] == ["sessions.reset", "sessions.describe", "sessions.reset"]
+    assert "expectedSessionId" not in calls[2][1] and calls[2][1]["reason"] == "reset"
+    with pytest.raises(OccdError) as ei:  # the id is still checked, with describe, before the reset
+        gw.sessions_reset("agent:main:main", "s-other")
+    assert ei.value.code == "SESSION_CHANGED"
+    assert [json.loads(x)[0] for x in log.read_text().splitlines()][3:] == ["sessions.reset", "sessions.describe"]

@@ -167,6 +167,11 @@ def test_db_era_rotate_twice_then_real_turn(need_e2e, tmp_path, version):
         oc.turn("plain question oldturn1")
         before = [_text(m) for m in oc.requests()[-1]["body"]["messages"] if m.get("role") == "user"]
         assert any("summarise oldturn0" in u and "[occd]" not in u for u in before)  # the old history, as turns
+        _scan_matches(oc)
+        st = json.loads(oc.occd("status", "--json").stdout)
+        assert st["agents"][0]["era"] == "db" and st["lastScan"]["errors"] == 0, st["lastScan"]
+        r = oc.occd("edit", "--strip-tools", "--json")  # occd never writes OpenClaw's database
+        assert r.returncode == 1 and "openclaw sessions compact" in r.stderr
         from e2e_harness import free_port
 
         gw = Gateway(oc, free_port())
