@@ -153,7 +153,15 @@ def test_context_starts_at_the_last_reset_marker(tmp_path, release):
     texts = b"".join(ctx).decode()
     assert "questionold" not in texts.replace(" ", "") and "question old0" not in texts
     assert "question mid1" in texts and json.loads(ctx[0])["type"] == "session"
-    assert info.size == sum(len(ln) - 1 for ln in ctx) < full_size  # the listed size is the context's
+    from occd.transcript import analyze
+    from occd.transcript.scan import scan_stream
+    import io
+
+    a = analyze(scan_stream(io.BytesIO(b"".join(ctx))))
+    assert a["brokenParentLine"] is None and a["messages"] == 6 and a["turns"] == 3  # seed + 2 turns
+    stored = store.all_lines(info)  # the listed size is the stored events' from the marker on (and the header)
+    at = next(i for i, ln in enumerate(stored) if b'"type":"reset"' in ln)
+    assert info.size == sum(len(ln) - 1 for ln in [stored[0], *stored[at:]]) < full_size
     # the next seed takes the exchanges after the reset, never the earlier seed (no nesting), never old turns
     got = read_old(b"".join(ctx))
     assert [u for u, _ in got["exchanges"]] == ["question mid0", "question mid1"]
@@ -185,6 +193,9 @@ def test_preserve_tail_reset_keeps_the_messages_from_first_kept_entry():
     ctx, hist = context_window_lines(lines)
     got = [json.loads(ln).get("id") for ln in ctx]
     assert got == ["s", "tu2", "ta2", "tu3", "ta3", "r1", "x1"]
+    # one tree: the kept messages and the marker chained (the first to none), what follows untouched
+    assert [json.loads(ln).get("parentId") for ln in ctx[1:]] == [None, "tu2", "ta2", "tu3", "ta3", "r1"]
+    assert ctx[-1] == lines[-1] and ctx[2] == lines[7]  # ta2 kept its own parent: its line is byte for byte
     assert [json.loads(ln).get("id") for ln in hist] == ["tu0", "ta0", "c1", "tu1", "ta1", "tu2", "ta2", "tu3", "ta3"]
     assert context_window_lines(lines[:5]) == (lines[:5], [])  # no marker: all context, no history
 

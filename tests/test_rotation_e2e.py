@@ -198,8 +198,10 @@ def test_db_era_rotate_twice_then_real_turn(need_e2e, tmp_path, version):
             rows = json.loads(led.stdout)
             assert rows[0]["state"] == "COOLDOWN" and "before its reset" in rows[0]["archive_path"]
             # occd's view is the context after the reset: info counts what OpenClaw sends, not the old history
-            info = json.loads(oc.occd("info", "agent:main:main", "--json").stdout)
-            assert "oldturn0" not in json.dumps(info)
+            info = json.loads(oc.occd("info", "agent:main:main", "--json").stdout)["analysis"]
+            # (before: 10 messages, the old turns and their tool call counted too)
+            assert info["messages"] <= len(sent) + 1 and info["toolCalls"] == 0, info  # + the final reply
+            assert info["brokenParentLine"] is None
             _scan_matches(oc)
 
             # a second rotation right after: the seed carries what came after the first reset only

@@ -160,11 +160,32 @@ def _is_reset(line: bytes) -> bool:
     return isinstance(o, dict) and o.get("type") == "reset"
 
 
+def _relink(lines: list[bytes]) -> list[bytes]:
+    """The kept entries and the marker chained to each other (the first to none): their parents before the
+    reset are history, and a parentId naming an entry outside the view would read as a broken tree. Only the
+    lines whose parentId changes are rewritten (this is occd's read-only view, never written anywhere)."""
+    out, prev = [], None
+    for ln in lines:
+        try:
+            o = orjson.loads(ln)
+        except orjson.JSONDecodeError:
+            out.append(ln)
+            continue
+        if isinstance(o, dict) and o.get("parentId") != prev:
+            o["parentId"] = prev
+            ln = orjson.dumps(o) + b"\n"
+        if isinstance(o, dict) and isinstance(o.get("id"), str):
+            prev = o["id"]
+        out.append(ln)
+    return out
+
+
 def context_window_lines(lines: list[bytes]) -> tuple[list[bytes], list[bytes]]:
     """(context, history) of a transcript's lines split at its last reset marker. Context: the header, the user
     and assistant messages a `firstKeptEntryId` on the marker keeps (OpenClaw's preserve-tail reset), the marker
-    and everything after it. History: what came before the marker (back to the previous marker: older history
-    was already history then). Without a marker: (lines, [])."""
+    and everything after it (the kept messages and the marker chained to each other, see _relink). History:
+    what came before the marker (back to the previous marker: older history was already history then).
+    Without a marker: (lines, [])."""
     marks = [i for i, ln in enumerate(lines) if i > 0 and _is_reset(ln)]
     if not marks:
         return lines, []
@@ -189,7 +210,7 @@ def context_window_lines(lines: list[bytes]) -> tuple[list[bytes], list[bytes]]:
             seen = seen or o.get("id") == first_kept
             if seen and o.get("type") == "message" and (o.get("message") or {}).get("role") in ("user", "assistant"):
                 kept.append(ln)
-    return head + kept + lines[last:], history
+    return head + _relink(kept + [lines[last]]) + lines[last + 1:], history
 
 
 OVERFLOW_WORDS = ("context overflow", "context length exceeded", "prompt is too long")
