@@ -95,9 +95,12 @@ def _row(store, info, window_for, marks: dict) -> SessionRow:
             running = bool(lock_fn(info))
         except Exception:  # noqa: BLE001
             running = False
+    comp = getattr(info, "compaction_count", None)
+    if comp is None and getattr(info, "key", None):
+        comp = 0  # OpenClaw (2026.7.x) writes compactionCount with the first compaction: none yet (as status shows)
     return SessionRow(info.session_id, getattr(info, "key", None), path,
                       _dt(getattr(info, "updated_at", None)) or (_dt(getattr(info, "mtime", None))),
-                      size, tokens, source, fig.window, getattr(info, "compaction_count", None), _label(info),
+                      size, tokens, source, fig.window, comp, _label(info),
                       running=running, unindexed=bool(getattr(info, "unindexed", False)),
                       archived=bool(getattr(info, "archived", False)), figure=fig)
 
@@ -150,7 +153,7 @@ def session_info(settings, *, agent: str | None = None, ref: str | None = None) 
         t = scan(path, prepare_strip=False)
         size = t.size
     else:
-        data = b"".join(store.read_lines(info))
+        data = b"".join(store.read_lines(info))  # the context: from the last reset marker on
         t = scan_stream(io.BytesIO(data))
         size = len(data)
     a = analyze(t)
@@ -170,13 +173,16 @@ def session_info(settings, *, agent: str | None = None, ref: str | None = None) 
         except Exception:  # noqa: BLE001
             running = False
     _more_warnings(a, t, info, path, running)
-    return {
+    out = {
         "sessionId": info.session_id, "key": getattr(info, "key", None), "agent": aid,
         "era": getattr(store, "era", "file"), "path": str(path) if path else None, "size": size,
         "running": running, "compactionCountIndex": getattr(info, "compaction_count", None),
         "context": {**fig.to_json(), "estimateNow": estimated_tokens(t) if not t.empty else None},
         "analysis": a,
     }
+    if hasattr(store, "signals"):  # database era: spiral / blocked-session inputs (resets, compactions per turn)
+        out["signals"] = store.signals(info)
+    return out
 
 
 def _more_warnings(a: dict, t, info, path: Path | None, running: bool, now: float | None = None) -> None:

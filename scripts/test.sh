@@ -24,7 +24,8 @@ fi
 if ! command -v systemd-analyze >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   (apt-get update -qq && apt-get install -y -qq --no-install-recommends systemd) >/dev/null 2>&1 || true
 fi
-# Real OpenClaw releases for the end-to-end tests are installed on first use by ../shared/openclaw-e2e/setup.sh
+# Real OpenClaw releases for the end-to-end tests are installed on first use by ../shared/openclaw-e2e/setup.sh;
+# OCCD_E2E_RELEASES chooses them (default: 2026.7.1 2026.7.35 2026.8.1 2026.9.5 2026.9.6, see tests/e2e_harness.py)
 export OC_CACHE=${OC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/occd-openclaw-e2e}
 
 exec .venv/bin/python -m pytest "$@"

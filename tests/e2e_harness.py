@@ -11,6 +11,10 @@ by pid (the gateway process and its children, then the model server).
         oc.sessions_list()["sessions"]
 
 Careful with the gateway: `/proc/<pid>/comm` of OpenClaw's gateway reads "openclaw-gatewa" (15 characters).
+
+Which releases the e2e tests run is one setting: OCCD_E2E_RELEASES (comma- or space-separated; default
+DEFAULT_RELEASES, every storage generation users run: the file era's first and last lines, the database era's
+schema 19 (8.1–9.4), 21 (9.5) and 23 (9.6)). `releases("file")` / `releases("db")` are the ones of an era.
 """
 
 from __future__ import annotations
@@ -28,6 +32,36 @@ from conftest import E2E_DIR, IN_CI
 REAL_HOME = os.environ.get("HOME", "/root")
 OC_CACHE = os.environ.get("OC_CACHE") or str(Path(os.environ.get("XDG_CACHE_HOME") or Path(REAL_HOME) / ".cache")
                                                  / "occd-openclaw-e2e")
+
+
+DEFAULT_RELEASES = ("2026.7.1", "2026.7.35", "2026.8.1", "2026.9.5", "2026.9.6")
+
+
+def version_tuple(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.split("-")[0].split(".")[:3])
+
+
+def releases(era: str | None = None) -> list[str]:
+    """The releases chosen by OCCD_E2E_RELEASES (default DEFAULT_RELEASES), oldest first; `era` "file" (up to
+    2026.7.x) or "db" (2026.8.1 and later) keeps those of one storage era."""
+    raw = os.environ.get("OCCD_E2E_RELEASES")
+    chosen = [v for v in (raw or "").replace(",", " ").split() if v] or list(DEFAULT_RELEASES)
+    for v in chosen:
+        try:
+            version_tuple(v)
+        except ValueError:
+            raise ValueError(f"OCCD_E2E_RELEASES: {v!r} is not an OpenClaw release (e.g. 2026.9.6)") from None
+    chosen = sorted(dict.fromkeys(chosen), key=version_tuple)
+    if era == "file":
+        return [v for v in chosen if version_tuple(v) < (2026, 8, 1)]
+    if era == "db":
+        return [v for v in chosen if version_tuple(v) >= (2026, 8, 1)]
+    return chosen
+
+
+def header_version(release: str) -> int:
+    """A transcript header's version: 3 up to 2026.9.2 (file era included), 4 from 2026.9.3 on."""
+    return 3 if version_tuple(release) < (2026, 9, 3) else 4
 
 
 def free_port() -> int:

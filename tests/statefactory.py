@@ -23,6 +23,27 @@ from pathlib import Path
 DATA = Path(__file__).resolve().parent / "data"
 AGENT_SCHEMA = DATA / "openclaw-2026.9.6-agent-schema.sql"
 STATE_SCHEMA = DATA / "openclaw-2026.9.6-state-schema.sql"
+# the database-era releases whose schemas are captured in tests/data (8.1 stands for 8.1–9.4: agent schema 19)
+SCHEMA_RELEASES = ("2026.8.1", "2026.9.5", "2026.9.6")
+
+
+def schema_files(release: str) -> tuple[Path, Path]:
+    """(agent DDL, global state DDL) of a captured release; other releases get 2026.9.6's."""
+    if release in SCHEMA_RELEASES:
+        return DATA / f"openclaw-{release}-agent-schema.sql", DATA / f"openclaw-{release}-state-schema.sql"
+    return AGENT_SCHEMA, STATE_SCHEMA
+
+
+def header_version(release: str) -> int:
+    """The transcript header's version: 3 in 2026.8.1–9.2, 4 from 9.3 on."""
+    parts = tuple(int(x) for x in release.split(".")[:3]) if release[:4].isdigit() else (9999,)
+    return 3 if parts < (2026, 9, 3) else 4
+
+
+def user_version(sql_file: Path) -> int:
+    import re
+
+    return int(re.search(r"PRAGMA user_version = (\d+);", sql_file.read_text())[1])
 
 
 def proc_starttime(pid: int) -> int | None:
@@ -129,18 +150,21 @@ def open_rw(db: Path) -> sqlite3.Connection:
 
 
 class DbState:
-    """A database-era state (OpenClaw 2026.8+) with the real 2026.9.6 schema of the tables occd reads."""
+    """A database-era state (OpenClaw 2026.8+) with the real schema of the tables occd reads: that of
+    `app_version` when tests/data has it (SCHEMA_RELEASES), else 2026.9.6's."""
 
     def __init__(self, state_dir: Path, app_version: str = "2026.9.6"):
         self.state_dir = Path(state_dir)
         self.app_version = app_version
+        self.agent_schema, self.state_schema = schema_files(app_version)
         (self.state_dir / "state").mkdir(parents=True, exist_ok=True)
         g = self.state_dir / "state" / "openclaw.sqlite"
         if not g.exists():
             c = open_rw(g)
-            c.executescript(STATE_SCHEMA.read_text())
+            c.executescript(self.state_schema.read_text())
             now = int(time.time() * 1000)
-            c.execute("INSERT INTO schema_meta VALUES ('primary','global',18,NULL,?,?,?)", (app_version, now, now))
+            c.execute("INSERT INTO schema_meta VALUES ('primary','global',?,NULL,?,?,?)",
+                      (user_version(self.state_schema), app_version, now, now))
             c.commit()
             c.close()
 
@@ -152,10 +176,13 @@ class DbState:
         if not p.exists():
             p.parent.mkdir(parents=True, exist_ok=True)
             c = open_rw(p)
-            c.executescript(AGENT_SCHEMA.read_text())
+            c.executescript(self.agent_schema.read_text())
             now = int(time.time() * 1000)
-            c.execute("INSERT INTO schema_meta VALUES ('primary','agent',23,?,?,?,?)",
-                      (agent, self.app_version, now, now))
+            c.execute("INSERT INTO schema_meta VALUES ('primary','agent',?,?,?,?,?)",
+                      (user_version(self.agent_schema), agent, self.app_version, now, now))
+            if self.app_version == "2026.9.5":  # 9.5's second agent row (its app_version is not a release)
+                c.execute("INSERT INTO schema_meta VALUES ('historical-transcript-directives-v1','agent',1,?,?,?,?)",
+                          (agent, '{"phase":"complete"}', now + 1, now + 1))
             c.execute("PRAGMA journal_mode=WAL")
             c.commit()
             return c
@@ -183,7 +210,7 @@ class DbState:
             c.execute("UPDATE session_nodes SET entry_valid = ? WHERE session_key = ?", (1 if valid else -1, key))
             c.execute("INSERT INTO session_windows (session_id, session_key, created_at, updated_at) VALUES (?,?,?,?)",
                       (sid, key, now, now))
-            header = {"type": "session", "version": 4, "id": sid, "timestamp": iso(now / 1000), "cwd": "/ws"}
+            header = {"type": "session", "version": header_version(self.app_version), "id": sid, "timestamp": iso(now / 1000), "cwd": "/ws"}
             for seq, ev in enumerate([header, *(events or [])]):
                 text = json.dumps(ev, separators=(",", ":"), ensure_ascii=False)
                 raw = text.encode("utf-8")
@@ -197,11 +224,38 @@ class DbState:
                     c.execute("INSERT INTO transcript_events (session_id, seq, event_json, created_at, event_zstd, "
                               "event_utf8_bytes, navigation_json) VALUES (?,?,NULL,?,?,?,?)",
                               (sid, seq, now, z, len(raw), nav))
-                else:
+                elif self.has_utf8_bytes(c):
                     c.execute("INSERT INTO transcript_events (session_id, seq, event_json, created_at, "
                               "event_utf8_bytes) VALUES (?,?,?,?,?)", (sid, seq, text, now, len(raw)))
+                else:  # before 2026.9.6: plain event_json only
+                    c.execute("INSERT INTO transcript_events (session_id, seq, event_json, created_at) "
+                              "VALUES (?,?,?,?)", (sid, seq, text, now))
+                if isinstance(ev, dict) and isinstance(ev.get("id"), str) and seq > 0:
+                    c.execute("INSERT INTO transcript_event_identities (session_id, event_id, seq, event_type, "
+                              "parent_id, created_at) VALUES (?,?,?,?,?,?)",
+                              (sid, ev["id"], seq, ev.get("type"), ev.get("parentId"), now))
         c.close()
         return sid
+
+    @staticmethod
+    def has_utf8_bytes(c) -> bool:
+        return "event_utf8_bytes" in {r[1] for r in c.execute("PRAGMA table_info(transcript_events)")}
+
+    def append_events(self, session_id: str, events: list[dict], *, agent: str = "main") -> None:
+        """More events at the end of a session's transcript (a reset marker, the turns after it), plain JSON."""
+        c = self.connect(agent)
+        now = int(time.time() * 1000)
+        with c:
+            (seq,) = c.execute("SELECT COALESCE(MAX(seq), -1) FROM transcript_events WHERE session_id = ?",
+                               (session_id,)).fetchone()
+            for ev in events:
+                seq += 1
+                c.execute("INSERT INTO transcript_events (session_id, seq, event_json, created_at) VALUES (?,?,?,?)",
+                          (session_id, seq, json.dumps(ev, separators=(",", ":"), ensure_ascii=False), now))
+                c.execute("INSERT INTO transcript_event_identities (session_id, event_id, seq, event_type, "
+                          "parent_id, created_at) VALUES (?,?,?,?,?,?)",
+                          (session_id, ev["id"], seq, ev.get("type"), ev.get("parentId"), now))
+        c.close()
 
     def add_lease(self, pid: int, *, expires_at: int | None = None, host: str | None = None, port: int = 18789) -> None:
         import socket

@@ -1,5 +1,5 @@
 """End to end with the real OpenClaw, offline (scripted model server): the final word on whether occd's changes
-work for a user. File era (2026.7.1) and database era (2026.9.6)."""
+work for a user. Both storage eras, on the releases OCCD_E2E_RELEASES chooses (e2e_harness.releases)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e_harness import OpenClawHome, message_text as _texts, require_e2e
+from e2e_harness import OpenClawHome, message_text as _texts, releases, require_e2e
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -18,10 +18,11 @@ def need_e2e():
     require_e2e()
 
 
-def test_file_era_edit_then_real_turn(need_e2e, tmp_path):
+@pytest.mark.parametrize("version", releases("file"))
+def test_file_era_edit_then_real_turn(need_e2e, tmp_path, version):
     """Real turns with real tool calls, `occd edit --strip-tools=extreme`, one more real turn: OpenClaw accepts the
     session, and the request it sends holds the whole conversation minus the stripped tool calls."""
-    with OpenClawHome("2026.7.1", tmp_path) as oc:
+    with OpenClawHome(version, tmp_path) as oc:
         for i in range(3):
             note = oc.workspace / f"notes{i}.txt"
             note.write_text(f"secret ingredient number {i} is cardamom\n")
@@ -60,8 +61,11 @@ def _ledger_latest(oc) -> dict:
     return out, st
 
 
-@pytest.mark.parametrize("version,era", [("2026.7.1", "file"), ("2026.9.6", "db")])
-def test_scan_matches_openclaw_sessions_list(need_e2e, tmp_path, version, era):
+@pytest.mark.parametrize("version", releases("file"))
+def test_scan_matches_openclaw_sessions_list(need_e2e, tmp_path, version):
+    """File era. (The database era's check is in test_rotation_e2e: before, between and after two rotations,
+    which saves a start-up of the slower releases.)"""
+    era = "file"
     with OpenClawHome(version, tmp_path) as oc:
         note = oc.workspace / "notes.txt"
         note.write_text("hello\n")

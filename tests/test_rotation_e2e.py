@@ -1,5 +1,5 @@
 """Rotation end to end with the real OpenClaw, offline (scripted model server): after `occd rotate`, the next
-real turn's request to the model holds the seed and not the old history."""
+real turn's request to the model holds the seed and not the old history. Releases: OCCD_E2E_RELEASES."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e_harness import OpenClawHome, message_text, require_e2e
+from e2e_harness import OpenClawHome, message_text, releases, require_e2e
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -23,8 +23,9 @@ def need_e2e():
 _text = message_text
 
 
-def test_file_era_rotate_then_real_turn(need_e2e, tmp_path, oracle):
-    with OpenClawHome("2026.7.1", tmp_path) as oc:
+@pytest.mark.parametrize("version", releases("file"))
+def test_file_era_rotate_then_real_turn(need_e2e, tmp_path, oracle, version):
+    with OpenClawHome(version, tmp_path) as oc:
         (oc.workspace / "MEMORY.md").write_text("# Memory\nThe user's cat is called Zanzibar.\n")
         (oc.workspace / "memory").mkdir(exist_ok=True)
         (oc.workspace / "memory" / f"{date.today().isoformat()}.md").write_text("Today we repaired the kettle.\n")
@@ -122,11 +123,43 @@ class Gateway:
         self.log.close()
 
 
-def test_db_era_rotate_then_real_turn(need_e2e, tmp_path):
-    """2026.9.6: occd rotates through the gateway (describe → reset → chat.send deliver:false, waits for the seed's
-    reply) with exactly one model call; the next real turn's request holds the seed and not the old history (the
-    old messages only as text inside the seed, MEMORY.md not repeated in it)."""
-    with OpenClawHome("2026.9.6", tmp_path) as oc:
+def _rotate_once(oc, n_expected_before: int | None = None) -> dict:
+    n_before = len(oc.requests())
+    r = oc.occd("rotate", "agent:main:main", "--json", timeout=600)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    assert res["state"] == "COOLDOWN" and res["modelCalls"] == 1
+    assert len(oc.requests()) == n_before + 1  # the seed cost exactly one model call (no quoted READ redone)
+    return res
+
+
+def _final_turn(oc, message: str) -> list[dict]:
+    p = oc.openclaw("agent", "--agent", "main", "--message", message, "--json", timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return oc.requests()[-1]["body"]["messages"]
+
+
+def _scan_matches(oc) -> None:
+    """`occd run --once` sees the sessions and token figures `openclaw sessions list --json` shows."""
+    r = oc.occd("run", "--once", "--json")
+    assert r.returncode == 0, r.stderr
+    st = json.loads(oc.occd("status", "--json").stdout)
+    ours = {s["sessionId"]: s for a in st["agents"] for s in a["biggest"]}
+    theirs = oc.sessions_list()["sessions"]
+    assert {s["sessionId"] for s in theirs} == set(ours)
+    for s in theirs:
+        assert (ours[s["sessionId"]]["compactions"] or 0) == (s.get("compactionCount") or 0)
+        if s.get("totalTokens") is not None:
+            assert ours[s["sessionId"]]["contextTokens"] == s["totalTokens"]
+
+
+@pytest.mark.parametrize("version", releases("db"))
+def test_db_era_rotate_twice_then_real_turn(need_e2e, tmp_path, version):
+    """Database era: occd rotates through the gateway (describe → reset → chat.send deliver:false, waits for the
+    seed's reply) with exactly one model call; the next real turn's request holds the seed and not the old
+    history (the old messages only as quoted history inside the seed, MEMORY.md not repeated in it). Then a
+    second rotation: its seed holds no exchange from before the first reset and not the first seed."""
+    with OpenClawHome(version, tmp_path) as oc:
         (oc.workspace / "MEMORY.md").write_text("# Memory\nThe user's cat is called Zanzibar.\n")
         note = oc.workspace / "notes.txt"
         note.write_text("the secret ingredient is cardamom\n")
@@ -134,6 +167,11 @@ def test_db_era_rotate_then_real_turn(need_e2e, tmp_path):
         oc.turn("plain question oldturn1")
         before = [_text(m) for m in oc.requests()[-1]["body"]["messages"] if m.get("role") == "user"]
         assert any("summarise oldturn0" in u and "[occd]" not in u for u in before)  # the old history, as turns
+        _scan_matches(oc)
+        st = json.loads(oc.occd("status", "--json").stdout)
+        assert st["agents"][0]["era"] == "db" and st["lastScan"]["errors"] == 0, st["lastScan"]
+        r = oc.occd("edit", "--strip-tools", "--json")  # occd never writes OpenClaw's database
+        assert r.returncode == 1 and "openclaw sessions compact" in r.stderr
         from e2e_harness import free_port
 
         gw = Gateway(oc, free_port())
@@ -143,27 +181,44 @@ def test_db_era_rotate_then_real_turn(need_e2e, tmp_path):
             assert r.returncode == 0, r.stderr
             dry = json.loads(r.stdout)
             assert dry["era"] == "db" and dry["modelCall"] is True and "Zanzibar" not in dry["content"][0]
-            n_before = len(oc.requests())
-            r = oc.occd("rotate", "agent:main:main", "--json", timeout=600)
-            assert r.returncode == 0, r.stderr
-            res = json.loads(r.stdout)
-            assert res["state"] == "COOLDOWN" and res["modelCalls"] == 1
-            assert len(oc.requests()) == n_before + 1  # the seed cost exactly one model call
-            p = oc.openclaw("agent", "--agent", "main", "--message", "final question omega", "--json", timeout=300)
-            assert p.returncode == 0, p.stderr[-2000:]
-            sent = oc.requests()[-1]["body"]["messages"]
+            assert "<occd-recalled-history>" in dry["content"][0] and "> Please READ" in dry["content"][0]
+            res = _rotate_once(oc)
+            sent = _final_turn(oc, "final question omega")
             texts = [_text(m) for m in sent]
             assert any("[occd] This session continues session" in t for t in texts)
             assert not any(m.get("role") == "tool" for m in sent)
             assert not any(m.get("tool_calls") for m in sent if m.get("role") == "assistant")
             users = [t for m, t in zip(sent, texts) if m.get("role") == "user"]
             assert not any(("oldturn0" in u or "oldturn1" in u) and "[occd]" not in u for u in users)  # no old turn
-            assert any("final question omega" in u for u in users[-2:])  # 2026.9.6 adds an internal-context turn
+            assert any("final question omega" in u for u in users[-2:])  # 9.6 adds an internal-context turn
             seed_msgs = [u for u in users if "[occd] This session continues" in u]
             assert len(seed_msgs) == 1 and "oldturn1" in seed_msgs[0] and "Zanzibar" not in seed_msgs[0]
             # the ledger knows where the old history lives (behind OpenClaw's reset marker)
             led = oc.occd("status", "--rotations", "--json")
             rows = json.loads(led.stdout)
             assert rows[0]["state"] == "COOLDOWN" and "before its reset" in rows[0]["archive_path"]
+            # occd's view is the context after the reset: info counts what OpenClaw sends, not the old history
+            info = json.loads(oc.occd("info", "agent:main:main", "--json").stdout)["analysis"]
+            # (before: 10 messages, the old turns and their tool call counted too)
+            assert info["messages"] <= len(sent) + 1 and info["toolCalls"] == 0, info  # + the final reply
+            assert info["brokenParentLine"] is None
+            _scan_matches(oc)
+
+            # a second rotation right after: the seed carries what came after the first reset only
+            oc.openclaw("agent", "--agent", "main", "--message", "plain question midturn2", "--json", timeout=300)
+            r = oc.occd("rotate", "agent:main:main", "--dry-run", "--json")
+            dry2 = json.loads(r.stdout)["content"][0]
+            assert "midturn2" in dry2 and "final question omega" in dry2
+            assert "oldturn" not in dry2 and dry2.count("[occd] This session continues") == 1  # no nested seed
+            res2 = _rotate_once(oc)
+            assert res2["rotationId"] != res["rotationId"]
+            sent = _final_turn(oc, "final question sigma")
+            users = [_text(m) for m in sent if m.get("role") == "user"]
+            seed_msgs = [u for u in users if "[occd] This session continues" in u]
+            assert len(seed_msgs) == 1, "only the second seed is context"
+            assert "midturn2" in seed_msgs[0] and "oldturn" not in seed_msgs[0]
+            assert seed_msgs[0].count("[occd] This session continues") == 1
+            assert not any("oldturn" in u or "midturn2" in u for u in users if "[occd]" not in u)
+            _scan_matches(oc)
         finally:
             gw.stop()

@@ -101,6 +101,12 @@ def status_cmd(session, rotations, days, as_json):
         c.print(f"Last scan: {_when(ls['started'], now_dt)}, {ls['sessions_seen']} sessions, "
                 f"{ls['sessions_changed']} changed, {human_bytes(ls['bytes_read'])} read, {ls['duration_s']:.2f}s, "
                 f"{ls['errors']} errors")
+        if ls.get("errors") and ls.get("error_text"):  # say what they are (an unreadable store, with what to do)
+            lines = ls["error_text"].splitlines()
+            for line in lines[:5]:
+                c.print(f"  ! {line}", markup=False, highlight=False)
+            if len(lines) > 5:
+                c.print(f"  ... and {len(lines) - 5} more: `occd status --json`")
     from rich.table import Table
 
     for a in data["agents"]:

@@ -170,7 +170,9 @@ def _store_for(state_dir: Path, agent):
     if agent.era == "db":
         from occd.openclaw.dbstore import DbStore
 
-        return DbStore(state_dir, agent.id, agent.dir)
+        from occd.openclaw.health import cli_release  # a database newer/older than the CLI is named (h13)
+
+        return DbStore(state_dir, agent.id, agent.dir, cli_release=cli_release())
     if agent.era == "needs-migration":  # reported and read, never acted on (open_store's own rule)
         from occd.openclaw import open_store
 
@@ -351,9 +353,10 @@ def run(ctx) -> dict:
                   "(run `openclaw doctor --fix`)")
         try:
             scan_agent(ctx, agent, result, files, seen)
-        except OccdError as e:
-            result.errors.append(f"{agent.id}: {e.message}")
-            _note(ctx, notes, f"agent:{agent.id}", logging.WARNING, f"{agent.id}: {e.message}")
+        except OccdError as e:  # with what to do: `occd status` and the log show it (an unreadable schema...)
+            said = f"{agent.id}: {e.message}" + (f" ({e.hint})" if e.hint else "")
+            result.errors.append(said)
+            _note(ctx, notes, f"agent:{agent.id}", logging.WARNING, said)
             result.agents.setdefault(agent.id, agent.era)
             complete = False  # keep what we know of its files
         except OSError as e:

@@ -5,10 +5,20 @@ occd never writes this database (OpenClaw's triggers mark an edited row invalid 
 `session_nodes` (entry_valid = 1, not archived) and `transcript_events` (event_json, or event_zstd decompressed).
 Actions go through OpenClaw (gateway.py).
 
-Schema as observed on 2026.9.6 (`PRAGMA user_version` 23, schema_meta row role 'agent' with app_version; the
-columns occd reads are listed in REQUIRED_COLUMNS; tests/data/openclaw-2026.9.6-agent-schema.sql is the DDL of
-those tables). OpenClaw stores an event compressed (`event_zstd`, a plain zstd frame with checksum, level 1,
-`event_utf8_bytes` = decoded length) when it is at least 1024 bytes, has no `\\u` escapes and shrinks by 10%+.
+Schemas (tests/data/openclaw-<release>-agent-schema.sql are the DDL of the tables occd reads, dumped from real
+states): `PRAGMA user_version` 19 in 2026.8.1–2026.9.4 (transcript header version 3 until 9.2, 4 from 9.3), 21 in
+2026.9.5, 23 in 2026.9.6; the release is the `app_version` of the schema_meta row with meta_key 'primary' (9.5
+adds a second agent row, 'historical-transcript-directives-v1', whose app_version is a JSON status). The columns
+occd reads are all present since 8.1 (REQUIRED_COLUMNS); 9.6 adds `event_zstd` and `event_utf8_bytes`
+(OPTIONAL_COLUMNS): before it every event is plain `event_json`. 9.6 stores an event compressed (a plain zstd
+frame with checksum, level 1, `event_utf8_bytes` = decoded length) when it is at least 1024 bytes, has no `\\u`
+escapes and shrinks by 10%+.
+
+Reset markers: `sessions.reset` resets a session in place (same id) by appending a `{"type":"reset"}` entry
+(every database-era release has the writer; occd's rotation makes one). What comes before the last marker is
+history, not context: `read_lines` (info, the rotation seed) and the listed size start at it; `read_history`
+gives what came before it. A marker with `firstKeptEntryId` (OpenClaw's "preserve-tail" reset) keeps the user and
+assistant messages from that entry on, as OpenClaw's own projection does.
 """
 
 from __future__ import annotations
@@ -24,11 +34,17 @@ from occd.errors import BusyError, OccdError
 from occd.openclaw.filestore import SessionInfo, resolve_ref
 from occd.openclaw.state import DB_NAME, GLOBAL_DB
 
-VERIFIED_SCHEMA_VERSIONS = frozenset({23})  # 2026.9.6
+# agent schema (PRAGMA user_version) -> the releases that write it, all verified with occd on a real state
+KNOWN_SCHEMAS = {19: "2026.8.1–2026.9.4", 21: "2026.9.5", 23: "2026.9.6"}
+VERIFIED_SCHEMA_VERSIONS = frozenset(KNOWN_SCHEMAS)
 REQUIRED_COLUMNS = {
     "session_nodes": {"session_key", "current_session_id", "entry_json", "entry_valid", "updated_at", "status",
                       "label", "display_name", "archived_at"},
-    "transcript_events": {"session_id", "seq", "event_json", "event_zstd", "event_utf8_bytes"},
+    "transcript_events": {"session_id", "seq", "event_json"},
+}
+OPTIONAL_COLUMNS = {  # read when present (2026.9.6); without them every event is plain event_json
+    "transcript_events": {"event_zstd", "event_utf8_bytes"},
+    "transcript_event_identities": {"session_id", "seq", "event_type"},  # finds reset markers without decoding
 }
 MAX_EVENT_BYTES = 4 * 1024 * 1024  # OpenClaw's own bound on one stored event
 
@@ -53,26 +69,40 @@ def connect_ro(db: Path, timeout: float = 5.0) -> sqlite3.Connection:
 
 
 def schema_version(c: sqlite3.Connection) -> tuple[int, str | None]:
-    """(PRAGMA user_version, the OpenClaw release in schema_meta for the agent database or None)."""
+    """(PRAGMA user_version, the OpenClaw release in schema_meta for the agent database or None): the row with
+    meta_key 'primary' (2026.9.5 writes a second agent row whose app_version is not a release)."""
+    from occd.openclaw.state import parse_version
+
     (uv,) = c.execute("PRAGMA user_version").fetchone()
     app = None
     try:
-        row = c.execute("SELECT app_version FROM schema_meta WHERE role = 'agent' "
-                        "ORDER BY updated_at DESC LIMIT 1").fetchone()
-        app = row[0] if row else None
+        rows = c.execute("SELECT meta_key, app_version FROM schema_meta WHERE role = 'agent' "
+                         "ORDER BY meta_key = 'primary' DESC, updated_at DESC").fetchall()
+        for key, v in rows:
+            if isinstance(v, str) and (key == "primary" or parse_version(v)):
+                app = v
+                break
     except sqlite3.DatabaseError:
         pass
     return uv, app
 
 
+def table_columns(c: sqlite3.Connection, tables) -> dict[str, set[str]]:
+    return {t: {r[1] for r in c.execute(f"PRAGMA table_info({t})")} for t in tables}
+
+
 def check_schema(c: sqlite3.Connection, db: Path) -> list[str]:
     """Raise UNSUPPORTED_SCHEMA when the tables/columns occd reads are not there; return warnings (an unverified
     user_version that still has every column occd reads is read, with a warning)."""
+    return inspect_schema(c, db)["warnings"]
+
+
+def inspect_schema(c: sqlite3.Connection, db: Path) -> dict:
+    """{userVersion, appVersion, columns (of the tables occd reads), warnings}; raises UNSUPPORTED_SCHEMA (naming
+    the schema, the release and the missing columns) when a required column is not there."""
     try:
         uv, app = schema_version(c)
-        cols: dict[str, set[str]] = {}
-        for table in REQUIRED_COLUMNS:
-            cols[table] = {r[1] for r in c.execute(f"PRAGMA table_info({table})")}
+        cols = table_columns(c, set(REQUIRED_COLUMNS) | set(OPTIONAL_COLUMNS))
     except sqlite3.DatabaseError as e:
         raise OccdError(f"Cannot read OpenClaw database {db}: {e}", "check the file; `openclaw doctor` can help",
                         code="UNSUPPORTED_SCHEMA") from None
@@ -81,12 +111,14 @@ def check_schema(c: sqlite3.Connection, db: Path) -> list[str]:
     if missing:
         what = "has no " + ", ".join(missing[:4]) + (" ..." if len(missing) > 4 else "")
         raise OccdError(f"OpenClaw database schema {uv} ({release}) is not one occd knows: it {what}",
-                        "update occd; meanwhile `openclaw sessions list --json` shows the sessions",
+                        "update occd (it reads OpenClaw " + ", ".join(KNOWN_SCHEMAS.values()) + "); meanwhile "
+                        "`openclaw sessions list --json` shows the sessions",
                         code="UNSUPPORTED_SCHEMA", details={"userVersion": uv, "appVersion": app, "missing": missing})
+    warnings = []
     if uv not in VERIFIED_SCHEMA_VERSIONS:
-        return [f"OpenClaw database schema {uv} ({release}) was not verified with occd; the columns occd reads "
-                "are present, so it reads them"]
-    return []
+        warnings.append(f"OpenClaw database schema {uv} ({release}) was not verified with occd; the columns occd "
+                        "reads are present, so it reads them")
+    return {"userVersion": uv, "appVersion": app, "columns": cols, "warnings": warnings}
 
 
 def decode_event(event_json: str | None, event_zstd: bytes | None, utf8_bytes: int | None) -> bytes:
@@ -118,11 +150,138 @@ def _str(v) -> str | None:
     return v if isinstance(v, str) and v else None
 
 
+def _is_reset(line: bytes) -> bool:
+    if b'"reset"' not in line:
+        return False
+    try:
+        o = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(o, dict) and o.get("type") == "reset"
+
+
+def _relink(lines: list[bytes]) -> list[bytes]:
+    """The kept entries and the marker chained to each other (the first to none): their parents before the
+    reset are history, and a parentId naming an entry outside the view would read as a broken tree. Only the
+    lines whose parentId changes are rewritten (this is occd's read-only view, never written anywhere)."""
+    out, prev = [], None
+    for ln in lines:
+        try:
+            o = orjson.loads(ln)
+        except orjson.JSONDecodeError:
+            out.append(ln)
+            continue
+        if isinstance(o, dict) and o.get("parentId") != prev:
+            o["parentId"] = prev
+            ln = orjson.dumps(o) + b"\n"
+        if isinstance(o, dict) and isinstance(o.get("id"), str):
+            prev = o["id"]
+        out.append(ln)
+    return out
+
+
+def context_window_lines(lines: list[bytes]) -> tuple[list[bytes], list[bytes]]:
+    """(context, history) of a transcript's lines split at its last reset marker. Context: the header, the user
+    and assistant messages a `firstKeptEntryId` on the marker keeps (OpenClaw's preserve-tail reset), the marker
+    and everything after it (the kept messages and the marker chained to each other, see _relink). History:
+    what came before the marker (back to the previous marker: older history was already history then).
+    Without a marker: (lines, [])."""
+    marks = [i for i, ln in enumerate(lines) if i > 0 and _is_reset(ln)]
+    if not marks:
+        return lines, []
+    last = marks[-1]
+    start = marks[-2] + 1 if len(marks) > 1 else 1
+    head = lines[:1] if lines and b'"session"' in lines[0] else []
+    history = lines[start:last]
+    kept: list[bytes] = []
+    try:
+        first_kept = orjson.loads(lines[last]).get("firstKeptEntryId")
+    except (orjson.JSONDecodeError, AttributeError):
+        first_kept = None
+    if isinstance(first_kept, str):
+        seen = False
+        for ln in lines[1:last]:
+            try:
+                o = orjson.loads(ln)
+            except orjson.JSONDecodeError:
+                continue
+            if not isinstance(o, dict):
+                continue
+            seen = seen or o.get("id") == first_kept
+            if seen and o.get("type") == "message" and (o.get("message") or {}).get("role") in ("user", "assistant"):
+                kept.append(ln)
+    return head + _relink(kept + [lines[last]]) + lines[last + 1:], history
+
+
+OVERFLOW_WORDS = ("context overflow", "context length exceeded", "prompt is too long")
+
+
+def _msg_text(m: dict) -> str:
+    c = m.get("content")
+    if isinstance(c, str):
+        return c
+    if isinstance(c, list):
+        return " ".join(b.get("text", "") for b in c if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return ""
+
+
+def loop_signals(lines: list[bytes], recent_turns: int = 10) -> dict:
+    """Read-only inputs for the daemon's spiral / blocked-session policies in the database era (OpenClaw's
+    database is never written: occd acts through the lean view or reset + seed). From a transcript's stored
+    lines (all of them, reset markers included):
+      resets, lastResetAt           reset markers in the whole transcript, and the last one's timestamp;
+      turns                         user turns since the last reset (the context);
+      compactionsPerTurn            compaction entries in each of the last `recent_turns` turns (oldest first;
+                                    a turn = a user message and what follows it; compactions before the first
+                                    user message count for turn 0);
+      compactions                   compaction entries since the last reset;
+      overflowNotices, blocked      OpenClaw's "Context overflow ... Try /reset" replies since the last reset, and
+                                    whether the last assistant message is one (the session is blocked)."""
+    ctx, _ = context_window_lines(lines)
+    resets, last_reset_at = 0, None
+    for ln in lines[1:]:
+        if _is_reset(ln):
+            resets += 1
+            try:
+                last_reset_at = orjson.loads(ln).get("timestamp")
+            except (orjson.JSONDecodeError, AttributeError):
+                pass
+    per_turn = [0]
+    turns = compactions = overflow = 0
+    blocked = False
+    for ln in ctx[1:]:
+        try:
+            o = orjson.loads(ln)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(o, dict):
+            continue
+        t = o.get("type")
+        if t == "compaction":
+            compactions += 1
+            per_turn[-1] += 1
+        elif t == "message" and isinstance(o.get("message"), dict):
+            m = o["message"]
+            if m.get("role") == "user":
+                turns += 1
+                per_turn.append(0)
+            elif m.get("role") == "assistant":
+                notice = any(w in _msg_text(m).lower() for w in OVERFLOW_WORDS)
+                overflow += notice
+                blocked = notice
+    if per_turn[0] == 0 and turns:
+        per_turn = per_turn[1:]
+    return {"resets": resets, "lastResetAt": last_reset_at, "turns": turns, "compactions": compactions,
+            "compactionsPerTurn": per_turn[-recent_turns:], "overflowNotices": overflow, "blocked": blocked}
+
+
 class DbStore:
     era = "db"
 
-    def __init__(self, state_dir: Path, agent: str, agent_dir: Path | None = None):
+    def __init__(self, state_dir: Path, agent: str, agent_dir: Path | None = None,
+                 cli_release: tuple[int, int, int] | None = None):
         self.state_dir = state_dir
+        self.cli_release = cli_release  # given (the daemon's scan): a database of another release is named
         self.agent = agent
         self.agent_dir = agent_dir or state_dir / "agents" / agent
         self.db_path = self.agent_dir / "agent" / DB_NAME
@@ -130,18 +289,30 @@ class DbStore:
         self.notes: list[str] = []
         self.warnings: list[str] = []
         self._conn: sqlite3.Connection | None = None
+        self._schema: dict = {}
         self._schema_warnings: list[str] = []
 
     def conn(self) -> sqlite3.Connection:
         if self._conn is None:
             c = connect_ro(self.db_path)
             try:
-                self._schema_warnings = check_schema(c, self.db_path)
+                self._schema = inspect_schema(c, self.db_path)
+                self._schema_warnings = self._schema["warnings"]
             except BaseException:
                 c.close()
                 raise
             self._conn = c
         return self._conn
+
+    def schema(self) -> dict:
+        """{userVersion, appVersion, columns, warnings} of this agent's database (UNSUPPORTED_SCHEMA if occd
+        cannot read it)."""
+        self.conn()
+        return self._schema
+
+    def _has(self, table: str, *cols: str) -> bool:
+        self.conn()
+        return set(cols) <= self._schema.get("columns", {}).get(table, set())
 
     def close(self) -> None:
         if self._conn is not None:
@@ -166,17 +337,38 @@ class DbStore:
             raise OccdError(f"Cannot read OpenClaw database {self.db_path}: {e}", "`openclaw doctor` can help",
                             code="DB_UNREADABLE") from None
 
+    def _size_sql(self) -> str:
+        """SQL for a session's context size (uncompressed bytes of its events from the last reset marker on, and
+        the header); `n.current_session_id` names the session."""
+        ln = ("COALESCE(e.event_utf8_bytes, length(CAST(e.event_json AS BLOB)), 0)"
+              if self._has("transcript_events", "event_utf8_bytes") else "COALESCE(length(CAST(e.event_json AS BLOB)), 0)")
+        if self._has("transcript_event_identities", "session_id", "seq", "event_type"):
+            last_reset = ("(SELECT MAX(i.seq) FROM transcript_event_identities i "
+                          "WHERE i.session_id = n.current_session_id AND i.event_type = 'reset')")
+        else:  # reset markers are small: plain event_json
+            last_reset = ("(SELECT MAX(r.seq) FROM transcript_events r WHERE r.session_id = n.current_session_id "
+                          "AND r.seq > 0 AND r.event_json LIKE '%\"type\":\"reset\"%')")
+        return (f"(SELECT COALESCE(SUM({ln}), 0) FROM transcript_events e WHERE e.session_id = n.current_session_id "
+                f"AND (e.seq = 0 OR e.seq >= COALESCE({last_reset}, 0)))")
+
     def sessions(self) -> list[SessionInfo]:
         """Valid, not archived sessions, newest first (as `openclaw sessions list`). `size` is the sum of the
-        transcript's event sizes (uncompressed)."""
+        transcript's event sizes (uncompressed) from its last reset marker on: what came before is history."""
+        self.conn()
         rows = self._query(
             "SELECT n.session_key, n.current_session_id, n.entry_json, n.updated_at, n.status, n.label, "
-            "n.display_name, "
-            "(SELECT COALESCE(SUM(COALESCE(e.event_utf8_bytes, length(CAST(e.event_json AS BLOB)))), 0) "
-            "   FROM transcript_events e WHERE e.session_id = n.current_session_id) "
+            f"n.display_name, {self._size_sql()} "
             "FROM session_nodes n WHERE n.entry_valid = 1 AND n.archived_at IS NULL "
             "ORDER BY n.updated_at DESC, n.session_key")
         self.warnings = self.notes + self._schema_warnings
+        if self.cli_release is not None:
+            from occd.openclaw.health import release_mismatch
+            from occd.openclaw.state import parse_version
+
+            words = release_mismatch(parse_version(self._schema.get("appVersion")), self.cli_release,
+                                     self._schema.get("userVersion"))
+            if words:
+                self.warnings.append(words)
         ((invalid,),) = self._query("SELECT COUNT(*) FROM session_nodes WHERE entry_valid != 1")
         out = []
         for key, sid, entry_json, updated, status, label, display, size in rows:
@@ -216,16 +408,38 @@ class DbStore:
     def is_running(self, info: SessionInfo) -> bool:
         return info.status == "running"
 
-    def read_lines(self, info: SessionInfo):
-        """The transcript as .jsonl lines (bytes, each ending in \\n), in seq order. A row that cannot be decoded
-        is skipped and named in `warnings` (seq and why)."""
-        rows = self._query("SELECT seq, event_json, event_zstd, event_utf8_bytes FROM transcript_events "
-                           "WHERE session_id = ? ORDER BY seq", (info.session_id,))
-        for seq, ej, ez, nbytes in rows:
+    def all_lines(self, info: SessionInfo) -> list[bytes]:
+        """Every stored event of the transcript as .jsonl lines (bytes, each ending in \\n), in seq order, reset
+        markers and what came before them included. A row that cannot be decoded is skipped and named in
+        `warnings` (seq and why)."""
+        self.conn()
+        if self._has("transcript_events", "event_zstd", "event_utf8_bytes"):
+            sql = ("SELECT seq, event_json, event_zstd, event_utf8_bytes FROM transcript_events "
+                   "WHERE session_id = ? ORDER BY seq")
+        else:
+            sql = "SELECT seq, event_json, NULL, NULL FROM transcript_events WHERE session_id = ? ORDER BY seq"
+        out = []
+        for seq, ej, ez, nbytes in self._query(sql, (info.session_id,)):
             try:
-                yield decode_event(ej, ez, nbytes) + b"\n"
+                out.append(decode_event(ej, ez, nbytes) + b"\n")
             except ValueError as e:
                 self.warnings.append(f"{info.session_id}: transcript event seq {seq} is unreadable ({e})")
+        return out
+
+    def read_lines(self, info: SessionInfo) -> list[bytes]:
+        """The transcript as OpenClaw's context sees it: from the last reset marker on (see context_window_lines)."""
+        return context_window_lines(self.all_lines(info))[0]
+
+    def read_history(self, info: SessionInfo) -> list[bytes]:
+        """What came before the last reset marker (back to the one before it), after the header: what a rotation
+        that already reset the session is seeded from."""
+        lines = self.all_lines(info)
+        ctx, hist = context_window_lines(lines)
+        return (lines[:1] + hist) if hist else []
+
+    def signals(self, info: SessionInfo, recent_turns: int = 10) -> dict:
+        """loop_signals of the session (spirals and blocked sessions, read-only)."""
+        return loop_signals(self.all_lines(info), recent_turns)
 
     read_bytes_lines = read_lines
 

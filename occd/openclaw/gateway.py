@@ -167,8 +167,21 @@ class Gateway:
 
     def sessions_reset(self, key: str, expected_session_id: str, reason: str = "reset") -> dict:
         """Reset in place (same session id; lifecycleRevision and sessionStartedAt change). A wrong
-        expected_session_id → OccdError SESSION_CHANGED."""
-        return self.call("sessions.reset", {"key": key, "expectedSessionId": expected_session_id, "reason": reason})
+        expected_session_id → OccdError SESSION_CHANGED. Releases whose sessions.reset does not take
+        expectedSessionId yet (2026.8.1 refuses it as an unexpected property; 9.5 and 9.6 take it): the id is
+        checked with sessions.describe right before a reset without it (a window of one call)."""
+        try:
+            return self.call("sessions.reset", {"key": key, "expectedSessionId": expected_session_id,
+                                                "reason": reason})
+        except OccdError as e:
+            if "expectedSessionId" not in e.message or "unexpected property" not in e.message:
+                raise
+        current = (self.sessions_describe(key).get("session") or {}).get("sessionId")
+        if current != expected_session_id:
+            raise OccdError(f"openclaw gateway call sessions.reset: {key} now holds session {current}",
+                            "the session changed under occd; it is looked at again next cycle",
+                            code="SESSION_CHANGED", details={"reason": "session-changed", "sessionId": current})
+        return self.call("sessions.reset", {"key": key, "reason": reason})
 
     def chat_send(self, key: str, message: str, idempotency_key: str, deliver: bool = False) -> dict:
         """One model turn with `message` as a user message; the same idempotency key never starts a second one."""

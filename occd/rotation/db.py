@@ -24,9 +24,9 @@ import time
 
 from occd.errors import BusyError, OccdError
 from occd.rotation.machine import maybe_crash
+from occd.rotation.seed import SEED_MARK  # the seed message's marker (both eras)
 
 log = logging.getLogger("occd.rotation")
-SEED_MARK = "[occd] This session continues session"
 
 
 def _session(d: dict) -> dict:

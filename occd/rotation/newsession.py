@@ -20,7 +20,7 @@ from pathlib import Path
 
 import orjson
 
-from occd.rotation.seed import ACK, Seed
+from occd.rotation.seed import ACK, Seed, is_seed_text
 
 
 def _text(content) -> str:
@@ -123,6 +123,8 @@ def _carry_over(header: dict, chain: list[dict], n: int) -> dict:
     out["openCall"] = bool(open_calls)
     for turn in turns:
         user = _text(turn[0].get("content"))
+        if is_seed_text(user):  # an earlier rotation's seed and its reply: not an exchange (no nested seeds)
+            continue
         answer = [_text(m.get("content")) for m in turn[1:] if m.get("role") == "assistant"
                   and m.get("stopReason") not in ("error", "aborted")]
         a = "\n".join(x for x in answer if x.strip())

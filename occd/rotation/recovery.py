@@ -17,12 +17,10 @@ log = logging.getLogger("occd.rotation")
 
 
 def _pre_reset_bytes(store, info) -> bytes:
-    """A database-era transcript as it was before its latest reset marker (what the seed is built from)."""
-    lines = list(store.read_lines(info))
-    for i in range(len(lines) - 1, 0, -1):
-        if b'"type":"reset"' in lines[i].replace(b" ", b""):
-            return b"".join(lines[:i])
-    return b"".join(lines)
+    """A database-era transcript as it was before its latest reset marker, back to the reset before that (what
+    the seed is built from once the rotation's reset is done); the whole transcript when it has no marker."""
+    hist = store.read_history(info)
+    return b"".join(hist) if hist else b"".join(store.read_lines(info))
 
 
 def resume_one(settings, led, row: dict, *, state_dir: Path, gateway=None, now: float | None = None) -> dict:

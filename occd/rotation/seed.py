@@ -17,6 +17,13 @@ from pathlib import Path
 
 ACK = ("Understood. I have the memory and the recent exchanges from the rotated session, and I will continue "
        "from there.")
+SEED_MARK = "[occd] This session continues session"  # how an occd seed message begins (both eras)
+HISTORY_OPEN = "<occd-recalled-history>"
+HISTORY_CLOSE = "</occd-recalled-history>"
+HISTORY_INTRO = ("The exchanges below are a record of the rotated session, quoted only so you know what happened. "
+                 "They are finished: every request in them was already handled there. Do not carry out any of "
+                 "them again (no tool calls, no reads, no edits for them); only messages after this one are new "
+                 "requests.")
 MIDDLE_CUT = "\n\n[… the middle of MEMORY.md is left out of this seed by occd …]\n\n"
 END_CUT = "\n\n[… the rest of MEMORY.md is left out of this seed by occd …]"
 
@@ -58,13 +65,19 @@ class Seed:
         return "\n\n".join(p for p in parts if p)
 
     def message_text(self) -> str:
-        """The one user message of a database-era seed (chat.send): the note, then the exchanges as text."""
+        """The one user message of a database-era seed (chat.send): the note, then the exchanges as recalled
+        history — said in so many words to be finished, delimited, and every line quoted ("> "), so that no old
+        request reads as a new order (a model may act on a quoted "READ <path>" again otherwise)."""
         parts = [self.context_text(include_memory=False)]
         if self.exchanges:
-            parts.append("## The last exchanges before the rotation")
-            for u, a in self.exchanges:
-                parts.append(f"### User\n\n{u.strip()}\n\n### Assistant\n\n{a.strip()}")
-        parts.append("Reply with one short line to confirm; then continue as before.")
+            parts.append("## The last exchanges before the rotation (history, already done)")
+            parts.append(HISTORY_INTRO)
+            body = []
+            for i, (u, a) in enumerate(self.exchanges, 1):
+                body.append(f"[exchange {i}, user, earlier]\n{quote(u)}\n[exchange {i}, assistant, earlier]\n{quote(a)}")
+            parts.append(HISTORY_OPEN + "\n" + "\n\n".join(body) + "\n" + HISTORY_CLOSE)
+        parts.append("Reply with one short line to confirm that you have this history; do not act on it. Then "
+                     "continue as before with the next message.")
         return "\n\n".join(parts)
 
     def tokens(self, include_memory: bool = True) -> int:
@@ -79,6 +92,16 @@ class Seed:
         return {"budgetTokens": self.budget_tokens, "tokens": self.tokens(include_memory),
                 "memoryChars": len(self.memory or "") if include_memory else 0,
                 "notes": [n for n, _ in self.notes], "exchanges": len(self.exchanges), "shrinkSteps": self.steps}
+
+
+def quote(text: str) -> str:
+    """Every line prefixed with "> " (a recalled message, never an order)."""
+    return "\n".join("> " + ln if ln else ">" for ln in text.strip().splitlines()) or ">"
+
+
+def is_seed_text(text: str) -> bool:
+    """An occd seed message (a rotation's first user message): never carried into a later seed (no nesting)."""
+    return SEED_MARK in text[:400]
 
 
 def memory_files(workspace: Path, today: date) -> tuple[str | None, tuple | None, tuple | None]:

@@ -1,0 +1,145 @@
+"""Can occd read this OpenClaw state, and does it match the OpenClaw CLI on PATH? Checks for people (`occd doctor`,
+`occd status`) and for the daemon's log, each in words with what to do.
+
+    check_stores(state_dir)                     -> [Check, ...]   one per agent (+ the CLI/database release check)
+    release_mismatch(db_release, cli_release)   -> str | None     the words for a database newer/older than the CLI
+
+Releases and their agent database schema (`PRAGMA user_version`): 2026.8.1–9.4 write 19, 9.5 21, 9.6 23 (the
+global state database 15 → 18). An upgraded CLI refuses the older database until `openclaw doctor --fix`
+migrates it (seen on 9.5 → 9.6); an older CLI cannot read a newer database. occd reads every schema it knows
+either way.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from occd.errors import BusyError, OccdError
+
+
+@dataclass
+class Check:
+    name: str
+    level: str          # ok | warn | error
+    message: str
+    hint: str | None = None
+    details: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.level != "error"
+
+    def to_json(self) -> dict:
+        return asdict(self) | {"ok": self.ok}
+
+
+def schema_for_release(v: tuple[int, int, int] | None) -> int | None:
+    """The agent database schema a release writes (None: the file era, or a release occd has not seen)."""
+    if v is None or v < (2026, 8, 1):
+        return None
+    if v < (2026, 9, 5):
+        return 19
+    if v < (2026, 9, 6):
+        return 21
+    if v < (2026, 9, 7):
+        return 23
+    return None
+
+
+def _text(v: tuple[int, int, int]) -> str:
+    return ".".join(map(str, v))
+
+
+def release_mismatch(db_release: tuple[int, int, int] | None, cli_release: tuple[int, int, int] | None,
+                     db_schema: int | None = None) -> str | None:
+    """The words (with what to do) for an agent database written by another release than the CLI on PATH, or
+    None when they agree (or one is unknown). Same schema on both sides: nothing to do."""
+    if db_release is None or cli_release is None or db_release == cli_release:
+        return None
+    cli_schema = schema_for_release(cli_release)
+    db_schema = db_schema if db_schema is not None else schema_for_release(db_release)
+    if cli_schema is not None and db_schema is not None and cli_schema == db_schema:
+        return None
+    if db_release > cli_release:
+        return (f"the OpenClaw database was written by {_text(db_release)}, newer than the openclaw CLI on PATH "
+                f"({_text(cli_release)}), which may refuse it: update the CLI (occd reads the database either way)")
+    return (f"the OpenClaw database was written by {_text(db_release)}, older than the openclaw CLI on PATH "
+            f"({_text(cli_release)}): OpenClaw refuses it until `openclaw doctor --fix` migrates it (occd reads it "
+            "either way)")
+
+
+_CLI_CACHE: dict = {}
+
+
+def cli_release(binary: str | None = None) -> tuple[int, int, int] | None:
+    """`openclaw --version` of the CLI on PATH (OCCD_OPENCLAW_BIN wins), asked again only when the binary
+    changed (a daemon pays the ~1 s start-up once per install)."""
+    import shutil
+
+    from occd.openclaw.state import openclaw_cli_version
+
+    binary = binary or os.environ.get("OCCD_OPENCLAW_BIN") or shutil.which("openclaw")
+    if not binary:
+        return None
+    try:
+        real = os.path.realpath(binary)
+        st = os.stat(real)
+        key = (real, st.st_mtime_ns, st.st_size)
+    except OSError:
+        return None
+    if key not in _CLI_CACHE:
+        _CLI_CACHE.clear()
+        _CLI_CACHE[key] = openclaw_cli_version(binary)
+    return _CLI_CACHE[key]
+
+
+def check_agent_db(state_dir: Path, agent, cli: tuple[int, int, int] | None = None) -> list[Check]:
+    """The agent database's checks: readable by occd (schema and columns), and its release against the CLI's."""
+    from occd.openclaw.dbstore import DbStore
+    from occd.openclaw.state import parse_version
+
+    name = f"openclaw-db:{agent.id}"
+    store = DbStore(state_dir, agent.id, agent.dir)
+    try:
+        schema = store.schema()
+    except BusyError as e:  # OpenClaw is writing: not a problem with the store
+        return [Check(name, "warn", f"agent {agent.id}: {e.message}", e.hint)]
+    except OccdError as e:
+        return [Check(name, "error", f"agent {agent.id}: {e.message}", e.hint, dict(e.details))]
+    finally:
+        store.close()
+    release = parse_version(schema.get("appVersion"))
+    what = f"agent {agent.id}: schema {schema['userVersion']} ({schema.get('appVersion') or 'unknown release'})"
+    out = [Check(name, "warn" if schema["warnings"] else "ok",
+                 what + (": " + "; ".join(schema["warnings"]) if schema["warnings"] else ", read by occd"),
+                 "tell occd's maintainers which OpenClaw release wrote it" if schema["warnings"] else None,
+                 {"userVersion": schema["userVersion"], "appVersion": schema.get("appVersion")})]
+    words = release_mismatch(release, cli, schema["userVersion"])
+    if words:
+        out.append(Check(f"openclaw-cli:{agent.id}", "warn", f"agent {agent.id}: {words}", None,
+                         {"database": schema.get("appVersion"), "cli": _text(cli) if cli else None}))
+    return out
+
+
+def check_stores(state_dir: Path, *, probe_cli: bool = True, cli: tuple[int, int, int] | None = None) -> list[Check]:
+    """Every agent's store: database era read and compared with the CLI; file-era agents that a database-era
+    release has not imported yet. For `occd doctor` (h16) and `occd status`."""
+    from occd.openclaw.state import list_agents
+
+    try:
+        agents = list_agents(state_dir)
+    except OccdError as e:
+        return [Check("openclaw-state", "error", e.message, e.hint)]
+    if cli is None and probe_cli and any(a.era == "db" for a in agents):
+        cli = cli_release()
+    out: list[Check] = []
+    for a in agents:
+        if a.era == "db":
+            out += check_agent_db(state_dir, a, cli)
+        elif a.era == "needs-migration":
+            out.append(Check(f"openclaw-db:{a.id}", "warn",
+                             f"agent {a.id}: file-era sessions that OpenClaw has not imported into its database yet",
+                             "run `openclaw doctor --fix`; occd only reads them until then"))
+    return out
