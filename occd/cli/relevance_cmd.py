@@ -36,7 +36,7 @@ def sessions_cmd(repo, agent, state_dir, as_json):
     """Sessions of every OpenClaw agent and of Claude Code, linked, newest first."""
     from pathlib import Path
 
-    from occd.relevance.discovery import discover
+    from occd.relevance.discovery import caller_from_env, discover
 
     s = load_settings_from_ctx(state_dir=state_dir)
     repo_root = None
@@ -45,12 +45,12 @@ def sessions_cmd(repo, agent, state_dir, as_json):
 
         repo_root = find_root(repo)
     d = discover(state_dir=_state_dir(s), agent=agent, repo=Path(repo_root) if repo_root else None,
-                 idle_seconds=s.idle_seconds)
+                 caller=caller_from_env())
     if as_json:
         emit_json(d.to_json())
         return
     if not d.sessions:
-        click.echo("No sessions found" + (f" for {repo_root}" if repo_root else "") + ".")
+        click.echo(d.nothing_found())
         _warn(d.warnings)
         return
     now = datetime.now(timezone.utc)
@@ -60,7 +60,9 @@ def sessions_cmd(repo, agent, state_dir, as_json):
         pct = x.context_percent()
         if pct is not None:
             tokens += f" ({pct:.0f}%)"
-        flags = (" [running]" if x.running else "") + (f" [openclaw:agent={x.origin_agent}]" if x.origin_agent else "")
+        flags = ((" [self]" if x.is_self else "") + (" [running]" if x.running else "")
+                 + (f" [open: {x.open_in}]" if x.open_in else "")
+                 + (f" [openclaw:agent={x.origin_agent}]" if x.origin_agent else ""))
         task = " ".join((x.to_json(80)["latestUserTask"] or "").split())
         rows.append([short_id(x.id), x.source, x.agent or "-", x.branch or "-", relative_time(x.last_modified, now),
                      str(x.message_count if x.message_count is not None else "-"), human_bytes(x.size), tokens,
@@ -143,10 +145,14 @@ def select_cmd(task, repo, agent, state_dir, label, no_llm, cost_budget, as_json
             rows.append([short_id(c["id"]), c["source"], f"{c['score']:.2f}", f"{c['relevance']:.2f}",
                          c["relevanceMethod"] or "-", f"{p['branch']:.2f}", f"{p['recency']:.2f}",
                          f"{p['health']:.2f}", f"{p['capacity']:.2f}",
-                         ("running; " if c["running"] else "") + ("; ".join(c["forcedFresh"]) or
+                         ("self; " if c["self"] else "") + ("running; " if c["running"] else "")
+                         + ("unrelated; " if not c["related"] and not c["self"] else "")
+                         + ("; ".join(c["forcedFresh"]) or
                                                                   (c["latestUserTask"] or "")[:60])])
         click.echo(format_table(["ID", "SOURCE", "SCORE", "REL", "BY", "BRANCH", "RECENT", "HEALTH", "CAPACITY",
                                  "NOTE"], rows, right={2, 3, 5, 6, 7, 8}))
+    elif out["searched"]:
+        click.echo("Looked in: " + "; ".join(p.describe() for p in r.discovery.places))
     _warn(out["warnings"])
 
 
