@@ -589,3 +589,215 @@ def test_score_job_act_mode_archives_through_the_action_path(isolated_env):
     assert (sdir / "archive" / "old-rota.jsonl").exists() and not (sdir / "old-rota.jsonl").exists()
     index = json.loads((sdir / "sessions.json").read_text())
     assert {e["sessionId"] for e in index.values()} == {"active", "old-hooks"}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Claude Code facts (issue 14): messages as Claude Code shows them, slash commands, spacing, last activity,
+# window, HEAD, running from live-process files, the caller
+# ---------------------------------------------------------------------------------------------------------
+
+def _cc_realistic(sid: str, cwd: str, start: float, branch: str = "main", model: str = "claude-opus-5-5",
+                  requested: str | None = None) -> list[dict]:
+    """The shapes Claude Code 2.1.330 writes (seen in real sessions): 3 prompts, a reply split over two lines
+    (text, tool call; same message.id), tool results, a /compact with caveat, summary and stdout, queue and
+    attachment records, and cost/last-prompt lines without timestamps at the end."""
+    t = iter(range(1000))
+
+    def ts():
+        return _iso(start + next(t))
+
+    base = {"cwd": cwd, "sessionId": sid, "gitBranch": branch, "isSidechain": False}
+
+    def user(content, **kw):
+        return {**base, "type": "user", "timestamp": ts(), "message": {"role": "user", "content": content}, **kw}
+
+    def reply(mid, blocks):
+        return {**base, "type": "assistant", "timestamp": ts(), "requestedModel": requested or model,
+                "message": {"id": mid, "role": "assistant", "model": model, "content": blocks,
+                            "usage": {"input_tokens": 1500, "cache_creation_input_tokens": 0,
+                                      "cache_read_input_tokens": 0, "output_tokens": 20}}}
+
+    return [
+        {"type": "queue-operation", "operation": "enqueue", "timestamp": ts(), "sessionId": sid},
+        user("add a subtract function to the calculator"),
+        {**base, "type": "attachment", "timestamp": ts(), "attachment": {"type": "date", "date": "x"}},
+        reply("msg_1", [{"type": "text", "text": "Sure."}]),
+        user("USE_BASH check status"),
+        reply("msg_2", [{"type": "text", "text": "Let me check."}]),
+        reply("msg_2", [{"type": "tool_use", "id": "tu1", "name": "Bash", "input": {"command": "git status"}}]),
+        user([{"type": "tool_result", "tool_use_id": "tu1", "content": "?? calc.py"}]),
+        reply("msg_3", [{"type": "text", "text": "Clean."}]),
+        {**base, "type": "system", "subtype": "compact_boundary", "timestamp": ts(), "content": "Conversation compacted"},
+        user("This session is being continued from a previous conversation...", isCompactSummary=True,
+             isVisibleInTranscriptOnly=True),
+        user("<local-command-caveat>The command below was run directly</local-command-caveat>", isMeta=True),
+        user("<command-name>/compact</command-name>\n<command-message>compact</command-message>\n<command-args></command-args>"),
+        user("<local-command-stdout>Compacted (ctrl+o to see full summary)</local-command-stdout>"),
+        user("<command-message>orchestrator</command-message>\n<command-name>/orchestrator</command-name>\n"
+             "<command-args>split the billing export into monthly files</command-args>"),
+        user([{"type": "text", "text": "Expanded skill prompt for the orchestrator"}], isMeta=True),
+        reply("msg_4", [{"type": "text", "text": "Done."}]),
+        {"type": "last-prompt", "lastPrompt": "x", "sessionId": sid},
+        {"type": "cost-state", "sessionId": sid, "totalCostUSD": 0.01},
+    ]
+
+
+def test_claude_messages_as_claude_code_shows_them_and_spacing_does_not_matter(isolated_env, tmp_path):
+    home = isolated_env
+    repo = home / "calc"
+    start = time.time() - 5 * D
+    objs = _cc_realistic("cc-real", str(repo), start)
+    pdir = home / ".claude" / "projects" / claude_slug(repo)
+    write_jsonl(pdir / "cc-real.jsonl", objs)
+    # the same session re-saved by an archiver with spaces after the colons, padded past the head/tail windows
+    spaced = pdir / "cc-spaced.jsonl"
+    pad = [{"type": "attachment", "timestamp": _iso(start), "attachment": {"type": "file", "content": "p" * 4000}}] * 60
+    spaced.write_text("".join(json.dumps({**o, "sessionId": "cc-spaced"}) + "\n" for o in objs[:10] + pad + objs[10:]))
+    assert b'"type": "user"' in spaced.read_bytes() and spaced.stat().st_size > 200_000
+    d = discover(state_dir=None, counter_cache=tmp_path / "c.json")
+    by = {s.id: s for s in d.sessions}
+    # as the user sees it: 4 prompts (3 typed + /compact... + /orchestrator) and 4 replies; msg_2 is one reply
+    prompts = ["add a subtract function to the calculator", "USE_BASH check status", "/compact",
+               "/orchestrator split the billing export into monthly files"]
+    replies = {"msg_1", "msg_2", "msg_3", "msg_4"}
+    for sid in ("cc-real", "cc-spaced"):
+        s = by[sid]
+        assert s.message_count == len(prompts) + len(replies), sid
+        assert s.compaction_count == 1, sid
+        assert s.first_user_message == "add a subtract function to the calculator"
+        assert s.latest_user_task == "split the billing export into monthly files"  # from <command-args>
+        assert s.model == "claude-opus-5-5" and s.context_window == 1_000_000  # what Claude Code reports for it
+        assert s.context_tokens == 1520 and s.context_percent() == 0.2
+    # last activity: the last entry's timestamp, not the file's mtime (the files were just written)
+    assert by["cc-real"].last_modified == pytest.approx(start + 18, abs=3)
+    assert by["cc-real"].file_mtime > start + 4 * D
+
+
+@pytest.mark.parametrize("model,requested,window", [
+    ("claude-opus-4-6", None, 200_000), ("claude-opus-4-7", None, 1_000_000), ("claude-sonnet-4-5", None, 200_000),
+    ("claude-sonnet-4-5", "claude-sonnet-4-5[1m]", 1_000_000), ("claude-sonnet-5", None, 1_000_000),
+    ("claude-haiku-4-5-20251001", None, 200_000), ("claude-haiku-5-5", None, 1_000_000),
+    ("claude-3-7-sonnet-20250219", None, 200_000), ("claude-fable-5-2", None, 1_000_000), ("gpt-5", None, 200_000),
+])
+def test_claude_context_window_as_claude_code_reports_it(model, requested, window):
+    from occd.relevance.discovery import claude_context_window
+
+    # checked against `claude -p --model M --output-format json` → modelUsage[M].contextWindow (2.1.330)
+    assert claude_context_window(model, requested) == window
+    assert claude_context_window("some-proxy-model", None, tokens=350_000) == 1_000_000  # already past 200k
+
+
+def test_claude_head_branch_is_unknown_and_slash_tasks(isolated_env, tmp_path):
+    from occd.relevance.discovery import task_of_prompt
+
+    home = isolated_env
+    repo = home / "r"
+    make_cc_session(home, repo, "cc-head", ["fix the büro module"], "HEAD", time.time() - 60)
+    (s,) = discover(state_dir=None, counter_cache=tmp_path / "c.json").sessions
+    assert s.branch is None and s.to_json()["branch"] is None
+    assert scoring.score_session(facts_of_s(s), 0.9, current_branch="HEAD", now=time.time()).branch == 0.0
+    assert task_of_prompt("/init") == "/init" and task_of_prompt("/compact") is None
+    assert task_of_prompt("/review-pr 123 please") == "123 please"
+    assert task_of_prompt("/etc/hosts is wrong") == "/etc/hosts is wrong"
+
+
+def facts_of_s(s):
+    from occd.relevance.discovery import facts_of
+
+    return facts_of(s)
+
+
+def test_claude_running_from_live_process_files_not_recent_writes(isolated_env, tmp_path):
+    """~/.claude/sessions/<pid>.json with the pid alive (same process) = running; a file written seconds ago by a
+    finished `claude -p` is not; a stale record (dead pid, or a reused pid) is not."""
+    home = isolated_env
+    repo = home / "r"
+    now = time.time()
+    make_cc_session(home, repo, "cc-busy", ["long refactor"], "main", now - 3600)   # silent for an hour
+    make_cc_session(home, repo, "cc-done", ["quick question"], "main", now - 5)      # just finished
+    make_cc_session(home, repo, "cc-stale", ["old work"], "main", now - 5)
+    make_cc_session(home, repo, "cc-idle", ["open in a terminal"], "main", now - 600)
+    sess = home / ".claude" / "sessions"
+    sess.mkdir(parents=True)
+    me = os.getpid()
+    start = Path(f"/proc/{me}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    (sess / f"{me}.json").write_text(json.dumps({"pid": me, "sessionId": "cc-busy", "status": "busy", "procStart": start}))
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (sess / f"{dead.pid}.json").write_text(json.dumps({"pid": dead.pid, "sessionId": "cc-stale", "status": "busy"}))
+    (sess / "1.json").write_text(json.dumps({"pid": 1, "sessionId": "cc-done", "status": "busy", "procStart": "999999999"}))
+    idle = subprocess.Popen(["sleep", "30"])
+    try:
+        (sess / f"{idle.pid}.json").write_text(json.dumps({"pid": idle.pid, "sessionId": "cc-idle", "status": "idle"}))
+        (sess / "junk.json").write_text("{not json")
+        by = {s.id: s for s in discover(state_dir=None, counter_cache=tmp_path / "c.json").sessions}
+    finally:
+        idle.kill()
+        idle.wait()
+    assert by["cc-busy"].running and by["cc-busy"].running_source == f"claude-code busy (pid {me})"
+    assert not by["cc-done"].running and not by["cc-stale"].running   # pid reused by another process / dead
+    assert not by["cc-idle"].running and "idle" in by["cc-idle"].open_in
+
+
+def test_select_leaves_the_caller_out_and_says_where_it_looked(isolated_env, monkeypatch):
+    from click.testing import CliRunner
+
+    from occd.cli.main import cli
+
+    home = isolated_env
+    repo = git_repo(home / "src" / "calc", "main")
+    now = time.time()
+    make_cc_session(home, repo, "cc-caller", ["add a subtract function to the calculator"], "main", now - 5)
+    sess = home / ".claude" / "sessions"
+    sess.mkdir(parents=True)
+    (sess / f"{os.getpid()}.json").write_text(json.dumps({"pid": os.getpid(), "sessionId": "cc-caller",
+                                                           "status": "busy"}))
+    monkeypatch.chdir(repo)
+    run = lambda *a: CliRunner().invoke(cli, ["select", "--task", "add a subtract function", "--no-llm", "--json", *a])  # noqa: E731
+    out = json.loads(run().stdout)
+    assert (out["action"], out["sessionId"]) == ("queue", "cc-caller")  # (without the env: another session's run)
+    monkeypatch.setenv("CLAUDE_CODE_SESSION_ID", "cc-caller")
+    monkeypatch.setenv("CLAUDECODE", "1")
+    out = json.loads(run().stdout)
+    assert out["action"] == "fresh" and out["sessionId"] is None and "calling session itself" in out["reason"]
+    assert out["candidates"][0]["self"] is True and out["caller"]["claudeSessionId"] == "cc-caller"
+    assert out["repoFromCwd"] and "current directory's repository" in out["reason"]
+    r = CliRunner().invoke(cli, ["sessions", "--json"])
+    assert json.loads(r.stdout)["sessions"][0]["self"] is True
+
+    # nothing at all: say where it looked (CLI human output and JSON), and that select used the cwd's repository
+    monkeypatch.delenv("CLAUDE_CODE_SESSION_ID")
+    import shutil
+
+    shutil.rmtree(home / ".claude")
+    r = CliRunner().invoke(cli, ["sessions"])
+    assert r.exit_code == 0
+    assert "No sessions found" in r.stdout and str(home / ".openclaw") in r.stdout and "missing" in r.stdout
+    assert str(home / ".claude" / "projects") in r.stdout
+    r = CliRunner().invoke(cli, ["select", "--task", "x", "--no-llm"])
+    assert r.exit_code == 0 and str(home / ".claude" / "projects") in r.stdout
+    assert f"current directory's repository {repo}" in r.stdout
+
+
+def test_openclaw_caller_key_and_file_era_last_activity(isolated_env, monkeypatch):
+    home = isolated_env
+    repo = git_repo(home / "src" / "api", "main")
+    now = time.time()
+    make_file_agent(home / ".openclaw", "main", [
+        {"sid": "oc-me", "key": "agent:main:main", "users": ["refactor the webhook handler"], "cwd": str(repo),
+         "mtime": now - 30},
+        {"sid": "oc-old", "key": "agent:main:old", "users": ["refactor the webhook handler retries"],
+         "cwd": str(repo), "mtime": now - 2 * D, "usage": 2000},
+    ])
+    p = home / ".openclaw" / "agents" / "main" / "sessions" / "oc-old.jsonl"
+    os.utime(p, (now, now))  # restored from a backup just now: its entries still say two days ago
+    from occd.config import load_settings
+    from occd.relevance.discovery import Caller
+    from occd.relevance.select import select_session
+
+    r = select_session(load_settings(), task="refactor the webhook handler", repo=repo, use_model=False,
+                       open_ledger=False, caller=Caller(openclaw_key="agent:main:main"), now=now)
+    by = {s.id: s for s in r.sessions}
+    assert by["oc-me"].is_self and not by["oc-old"].is_self
+    assert by["oc-old"].last_modified == pytest.approx(now - 2 * D, abs=5)
+    assert (r.decision.action, r.decision.session_id) == ("resume", "oc-old")
