@@ -26,5 +26,7 @@ if ! command -v systemd-analyze >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command
 fi
 # Real OpenClaw releases for the end-to-end tests are installed on first use by ../shared/openclaw-e2e/setup.sh
 export OC_CACHE=${OC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/occd-openclaw-e2e}
+# ... and the real Claude Code CLI (../shared/claude-code-e2e/setup.sh) into CC_CACHE
+export CC_CACHE=${CC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/occd-claude-code-e2e}
 
 exec .venv/bin/python -m pytest "$@"
