@@ -159,22 +159,25 @@ F = scoring.Facts
     (F("b", branch="dev", last_modified=NOW - 2 * H, created=NOW - 3 * H, message_count=40, size=10_000), 0.45, "main", 0.635, []),
     # unrelated: −0.15, 10 days old (recency 0, health −0.05)
     (F("c", branch="main", last_modified=NOW - 10 * D, created=NOW - 12 * D, message_count=40), 0.05, "main", 0.35, []),
-    # weak relevance band 0.1..0.3 → 0 points; 2 days old → 0.08
-    (F("d", last_modified=NOW - 2 * D, created=NOW - 2 * D, message_count=10), 0.2, None, 0.38, []),
+    # weak relevance band 0.1..0.3 → 0 points; 2 days old → 0.08; branch unknown → half the branch points
+    (F("d", last_modified=NOW - 2 * D, created=NOW - 2 * D, message_count=10), 0.2, None, 0.505, []),
     # 2 compactions (−0.10), 40% context (−0.025), > 500 messages and > 5 MB (−0.10)
     (F("e", branch="main", last_modified=NOW - 600, created=NOW - 3600, message_count=600, size=6 << 20, compactions=2,
        context_tokens=80_000, context_window=200_000), 0.9, "main", 0.775, []),
     # forced: 3 compactions
-    (F("f", last_modified=NOW - 600, created=NOW - 600, compactions=3), 0.9, None, 0.75, ["3 compactions"]),
-    # forced: 70% of the context window; density 140000/10 → −0.05 too
+    (F("f", last_modified=NOW - 600, created=NOW - 600, compactions=3), 0.9, None, 0.875, ["3 compactions"]),
+    # forced: 70% of the context window (−0.05); 14000 tokens per message but only 10 messages: no density penalty
     (F("g", last_modified=NOW - 600, created=NOW - 600, message_count=10, context_tokens=140_000,
-       context_window=200_000), 0.9, None, 0.65, ["context 70%"]),
+       context_window=200_000), 0.9, None, 0.825, ["context 70%"]),
+    # ... with 20 messages the density (7000 per message) costs 0.05 more
+    (F("g2", last_modified=NOW - 600, created=NOW - 600, message_count=20, context_tokens=140_000,
+       context_window=200_000), 0.9, None, 0.775, ["context 70%"]),
     # forced: unrelated and > 200 messages
-    (F("h", last_modified=NOW - 600, created=NOW - 600, message_count=201), 0.05, None, 0.35, ["unrelated"]),
+    (F("h", last_modified=NOW - 600, created=NOW - 600, message_count=201), 0.05, None, 0.475, ["unrelated"]),
     # not forced: unrelated but only 200 messages
-    (F("i", last_modified=NOW - 600, created=NOW - 600, message_count=200), 0.05, None, 0.35, []),
+    (F("i", last_modified=NOW - 600, created=NOW - 600, message_count=200), 0.05, None, 0.475, []),
     # forced: cost 0.8 of a 1.0 budget
-    (F("j", last_modified=NOW - 600, created=NOW - 600, cost_usd=0.8), 0.9, None, 0.75, ["cost"]),
+    (F("j", last_modified=NOW - 600, created=NOW - 600, cost_usd=0.8), 0.9, None, 0.875, ["cost"]),
 ])
 def test_score_table(facts, rating, branch, total, forced):
     s = scoring.score_session(facts, rating, current_branch=branch, now=NOW, cost_budget_usd=1.0)

@@ -1,7 +1,7 @@
 """Session score and the resume / fresh / queue decision. Pure: facts, a relevance rating and `now` in;
 a score with its parts and a decision with its reasons out.
 
-Score (0..1) = branch match (0.25) + recency (0..0.20) + task relevance (−0.15..0.25) + health (0..0.15)
+Score (0..1) = branch match (0.25; 0.125 when a branch is unknown) + recency (0..0.20) + task relevance (−0.15..0.25) + health (0..0.15)
 + capacity (0..0.15). Forced fresh: 3+ compactions, 70%+ of the context or cost budget used, or unrelated
 (relevance < 0.1) with more than 200 messages.
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 BRANCH_POINTS = 0.25
+BRANCH_UNKNOWN_POINTS = 0.125  # the session's or the work's branch is not known (OpenClaw, "HEAD"): not a mismatch
 RECENCY_STEPS = ((3600, 0.20), (6 * 3600, 0.16), (24 * 3600, 0.12), (3 * 86400, 0.08), (7 * 86400, 0.04))
 RELEVANCE_MAX = 0.25
 RELEVANCE_MID_LOW = 0.10
@@ -27,6 +28,7 @@ CAPACITY_MAX = 0.15
 COMPACTION_PENALTY = 0.05      # per compaction (1 or 2; 3 forces fresh)
 CONTEXT_PENALTIES = ((50.0, 0.05), (30.0, 0.025))      # context use ≥ %: penalty
 DENSITY_PENALTIES = ((3000.0, 0.05), (1500.0, 0.025))  # context tokens per message ≥: penalty
+DENSITY_MIN_MESSAGES = 20      # below this the fixed system prompt and tools dominate the per-message figure
 FORCE_COMPACTIONS = 3
 FORCE_PERCENT = 70.0
 UNRELATED = 0.1
@@ -113,7 +115,10 @@ def score_session(f: Facts, rating: float, *, current_branch: str | None, now: f
     """`related_at`: the rating from which the session counts as related (RELATED_AT of the rating's method)."""
     rating = min(1.0, max(0.0, float(rating)))
     notes: list[str] = []
-    branch = BRANCH_POINTS if (f.branch and current_branch and f.branch == current_branch) else 0.0
+    if f.branch and current_branch:
+        branch = BRANCH_POINTS if f.branch == current_branch else 0.0
+    else:
+        branch = BRANCH_UNKNOWN_POINTS
     recency = recency_points(f.last_modified, now)
     rel = relevance_points(rating)
 
@@ -141,7 +146,7 @@ def score_session(f: Facts, rating: float, *, current_branch: str | None, now: f
                 capacity -= pen
                 notes.append(f"context {pct:.0f}% used")
                 break
-    if f.context_tokens and f.message_count:
+    if f.context_tokens and f.message_count and f.message_count >= DENSITY_MIN_MESSAGES:
         density = f.context_tokens / f.message_count
         for limit, pen in DENSITY_PENALTIES:
             if density >= limit:
@@ -240,8 +245,10 @@ def decide(facts: list[Facts], scores: dict[str, Score], *, threshold: float = D
 
 def _explain(s: Score) -> str:
     parts = [f"relevance {s.rating:.2f} → {s.relevance:+.2f}"]
-    if s.branch:
+    if s.branch == BRANCH_POINTS:
         parts.append("same branch")
+    elif s.branch:
+        parts.append("branch unknown")
     parts.append(f"recency {s.recency:.2f}")
     if s.notes:
         parts.append(", ".join(s.notes))
