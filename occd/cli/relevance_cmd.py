@@ -135,9 +135,10 @@ def select_cmd(task, repo, agent, state_dir, label, no_llm, cost_budget, as_json
     click.echo(f"{verb}{target}: {out['reason']}")
     rel = out["relevance"]
     how = rel["method"] if rel["method"] != "model" else f"model {rel['model']}"
-    click.echo(f"Relevance by {how}" + (f" ({rel['reason']})" if rel["reason"] else "")
-               + (f"; {rel['cached']} cached" if rel["cached"] else "")
-               + (f"; {rel['calls']} call(s), ${rel['costUsd']:.5f}" if rel["calls"] else ""))
+    if out["candidates"]:
+        click.echo(f"Relevance by {how}" + (f" ({rel['reason']})" if rel["reason"] else "")
+                   + (f"; {rel['cached']} cached" if rel["cached"] else "")
+                   + (f"; {rel['calls']} call(s), ${rel['costUsd']:.5f}" if rel["calls"] else ""))
     if out["candidates"]:
         rows = []
         for c in out["candidates"][:15]:
@@ -151,8 +152,6 @@ def select_cmd(task, repo, agent, state_dir, label, no_llm, cost_budget, as_json
                                                                   (c["latestUserTask"] or "")[:60])])
         click.echo(format_table(["ID", "SOURCE", "SCORE", "REL", "BY", "BRANCH", "RECENT", "HEALTH", "CAPACITY",
                                  "NOTE"], rows, right={2, 3, 5, 6, 7, 8}))
-    elif out["searched"]:
-        click.echo("Looked in: " + "; ".join(p.describe() for p in r.discovery.places))
     _warn(out["warnings"])
 
 
