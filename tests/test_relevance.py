@@ -804,3 +804,18 @@ def test_openclaw_caller_key_and_file_era_last_activity(isolated_env, monkeypatc
     assert by["oc-me"].is_self and not by["oc-old"].is_self
     assert by["oc-old"].last_modified == pytest.approx(now - 2 * D, abs=5)
     assert (r.decision.action, r.decision.session_id) == ("resume", "oc-old")
+
+
+def test_nothing_in_the_repository_says_how_many_are_elsewhere(isolated_env, tmp_path):
+    home = isolated_env
+    repo = git_repo(home / "src" / "empty", "main")
+    other = home / "src" / "other"
+    make_cc_session(home, other, "cc-else", ["something else"], "main", time.time() - 60)
+    make_file_agent(home / ".openclaw", "main", [{"sid": "oc-else", "users": ["x"], "cwd": str(other),
+                                                  "mtime": time.time() - 60}])
+    d = discover(state_dir=home / ".openclaw", repo=repo, counter_cache=tmp_path / "c.json")
+    assert d.sessions == []
+    note = d.nothing_found()
+    assert f"in repository {repo}" in note
+    assert "OpenClaw state" in note and "Claude Code projects" in note and note.count("(1 elsewhere)") == 2
+    assert {p["source"]: p["elsewhere"] for p in d.to_json()["searched"]} == {"openclaw": 1, "claude-code": 1}
