@@ -579,7 +579,10 @@ def _db_session(state_dir: Path, agent: str, store, info, cfg: dict) -> Session:
         q = "SELECT event_json, event_zstd FROM transcript_events WHERE session_id = ? ORDER BY seq {} LIMIT 60"
         head = objs(c.execute(q.format("ASC"), (info.session_id,)).fetchall())
         tail = list(reversed(objs(c.execute(q.format("DESC"), (info.session_id,)).fetchall())))
-        row = c.execute("SELECT SUM(CASE WHEN event_json IS NULL OR instr(event_json, '\"type\":\"message\"') > 0 "
+        # user and assistant messages, as in the file era (a tool result is shown with its call); a compressed
+        # event (event_json NULL) is counted as a message without decoding it
+        row = c.execute("SELECT SUM(CASE WHEN event_json IS NULL OR (instr(event_json, '\"type\":\"message\"') > 0 "
+                        "AND instr(event_json, '\"role\":\"toolResult\"') = 0) "
                         "THEN 1 ELSE 0 END) FROM transcript_events WHERE session_id = ? AND seq > 0",
                         (info.session_id,)).fetchone()
         s.message_count = int(row[0] or 0) if row else None
