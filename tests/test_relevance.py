@@ -819,3 +819,17 @@ def test_nothing_in_the_repository_says_how_many_are_elsewhere(isolated_env, tmp
     assert f"in repository {repo}" in note
     assert "OpenClaw state" in note and "Claude Code projects" in note and note.count("(1 elsewhere)") == 2
     assert {p["source"]: p["elsewhere"] for p in d.to_json()["searched"]} == {"openclaw": 1, "claude-code": 1}
+
+
+def test_a_path_too_long_for_the_file_system_is_one_clear_line(isolated_env, tmp_path):
+    from click.testing import CliRunner
+
+    from occd.cli.main import cli
+
+    long = str(tmp_path / ("a" * 300))
+    for args in (["select", "--task", "x", "--no-llm", "--repo", long], ["sessions", "--repo", long],
+                 ["project-status", long]):
+        r = CliRunner().invoke(cli, [*args, "--json"])
+        assert r.exit_code == 1, (args, r.output)
+        err = json.loads(r.stdout)["error"]
+        assert err["code"] == "BAD_PATH" and "File name too long" in err["message"] and "Internal" not in err["message"]
