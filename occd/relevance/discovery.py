@@ -12,8 +12,9 @@
   idle, "procStart", ...}) while its process lives: pid alive (and the same process) + session id is a sure
   answer. OpenClaw: the transcript lock (file era), the session row's status (database era). Nothing is guessed
   from how recently a file was written.
-- The caller: Claude Code starts MCP servers (and its tools) with CLAUDE_CODE_SESSION_ID; OpenClaw starts the MCP
-  server of an agent session with OPENCLAW_TOOLS_MCP_AGENT_SESSION_KEY. That session is marked `self`.
+- The caller: Claude Code starts MCP servers (and its tools) with CLAUDE_CODE_SESSION_ID (an OpenClaw session on
+  the Claude CLI backend is found through its link); OPENCLAW_TOOLS_MCP_AGENT_SESSION_KEY, the agent session key
+  OpenClaw hands the MCP server of an agent session, is honoured when set. That session is marked `self`.
 - Last activity is the newest entry timestamp in the tail (a copied or restored file keeps its real age);
   the file's mtime only when no entry has one.
 
@@ -26,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
