@@ -27,5 +27,7 @@ fi
 # Real OpenClaw releases for the end-to-end tests are installed on first use by ../shared/openclaw-e2e/setup.sh;
 # OCCD_E2E_RELEASES chooses them (default: 2026.7.1 2026.7.35 2026.8.1 2026.9.5 2026.9.6, see tests/e2e_harness.py)
 export OC_CACHE=${OC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/occd-openclaw-e2e}
+# ... and the real Claude Code CLI (../shared/claude-code-e2e/setup.sh) into CC_CACHE
+export CC_CACHE=${CC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/occd-claude-code-e2e}
 
 exec .venv/bin/python -m pytest "$@"

@@ -37,7 +37,7 @@ def sessions_cmd(repo, agent, state_dir, as_json):
     """Sessions of every OpenClaw agent and of Claude Code, linked, newest first."""
     from pathlib import Path
 
-    from occd.relevance.discovery import discover
+    from occd.relevance.discovery import caller_from_env, discover
 
     s = load_settings_from_ctx(state_dir=state_dir)
     repo_root = None
@@ -46,12 +46,12 @@ def sessions_cmd(repo, agent, state_dir, as_json):
 
         repo_root = find_root(repo)
     d = discover(state_dir=_state_dir(s), agent=agent, repo=Path(repo_root) if repo_root else None,
-                 idle_seconds=s.idle_seconds)
+                 caller=caller_from_env())
     if as_json:
         emit_json(d.to_json())
         return
     if not d.sessions:
-        click.echo("No sessions found" + (f" for {repo_root}" if repo_root else "") + ".")
+        click.echo(d.nothing_found())
         _warn(d.warnings)
         return
     now = datetime.now(timezone.utc)
@@ -61,7 +61,9 @@ def sessions_cmd(repo, agent, state_dir, as_json):
         pct = x.context_percent()
         if pct is not None:
             tokens += f" ({percent_text(pct)})"
-        flags = (" [running]" if x.running else "") + (f" [openclaw:agent={x.origin_agent}]" if x.origin_agent else "")
+        flags = ((" [self]" if x.is_self else "") + (" [running]" if x.running else "")
+                 + (f" [open: {x.open_in}]" if x.open_in else "")
+                 + (f" [openclaw:agent={x.origin_agent}]" if x.origin_agent else ""))
         task = " ".join((x.to_json(80)["latestUserTask"] or "").split())
         rows.append([short_id(x.id), x.source, x.agent or "-", x.branch or "-", relative_time(x.last_modified, now),
                      str(x.message_count if x.message_count is not None else "-"), human_bytes(x.size), tokens,
@@ -134,9 +136,10 @@ def select_cmd(task, repo, agent, state_dir, label, no_llm, cost_budget, as_json
     click.echo(f"{verb}{target}: {out['reason']}")
     rel = out["relevance"]
     how = rel["method"] if rel["method"] != "model" else f"model {rel['model']}"
-    click.echo(f"Relevance by {how}" + (f" ({rel['reason']})" if rel["reason"] else "")
-               + (f"; {rel['cached']} cached" if rel["cached"] else "")
-               + (f"; {rel['calls']} call(s), ${rel['costUsd']:.5f}" if rel["calls"] else ""))
+    if out["candidates"]:
+        click.echo(f"Relevance by {how}" + (f" ({rel['reason']})" if rel["reason"] else "")
+                   + (f"; {rel['cached']} cached" if rel["cached"] else "")
+                   + (f"; {rel['calls']} call(s), ${rel['costUsd']:.5f}" if rel["calls"] else ""))
     if out["candidates"]:
         rows = []
         for c in out["candidates"][:15]:
@@ -144,7 +147,9 @@ def select_cmd(task, repo, agent, state_dir, label, no_llm, cost_budget, as_json
             rows.append([short_id(c["id"]), c["source"], f"{c['score']:.2f}", f"{c['relevance']:.2f}",
                          c["relevanceMethod"] or "-", f"{p['branch']:.2f}", f"{p['recency']:.2f}",
                          f"{p['health']:.2f}", f"{p['capacity']:.2f}",
-                         ("running; " if c["running"] else "") + ("; ".join(c["forcedFresh"]) or
+                         ("self; " if c["self"] else "") + ("running; " if c["running"] else "")
+                         + ("unrelated; " if not c["related"] and not c["self"] else "")
+                         + ("; ".join(c["forcedFresh"]) or
                                                                   (c["latestUserTask"] or "")[:60])])
         click.echo(format_table(["ID", "SOURCE", "SCORE", "REL", "BY", "BRANCH", "RECENT", "HEALTH", "CAPACITY",
                                  "NOTE"], rows, right={2, 3, 5, 6, 7, 8}))

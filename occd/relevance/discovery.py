@@ -8,16 +8,25 @@
   `cliSessionIds["claude-cli"]`, `cliSessionBindings["claude-cli"].sessionId`; seen in the 2026.7.1 and
   2026.9.6 sources). A Claude Code session named there is merged into the OpenClaw record (source "both").
 - Origin: a first user message carrying `[openclaw:agent=<id>]` names the agent that started the session.
+- Running: Claude Code keeps `~/.claude/sessions/<pid>.json` ({"pid", "sessionId", "status": busy | waiting |
+  idle, "procStart", ...}) while its process lives: pid alive (and the same process) + session id is a sure
+  answer. OpenClaw: the transcript lock (file era), the session row's status (database era). Nothing is guessed
+  from how recently a file was written.
+- The caller: Claude Code starts MCP servers (and its tools) with CLAUDE_CODE_SESSION_ID (an OpenClaw session on
+  the Claude CLI backend is found through its link); OPENCLAW_TOOLS_MCP_AGENT_SESSION_KEY, the agent session key
+  OpenClaw hands the MCP server of an agent session, is honoured when set. That session is marked `self`.
+- Last activity is the newest entry timestamp in the tail (a copied or restored file keeps its real age);
+  the file's mtime only when no entry has one.
 
 Transcripts are read at their head and tail only; message and compaction counts come from an incremental
-byte-pattern count (headtail.Counter) that reads each byte once over the life of the cache.
+line count (headtail.Counter) that reads each byte once over the life of the cache.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
-import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -29,12 +38,27 @@ from occd.relevance.redact import squash
 ORIGIN_RE = re.compile(r"\[openclaw:agent=([A-Za-z0-9][A-Za-z0-9_.\-]{0,63})\]")
 CLAUDE_BACKEND = "claude-cli"
 CLAUDE_WINDOW = 200_000
+CLAUDE_WINDOW_1M = 1_000_000
 TEXT_KEEP = 2000          # characters of a user message kept in memory (digests use far fewer)
-_SKIP_PREFIXES = ("<command-name>", "<command-message>", "<local-command-stdout>", "<local-command-stderr>",
-                  "Caveat: The messages below", "[Request interrupted", "<system-reminder>", "<bash-input>",
-                  "<bash-stdout>", "<user-prompt-submit-hook>")
-OC_PATTERNS = (b'"type":"message"', b'"type":"compaction"')
-CC_PATTERNS = (b'"type":"user"', b'"type":"assistant"', b'"subtype":"compact_boundary"')
+_SKIP_PREFIXES = ("<local-command-stdout>", "<local-command-stderr>", "<local-command-caveat>",
+                  "Caveat: The messages below", "[Request interrupted", "<system-reminder>",
+                  "<bash-stdout>", "<bash-stderr>", "<user-prompt-submit-hook>", "<task-notification>")
+_CMD_NAME = re.compile(r"<command-name>\s*/?([^<\s]+)\s*</command-name>")
+_CMD_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
+# Slash commands that manage the session rather than ask for work: a message, never a task.
+HOUSEKEEPING_COMMANDS = frozenset("""
+compact clear context cost model help status resume config login logout memory permissions doctor exit quit mcp
+agents hooks ide vim theme usage export rewind statusline add-dir bashes todos output-style privacy-settings
+release-notes upgrade terminal-setup feedback bug fast effort plugin plugins skills rename
+""".split())
+# The model's context window as Claude Code 2.1.330 reports it (`modelUsage.contextWindow` of `claude -p
+# --output-format json`, checked per model on 2026-11-25): 1M for Opus 4.7+, Sonnet 5+, Haiku 5+, Fable, and
+# for any model run with the 1M option ("[1m]" in requestedModel, the context-1m beta in the request); 200k
+# for the others.
+_CLAUDE_MODEL = re.compile(r"claude-(opus|sonnet|haiku|fable|mythos)-(\d+)(?:-(\d{1,2}))?(?!\d)")
+_ONE_M_FROM = {"opus": (4, 7), "sonnet": (5, 0), "haiku": (5, 0), "fable": (0, 0), "mythos": (0, 0)}
+CALLER_CLAUDE_ENV = "CLAUDE_CODE_SESSION_ID"
+CALLER_OPENCLAW_ENV = "OPENCLAW_TOOLS_MCP_AGENT_SESSION_KEY"
 
 
 @dataclass
@@ -58,7 +82,10 @@ class Session:
     compaction_count: int = 0
     model: str | None = None
     running: bool = False
-    running_source: str | None = None   # lock | database | recent-write
+    running_source: str | None = None   # lock | database | claude-code busy (pid N)
+    open_in: str | None = None          # a live Claude Code process holds it, idle
+    is_self: bool = False               # the session asking (CLAUDE_CODE_SESSION_ID / the agent's session key)
+    file_mtime: float | None = None
     origin_agent: str | None = None
     label: str | None = None
     path: str | None = None
@@ -96,7 +123,8 @@ class Session:
             "contextWindow": self.context_window, "contextPercent": self.context_percent(),
             "contextSource": self.context_source,
             "compactionCount": self.compaction_count, "model": self.model, "running": self.running,
-            "runningSource": self.running_source,
+            "runningSource": self.running_source, "openIn": self.open_in, "self": self.is_self,
+            "fileModified": _iso(self.file_mtime),
             "origin": f"[openclaw:agent={self.origin_agent}]" if self.origin_agent else None,
             "originAgent": self.origin_agent, "label": self.label, "path": self.path, "era": self.era,
             "claudePath": self.claude_path,
@@ -142,7 +170,71 @@ def _is_task(text: str | None) -> bool:
     if not text or not text.strip():
         return False
     s = text.lstrip()
-    return not s.startswith(_SKIP_PREFIXES)
+    return not s.startswith(_SKIP_PREFIXES) and not s.startswith(("<command-name>", "<command-message>"))
+
+
+def claude_prompt_text(o: dict) -> str | None:
+    """What the user typed, for a Claude Code `user` line that Claude Code shows as a prompt (a slash command
+    as "/name args"); None for tool results, meta lines, the compact summary, command output and the like."""
+    if o.get("type") != "user" or o.get("isMeta") or o.get("isCompactSummary") or o.get("isVisibleInTranscriptOnly") \
+            or o.get("isSidechain") is True:
+        return None
+    msg = o.get("message")
+    t = _text_of(msg.get("content")) if isinstance(msg, dict) else None
+    if not t or not t.strip():
+        return None
+    s = t.strip()
+    if s.startswith(("<command-name>", "<command-message>")):
+        m = _CMD_NAME.search(s)
+        if m is None:
+            return None
+        a = _CMD_ARGS.search(s)
+        args = a.group(1).strip() if a else ""
+        return f"/{m.group(1)} {args}".strip()
+    if s.startswith(_SKIP_PREFIXES):
+        return None
+    return t
+
+
+def task_of_prompt(prompt: str | None) -> str | None:
+    """The task a prompt asks for: a slash command's arguments (`/orchestrator build X` -> "build X"), the
+    command itself when it has none (`/init`), nothing for housekeeping commands (`/compact`)."""
+    if not prompt:
+        return None
+    s = prompt.strip()
+    if s.startswith("/"):
+        name, _, args = s[1:].partition(" ")
+        if name and "/" not in name and "\n" not in name and len(name) <= 64:
+            if args.strip():
+                return args.strip()
+            return None if name.lower() in HOUSEKEEPING_COMMANDS else s
+    return s
+
+
+def claude_context_window(model: str | None, requested: str | None = None, one_m_beta: bool = False,
+                          tokens: int | None = None) -> int:
+    """The context window Claude Code gives the session's model (see _ONE_M_FROM); a session that already
+    holds more than 200k tokens of context has the 1M window whatever its model is called."""
+    if one_m_beta or any(m and "[1m]" in m.lower() for m in (model, requested)):
+        return CLAUDE_WINDOW_1M
+    m = _CLAUDE_MODEL.search((model or requested or "").lower())
+    if m:
+        fam, major, minor = m.group(1), int(m.group(2)), int(m.group(3) or 0)
+        if (major, minor) >= _ONE_M_FROM[fam]:
+            return CLAUDE_WINDOW_1M
+    if tokens is not None and tokens > CLAUDE_WINDOW:
+        return CLAUDE_WINDOW_1M
+    return CLAUDE_WINDOW
+
+
+def last_entry_time(objs: list[dict]) -> float | None:
+    """The newest `timestamp` among transcript entries (ISO or epoch)."""
+    best = None
+    for o in objs:
+        t = _ts(o.get("timestamp"))
+        if t is not None and (best is None or t > best):
+            best = t
+    return best
 
 
 def origin_of(text: str | None) -> str | None:
@@ -154,11 +246,85 @@ def claude_slug(path: str | os.PathLike) -> str:
     return re.sub(r"[^A-Za-z0-9]", "-", str(Path(path).expanduser().absolute()))
 
 
-def claude_projects_dir(env: Mapping[str, str] | None = None) -> Path:
+def claude_root(env: Mapping[str, str] | None = None) -> Path:
     env = os.environ if env is None else env
     base = env.get("CLAUDE_CONFIG_DIR")
-    root = Path(base).expanduser() if base else Path(env.get("HOME") or os.path.expanduser("~")) / ".claude"
-    return root / "projects"
+    return Path(base).expanduser() if base else Path(env.get("HOME") or os.path.expanduser("~")) / ".claude"
+
+
+def claude_projects_dir(env: Mapping[str, str] | None = None) -> Path:
+    return claude_root(env) / "projects"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The session that is asking (from the environment its tool or MCP server runs with)."""
+
+    claude_session_id: str | None = None
+    openclaw_key: str | None = None
+
+    def matches(self, s: "Session") -> bool:
+        if self.claude_session_id and self.claude_session_id in (s.id, s.claude_session_id):
+            return True
+        return bool(self.openclaw_key and s.key and s.source in ("openclaw", "both") and s.key == self.openclaw_key)
+
+    def to_json(self) -> dict:
+        return {"claudeSessionId": self.claude_session_id, "openclawSessionKey": self.openclaw_key}
+
+
+def caller_from_env(env: Mapping[str, str] | None = None) -> Caller | None:
+    env = os.environ if env is None else env
+    cc = (env.get(CALLER_CLAUDE_ENV) or "").strip() or None
+    oc = (env.get(CALLER_OPENCLAW_ENV) or "").strip() or None
+    return Caller(cc, oc) if (cc or oc) else None
+
+
+def _pid_is(pid: int, proc_start: str | None) -> bool:
+    """Is `pid` alive, and (when Claude Code recorded its start time and /proc can tell) the same process?"""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    except OSError:
+        return False
+    if proc_start and proc_start.isdigit():
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return True
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 19:
+            return fields[19] == proc_start
+    return True
+
+
+def claude_live_sessions(root: Path) -> dict[str, dict]:
+    """{session id: {"pid", "status"}} of the Claude Code processes alive now (`<root>/sessions/<pid>.json`)."""
+    out: dict[str, dict] = {}
+    d = root / "sessions"
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return out
+    for n in names:
+        if not n.endswith(".json"):
+            continue
+        try:
+            o = json.loads((d / n).read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(o, dict) or not isinstance(o.get("sessionId"), str) or isinstance(o.get("pid"), bool) \
+                or not isinstance(o.get("pid"), int):
+            continue
+        ps = o.get("procStart")
+        if _pid_is(o["pid"], ps if isinstance(ps, str) else None):
+            status = o.get("status") if isinstance(o.get("status"), str) else "unknown"
+            out[o["sessionId"]] = {"pid": o["pid"], "status": status}
+    return out
 
 
 def _inside(path: str | None, repo: Path | None) -> bool:
@@ -177,67 +343,81 @@ def _inside(path: str | None, repo: Path | None) -> bool:
 # Claude Code
 # ---------------------------------------------------------------------------------------------------------
 
-def read_claude_session(path: Path, counter: Counter | None = None, *, now: float | None = None,
-                        idle_seconds: float = 120) -> Session | None:
+def read_claude_session(path: Path, counter: Counter | None = None, *,
+                        live: Mapping[str, dict] | None = None) -> Session | None:
     try:
         st = path.stat()
-        head, tail, whole = head_tail(path)
+        head, tail, _whole = head_tail(path)
     except OSError:
         return None
     sid = path.stem
     s = Session(id=sid, source="claude-code", claude_session_id=sid, path=str(path), claude_path=str(path),
-                size=st.st_size, last_modified=st.st_mtime, mtime_ns=st.st_mtime_ns, context_window=CLAUDE_WINDOW)
+                size=st.st_size, file_mtime=st.st_mtime, mtime_ns=st.st_mtime_ns)
     for o in head:
         if s.repo_path is None and isinstance(o.get("cwd"), str):
             s.repo_path = o["cwd"]
         if s.created is None and o.get("timestamp"):
             s.created = _ts(o.get("timestamp"))
-        if s.first_user_message is None and o.get("type") == "user" and not o.get("isMeta") \
-                and not o.get("isCompactSummary") and not o.get("isSidechain"):
-            t = _text_of((o.get("message") or {}).get("content"))
-            if _is_task(t):
-                s.first_user_message = t[:TEXT_KEEP]
+        if s.first_user_message is None:
+            p = claude_prompt_text(o)
+            if p is not None:
+                t = task_of_prompt(p)
+                if t:
+                    s.first_user_message = t[:TEXT_KEEP]
+    requested = None
+    one_m = False
+    branch_seen = False
     for o in reversed(tail):
-        if s.branch is None and isinstance(o.get("gitBranch"), str) and o["gitBranch"]:
-            s.branch = o["gitBranch"]
+        if not branch_seen and isinstance(o.get("gitBranch"), str) and o["gitBranch"]:
+            branch_seen = True  # the newest entry's branch; "HEAD" = detached or a name Claude Code cannot write
+            s.branch = None if o["gitBranch"] == "HEAD" else o["gitBranch"]
         if o.get("type") == "assistant" and s.context_tokens is None:
             msg = o.get("message") or {}
             u = msg.get("usage") if isinstance(msg, dict) else None
-            if isinstance(u, dict):
+            if isinstance(u, dict) and msg.get("model") != "<synthetic>":
                 s.context_tokens = sum(int(u.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens",
-                                                                     "cache_read_input_tokens", "output_tokens"))
+                                                                     "cache_read_input_tokens", "output_tokens")
+                                       if isinstance(u.get(k), (int, float)) and not isinstance(u.get(k), bool))
             if s.model is None and isinstance(msg.get("model"), str) and msg["model"] != "<synthetic>":
                 s.model = msg["model"]
-        if s.latest_user_task is None and o.get("type") == "user" and not o.get("isMeta") \
-                and not o.get("isCompactSummary") and not o.get("isSidechain"):
-            t = _text_of((o.get("message") or {}).get("content"))
-            if _is_task(t):
+                if isinstance(o.get("requestedModel"), str):
+                    requested = o["requestedModel"]
+        if o.get("type") == "api-request" and not one_m:
+            params = o.get("params")
+            betas = params.get("betas") if isinstance(params, dict) else None
+            one_m = isinstance(betas, list) and any(isinstance(b, str) and b.startswith("context-1m") for b in betas)
+        if s.latest_user_task is None:
+            t = task_of_prompt(claude_prompt_text(o))
+            if t:
                 s.latest_user_task = t[:TEXT_KEEP]
         if s.repo_path is None and isinstance(o.get("cwd"), str):
             s.repo_path = o["cwd"]
-    if whole:
-        s.compaction_count = sum(1 for o in head if o.get("type") == "system" and o.get("subtype") == "compact_boundary")
-        s.message_count = sum(1 for o in head if o.get("type") in ("user", "assistant"))
-    elif counter is not None:
-        c = counter.counts(path, CC_PATTERNS)
-        s.compaction_count = c['"subtype":"compact_boundary"']
-        s.message_count = c['"type":"user"'] + c['"type":"assistant"']
+    c = (counter or Counter(None)).counts(path, "claude-code")
+    s.compaction_count = c["compactions"]
+    s.message_count = c["user"] + c["assistant"]
     if s.latest_user_task is None:
         s.latest_user_task = s.first_user_message
+    s.context_window = claude_context_window(s.model, requested, one_m, s.context_tokens)
+    s.last_modified = last_entry_time(tail) or st.st_mtime
     s.origin_agent = origin_of(s.first_user_message)
-    now = time.time() if now is None else now
-    if now - st.st_mtime < idle_seconds:  # Claude Code keeps no lock file: a write moments ago means busy
-        s.running, s.running_source = True, "recent-write"
+    proc = (live or {}).get(sid)
+    if proc is not None:
+        if proc["status"] == "idle":
+            s.open_in = f"Claude Code pid {proc['pid']} (idle)"
+        else:
+            s.running, s.running_source = True, f"claude-code {proc['status']} (pid {proc['pid']})"
     return s
 
 
 def claude_sessions(projects: Path, *, repo: Path | None = None, counter: Counter | None = None,
-                    now: float | None = None, idle_seconds: float = 120) -> list[Session]:
+                    live: Mapping[str, dict] | None = None) -> list[Session]:
     try:
         dirs = sorted(os.listdir(projects))
     except OSError:
         return []
     want = claude_slug(repo) if repo is not None else None
+    if live is None:
+        live = claude_live_sessions(projects.parent)
     out = []
     for d in dirs:
         if want is not None and d != want and not d.startswith(want + "-"):
@@ -250,7 +430,7 @@ def claude_sessions(projects: Path, *, repo: Path | None = None, counter: Counte
         for n in names:
             if not n.endswith(".jsonl") or n.startswith("."):
                 continue
-            s = read_claude_session(pdir / n, counter, now=now, idle_seconds=idle_seconds)
+            s = read_claude_session(pdir / n, counter, live=live)
             if s is None:
                 continue
             if repo is not None and not (d == want and s.repo_path is None) and not _inside(s.repo_path, repo):
@@ -343,21 +523,16 @@ def _file_session(state_dir: Path, agent: str, store, info, counter: Counter | N
     try:
         st = os.stat(p)
         s.mtime_ns = st.st_mtime_ns
-        head, tail, whole = head_tail(p)
+        head, tail, _whole = head_tail(p)
     except OSError as e:
         s.warnings.append(f"cannot read {p}: {e.strerror}")
         return s
     _fill_from_objects(s, head, tail)
-    if whole:
-        msgs = sum(1 for o in head if o.get("type") == "message")
-        comps = sum(1 for o in head if o.get("type") == "compaction")
-    elif counter is not None:
-        c = counter.counts(p, OC_PATTERNS)
-        msgs, comps = c['"type":"message"'], c['"type":"compaction"']
-    else:
-        msgs, comps = None, 0
-    s.message_count = msgs
-    s.compaction_count = max(info.compaction_count or 0, comps or 0)
+    s.file_mtime = s.last_modified
+    s.last_modified = last_entry_time(tail) or s.last_modified
+    c = (counter or Counter(None)).counts(p, "openclaw")
+    s.message_count = c["user"] + c["assistant"]
+    s.compaction_count = max(info.compaction_count or 0, c["compactions"])
     ct = (info.entry or {}).get("contextTokens")
     s.context_window = ct if isinstance(ct, int) and ct > 0 else context_window(
         state_dir, agent=agent, model=info.model, provider=info.model_provider, config=cfg)
@@ -405,13 +580,17 @@ def _db_session(state_dir: Path, agent: str, store, info, cfg: dict) -> Session:
         q = "SELECT event_json, event_zstd FROM transcript_events WHERE session_id = ? ORDER BY seq {} LIMIT 60"
         head = objs(c.execute(q.format("ASC"), (info.session_id,)).fetchall())
         tail = list(reversed(objs(c.execute(q.format("DESC"), (info.session_id,)).fetchall())))
-        row = c.execute("SELECT SUM(CASE WHEN event_json IS NULL OR instr(event_json, '\"type\":\"message\"') > 0 "
+        # user and assistant messages, as in the file era (a tool result is shown with its call); a compressed
+        # event (event_json NULL) is counted as a message without decoding it
+        row = c.execute("SELECT SUM(CASE WHEN event_json IS NULL OR (instr(event_json, '\"type\":\"message\"') > 0 "
+                        "AND instr(event_json, '\"role\":\"toolResult\"') = 0) "
                         "THEN 1 ELSE 0 END) FROM transcript_events WHERE session_id = ? AND seq > 0",
                         (info.session_id,)).fetchone()
         s.message_count = int(row[0] or 0) if row else None
     except Exception as e:  # noqa: BLE001 - a busy or unknown database: the record keeps the index facts
         s.warnings.append(f"{agent}/{info.session_id}: transcript not readable ({str(e).splitlines()[0] if str(e) else type(e).__name__})")
     _fill_from_objects(s, head, tail)
+    s.last_modified = last_entry_time(tail) or s.last_modified
     usage = next((u for u in (_oc_usage(o) for o in reversed(tail)) if u), None)
     ct = (info.entry or {}).get("contextTokens")
     s.context_window = ct if isinstance(ct, int) and ct > 0 else context_window(
@@ -500,9 +679,36 @@ def _merge(oc: Session, cc: Session) -> None:
         oc.last_modified = cc.last_modified
     if cc.running and not oc.running:
         oc.running, oc.running_source = True, cc.running_source
+    oc.open_in = oc.open_in or cc.open_in
     oc.origin_agent = oc.origin_agent or cc.origin_agent
     oc.first_user_message = oc.first_user_message or cc.first_user_message
     oc.latest_user_task = oc.latest_user_task or cc.latest_user_task
+
+
+@dataclass
+class Place:
+    """A place discovery looked in, and what it found there."""
+
+    source: str          # openclaw | claude-code
+    path: str | None
+    status: str          # missing | empty | found | not-searched
+    sessions: int = 0    # sessions found there (in the repository, when one was given)
+    elsewhere: int = 0   # when none was: sessions there outside the repository
+
+    def describe(self) -> str:
+        name = {"openclaw": "OpenClaw state", "claude-code": "Claude Code projects"}[self.source]
+        if self.status == "missing":
+            return f"{name} {self.path}: missing"
+        if self.status == "empty":
+            return f"{name} {self.path}: no sessions" + (
+                f" in the repository ({self.elsewhere} elsewhere)" if self.elsewhere else "")
+        if self.status == "not-searched":
+            return f"{name}: not searched"
+        return f"{name} {self.path}: {self.sessions} session{'s' if self.sessions != 1 else ''}"
+
+    def to_json(self) -> dict:
+        return {"source": self.source, "path": self.path, "status": self.status, "sessions": self.sessions,
+                "elsewhere": self.elsewhere}
 
 
 @dataclass
@@ -510,46 +716,120 @@ class Discovery:
     sessions: list[Session]
     warnings: list[str]
     counter_bytes_read: int = 0
+    places: list[Place] = field(default_factory=list)
+    repo: str | None = None
+    caller: Caller | None = None
+
+    def nothing_found(self) -> str | None:
+        """Why the list is empty, naming every place looked in (None when something was found)."""
+        if self.sessions:
+            return None
+        where = "; ".join(p.describe() for p in self.places) or "nowhere"
+        scope = f" in repository {self.repo}" if self.repo else ""
+        hint = ""
+        if any(p.status == "missing" for p in self.places) and not any(p.elsewhere for p in self.places):
+            hint = (" — set OPENCLAW_STATE_DIR (or occd's state_dir) / CLAUDE_CONFIG_DIR when the sessions live "
+                    "elsewhere, e.g. in the MCP server's env")
+        return f"No sessions found{scope}. Looked in: {where}{hint}."
 
     def to_json(self) -> dict:
         return {"sessions": [s.to_json() for s in self.sessions], "warnings": self.warnings,
-                "count": len(self.sessions)}
+                "count": len(self.sessions), "repo": self.repo, "searched": [p.to_json() for p in self.places],
+                "caller": self.caller.to_json() if self.caller else None, "note": self.nothing_found()}
 
 
 def discover(*, state_dir: Path | None, agent: str | None = None, repo: str | os.PathLike | None = None,
              claude_projects: Path | None = None, include_claude: bool = True, include_openclaw: bool = True,
-             now: float | None = None, idle_seconds: float = 120, counter_cache: Path | None = None) -> Discovery:
+             counter_cache: Path | None = None, caller: Caller | None = None) -> Discovery:
     """Every session of every OpenClaw agent (or `agent`) and of Claude Code, linked and filtered by `repo`
-    (a session belongs to a repo when its working directory is inside it). Newest first."""
+    (a session belongs to a repo when its working directory is inside it), the caller's own session marked.
+    Newest first. `places` says where it looked and what it found there."""
     from occd import paths
 
-    now = time.time() if now is None else now
     repo_p = Path(repo).expanduser().resolve() if repo is not None else None
     cache = counter_cache if counter_cache is not None else paths.cache_dir() / "relevance-counts.json"
     counter = Counter(cache)
     warnings: list[str] = []
+    places: list[Place] = []
     oc: list[Session] = []
     links: dict[str, Session] = {}
-    if include_openclaw and state_dir is not None:
-        oc, links = openclaw_sessions(state_dir, agent=agent, repo=repo_p, counter=counter, warnings=warnings)
+    if include_openclaw:
+        if state_dir is None or not state_dir.is_dir():
+            if agent is not None and state_dir is not None:
+                openclaw_sessions(state_dir, agent=agent, counter=counter, warnings=warnings)  # raises: says why
+            places.append(Place("openclaw", str(state_dir) if state_dir else None, "missing"))
+        else:
+            oc, links = openclaw_sessions(state_dir, agent=agent, repo=repo_p, counter=counter, warnings=warnings)
+            places.append(Place("openclaw", str(state_dir), "found" if oc else "empty", len(oc)))
     cc: list[Session] = []
     if include_claude:
         projects = claude_projects if claude_projects is not None else claude_projects_dir()
-        for s in claude_sessions(projects, repo=repo_p, counter=counter, now=now, idle_seconds=idle_seconds):
-            linked = links.get(s.id)
-            if linked is not None:
-                _merge(linked, s)
-                continue
-            if agent is not None and s.origin_agent != agent:
-                continue
-            s.agent = s.origin_agent
-            cc.append(s)
+        if not projects.is_dir():
+            places.append(Place("claude-code", str(projects), "missing"))
+        else:
+            for s in claude_sessions(projects, repo=repo_p, counter=counter):
+                linked = links.get(s.id)
+                if linked is not None:
+                    _merge(linked, s)
+                    continue
+                if agent is not None and s.origin_agent != agent:
+                    continue
+                s.agent = s.origin_agent
+                cc.append(s)
+            places.append(Place("claude-code", str(projects), "found" if cc else "empty", len(cc)))
     if repo_p is not None:  # OpenClaw sessions kept only for their Claude link: drop those that found none inside
         oc = [s for s in oc if _inside(s.repo_path, repo_p)]
     counter.save()
     out = oc + cc
+    if repo_p is not None and not out:  # say how many the repo filter left out, where
+        for p in places:
+            if p.status == "empty":
+                p.elsewhere = (_count_all(Path(p.path), agent) if p.source == "openclaw"
+                               else _count_claude_files(Path(p.path)))
+    if caller is not None:
+        for s in out:
+            s.is_self = caller.matches(s)
     out.sort(key=lambda s: s.last_modified or 0, reverse=True)
-    return Discovery(out, warnings, counter.bytes_read)
+    return Discovery(out, warnings, counter.bytes_read, places, str(repo_p) if repo_p else None, caller)
+
+
+def _count_claude_files(projects: Path) -> int:
+    n = 0
+    try:
+        for d in os.listdir(projects):
+            try:
+                n += sum(1 for f in os.listdir(projects / d) if f.endswith(".jsonl") and not f.startswith("."))
+            except OSError:
+                continue
+    except OSError:
+        pass
+    return n
+
+
+def _count_all(state_dir: Path, agent: str | None) -> int:
+    """Sessions of the OpenClaw state whatever their directory (only to say how many a repo filter left out)."""
+    from occd.errors import OccdError
+    from occd.openclaw import list_agents, open_store
+
+    n = 0
+    try:
+        agents = list_agents(state_dir)
+    except OccdError:
+        return 0
+    for a in agents:
+        if a.era == "empty" or (agent is not None and a.id != agent):
+            continue
+        try:
+            store = open_store(state_dir, a.id)
+            try:
+                n += len(store.sessions())
+            finally:
+                close = getattr(store, "close", None)
+                if close:
+                    close()
+        except Exception:  # noqa: BLE001 - only a count for a message
+            continue
+    return n
 
 
 def facts_of(s: Session):
@@ -558,7 +838,7 @@ def facts_of(s: Session):
     return Facts(id=s.id, branch=s.branch, last_modified=s.last_modified, created=s.created,
                  message_count=s.message_count, size=s.size, compactions=s.compaction_count or 0,
                  context_tokens=s.context_tokens, context_window=s.context_window, running=s.running,
-                 label=s.label, key=s.key)
+                 label=s.label, key=s.key, is_self=s.is_self)
 
 
 def iter_agents(sessions: Iterable[Session]) -> list[str]:

@@ -1,11 +1,13 @@
-"""Cheap reads of JSONL transcripts: the first and last lines (head/tail windows), and per-file counters
-kept up to date incrementally (each byte of a file is counted once; later reads start where the last ended).
+"""Cheap reads of JSONL transcripts: the first and last lines (head/tail windows), and per-file message and
+compaction counts kept up to date incrementally (each byte of a file is counted once; later reads start where
+the last ended).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Iterable
 
@@ -48,12 +50,61 @@ def head_tail(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int = TAIL_B
         return head_objs, tail_objs, False
 
 
-class Counter:
-    """Counts of byte patterns per file, remembered by (path, inode) and the offset counted up to (always a
-    line end), so an appended-to transcript is only read from where the last count stopped. Patterns never
-    contain a newline, so counting whole lines is exact. A file that shrank or was replaced is recounted."""
+# A line is parsed only when one of these appears in it, whatever the spacing around the colon ("type":"user",
+# "type": "user"): tool results, attachments and API records are skipped without parsing.
+_CANDIDATE = re.compile(rb'"type"\s*:\s*"(?:user|assistant|system|message|compaction)"')
+RECENT_IDS = 16
 
-    VERSION = 1
+
+def _claude_line(o: dict, st: dict) -> None:
+    """Claude Code, counted as Claude Code shows the conversation: a prompt the user typed (or a slash command)
+    is a user message; one API reply is one assistant message however many lines it was written as (text and
+    each tool call are separate `assistant` lines with the same message.id); tool results, meta lines, the
+    /compact summary and command output are not messages. Side chains (subagents) are not the conversation."""
+    from occd.relevance.discovery import claude_prompt_text
+
+    t = o.get("type")
+    if o.get("isSidechain") is True:
+        return
+    if t == "assistant":
+        msg = o.get("message") if isinstance(o.get("message"), dict) else {}
+        mid = msg.get("id") if isinstance(msg.get("id"), str) else None
+        if mid is not None:
+            recent = st.setdefault("recent", [])
+            if mid in recent:
+                return
+            recent.append(mid)
+            del recent[:-RECENT_IDS]
+        st["assistant"] = st.get("assistant", 0) + 1
+    elif t == "user":
+        if claude_prompt_text(o) is not None:
+            st["user"] = st.get("user", 0) + 1
+    elif t == "system" and o.get("subtype") == "compact_boundary":
+        st["compactions"] = st.get("compactions", 0) + 1
+
+
+def _openclaw_line(o: dict, st: dict) -> None:
+    """OpenClaw: user and assistant messages (a tool result is shown with its call, not as a message), and
+    compaction entries."""
+    t = o.get("type")
+    if t == "message":
+        m = o.get("message")
+        role = m.get("role") if isinstance(m, dict) else None
+        if role in ("user", "assistant"):
+            st[role] = st.get(role, 0) + 1
+    elif t == "compaction":
+        st["compactions"] = st.get("compactions", 0) + 1
+
+
+FORMATS = {"claude-code": _claude_line, "openclaw": _openclaw_line}
+
+
+class Counter:
+    """Per-file message and compaction counts, remembered by (path, inode) and the offset counted up to (always a
+    line end), so an appended-to transcript is only read from where the last count stopped. Only lines that can
+    matter are parsed (see _CANDIDATE). A file that shrank or was replaced is recounted."""
+
+    VERSION = 2
 
     def __init__(self, cache_file: Path | None = None):
         self.cache_file = cache_file
@@ -68,18 +119,20 @@ class Counter:
             except (OSError, ValueError):
                 pass
 
-    def counts(self, path: Path, patterns: tuple[bytes, ...]) -> dict[str, int]:
+    def counts(self, path: Path, fmt: str) -> dict[str, int]:
+        """{"user", "assistant", "compactions"} of the file in format `fmt` (claude-code | openclaw)."""
+        fn = FORMATS[fmt]
         key = str(path)
         try:
             st = os.stat(path)
         except OSError:
-            return {p.decode(): 0 for p in patterns}
-        pat_keys = [p.decode() for p in patterns]
+            return {"user": 0, "assistant": 0, "compactions": 0}
         ent = self.data.get(key)
-        if (not ent or ent.get("ino") != st.st_ino or ent.get("offset", 0) > st.st_size
-                or sorted(ent.get("counts", {})) != sorted(pat_keys)):
-            ent = {"ino": st.st_ino, "offset": 0, "counts": {k: 0 for k in pat_keys}}
+        if (not ent or ent.get("ino") != st.st_ino or ent.get("offset", 0) > st.st_size or ent.get("fmt") != fmt
+                or not isinstance(ent.get("state"), dict)):
+            ent = {"ino": st.st_ino, "offset": 0, "fmt": fmt, "state": {}}
         if ent["offset"] < st.st_size:
+            state = ent["state"]
             with open(path, "rb") as fh:
                 fh.seek(ent["offset"])
                 carry = b""
@@ -95,13 +148,22 @@ class Counter:
                         carry = buf
                         continue
                     whole, carry = buf[: cut + 1], buf[cut + 1:]
-                    for p, k in zip(patterns, pat_keys):
-                        ent["counts"][k] += whole.count(p)
+                    for line in whole.split(b"\n"):
+                        if not _CANDIDATE.search(line):
+                            continue
+                        try:
+                            o = orjson.loads(line)
+                        except orjson.JSONDecodeError:
+                            continue
+                        if isinstance(o, dict):
+                            fn(o, state)
                     pos += len(whole)
                 ent["offset"] = pos
             self.data[key] = ent
             self.dirty = True
-        return dict(ent["counts"])
+        s = ent["state"]
+        return {"user": int(s.get("user", 0)), "assistant": int(s.get("assistant", 0)),
+                "compactions": int(s.get("compactions", 0))}
 
     def save(self) -> None:
         if not self.dirty or self.cache_file is None:

@@ -228,7 +228,7 @@ def rate_relevance(task: str, items: Sequence[RateItem], *, llm, model: str, led
     if not items:
         return res
     kw = {it.id: keyword_relevance(task, it.keyword_text) for it in items}
-    th_model = task_hash(task, "model", model)
+    th_model = task_hash(task, "model", f"{model}@{llm.api_base}" if llm.api_base else model)  # another server rates anew
     th_kw = task_hash(task, "keywords")
 
     pending: list[RateItem] = []

@@ -146,7 +146,13 @@ def _git(cwd: Path, *args: str, timeout: float = GIT_TIMEOUT) -> subprocess.Comp
 def find_root(path: str | os.PathLike, *, timeout: float = GIT_TIMEOUT) -> Path:
     """The top of the git working tree containing `path`; OccdError when it is not one."""
     p = Path(path).expanduser()
-    if not p.exists():
+    try:
+        exists = p.exists()
+    except (OSError, ValueError) as e:  # a name too long for the file system, a NUL byte: not a path at all
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise OccdError(f"Path {str(p)[:80]}{'…' if len(str(p)) > 80 else ''} cannot be used: {why}",
+                        "give the path of a git working tree", code="BAD_PATH") from None
+    if not exists:
         raise OccdError(f"Path {p} does not exist", "give the path of a git working tree", code="PATH_NOT_FOUND")
     d = p if p.is_dir() else p.parent
     if shutil.which("git") is None:

@@ -1,9 +1,15 @@
 """Session score and the resume / fresh / queue decision. Pure: facts, a relevance rating and `now` in;
 a score with its parts and a decision with its reasons out.
 
-Score (0..1) = branch match (0.25) + recency (0..0.20) + task relevance (−0.15..0.25) + health (0..0.15)
+Score (0..1) = branch match (0.25; 0.125 when a branch is unknown) + recency (0..0.20) + task relevance (−0.15..0.25) + health (0..0.15)
 + capacity (0..0.15). Forced fresh: 3+ compactions, 70%+ of the context or cost budget used, or unrelated
-(relevance < 0.1) with more than 200 messages. Resume needs the threshold (0.6 by default).
+(relevance < 0.1) with more than 200 messages.
+
+Resuming needs real relevance first: a session is a candidate only when its rating reaches the floor of the
+method that rated it (model 0.5: "related work" on its 0 = unrelated .. 1 = same work scale; keyword overlap
+0.2). The other parts only choose among related sessions, and the best of those must still reach the threshold
+(0.6 by default). So a recent, healthy session on the same branch is never resumed for unrelated work, however
+its other parts add up. The calling session itself is never a candidate.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 BRANCH_POINTS = 0.25
+BRANCH_UNKNOWN_POINTS = 0.125  # the session's or the work's branch is not known (OpenClaw, "HEAD"): not a mismatch
 RECENCY_STEPS = ((3600, 0.20), (6 * 3600, 0.16), (24 * 3600, 0.12), (3 * 86400, 0.08), (7 * 86400, 0.04))
 RELEVANCE_MAX = 0.25
 RELEVANCE_MID_LOW = 0.10
@@ -21,11 +28,13 @@ CAPACITY_MAX = 0.15
 COMPACTION_PENALTY = 0.05      # per compaction (1 or 2; 3 forces fresh)
 CONTEXT_PENALTIES = ((50.0, 0.05), (30.0, 0.025))      # context use ≥ %: penalty
 DENSITY_PENALTIES = ((3000.0, 0.05), (1500.0, 0.025))  # context tokens per message ≥: penalty
+DENSITY_MIN_MESSAGES = 20      # below this the fixed system prompt and tools dominate the per-message figure
 FORCE_COMPACTIONS = 3
 FORCE_PERCENT = 70.0
 UNRELATED = 0.1
 UNRELATED_MAX_MESSAGES = 200
 DEFAULT_THRESHOLD = 0.6
+RELATED_AT = {"model": 0.5, "keywords": 0.2}   # the rating a method must give before a session can be resumed
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,7 @@ class Facts:
     running: bool = False
     label: str | None = None
     key: str | None = None
+    is_self: bool = False          # the session asking: never recommended to itself
 
 
 @dataclass
@@ -59,10 +69,17 @@ class Score:
     rating: float                  # the 0..1 relevance rating the points came from
     forced_fresh: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    related_at: float = RELATED_AT["model"]   # the rating this session needed to count as related
+
+    @property
+    def related(self) -> bool:
+        return self.rating >= self.related_at
 
     def to_json(self) -> dict:
         d = asdict(self)
         d["forcedFresh"] = d.pop("forced_fresh")
+        d["relatedAt"] = d.pop("related_at")
+        d["related"] = self.related
         return d
 
 
@@ -94,10 +111,14 @@ def _context_percent(f: Facts) -> float | None:
 
 
 def score_session(f: Facts, rating: float, *, current_branch: str | None, now: float,
-                  cost_budget_usd: float | None = None) -> Score:
+                  cost_budget_usd: float | None = None, related_at: float = RELATED_AT["model"]) -> Score:
+    """`related_at`: the rating from which the session counts as related (RELATED_AT of the rating's method)."""
     rating = min(1.0, max(0.0, float(rating)))
     notes: list[str] = []
-    branch = BRANCH_POINTS if (f.branch and current_branch and f.branch == current_branch) else 0.0
+    if f.branch and current_branch:
+        branch = BRANCH_POINTS if f.branch == current_branch else 0.0
+    else:
+        branch = BRANCH_UNKNOWN_POINTS
     recency = recency_points(f.last_modified, now)
     rel = relevance_points(rating)
 
@@ -125,7 +146,7 @@ def score_session(f: Facts, rating: float, *, current_branch: str | None, now: f
                 capacity -= pen
                 notes.append(f"context {pct:.0f}% used")
                 break
-    if f.context_tokens and f.message_count:
+    if f.context_tokens and f.message_count and f.message_count >= DENSITY_MIN_MESSAGES:
         density = f.context_tokens / f.message_count
         for limit, pen in DENSITY_PENALTIES:
             if density >= limit:
@@ -147,7 +168,7 @@ def score_session(f: Facts, rating: float, *, current_branch: str | None, now: f
 
     total = round(branch + recency + rel + health + capacity, 4)
     return Score(f.id, total, round(branch, 4), round(recency, 4), round(rel, 4), round(health, 4),
-                 round(capacity, 4), round(rating, 4), forced, notes)
+                 round(capacity, 4), round(rating, 4), forced, notes, related_at)
 
 
 @dataclass
@@ -172,8 +193,9 @@ def _matches_label(f: Facts, label: str) -> bool:
 
 def decide(facts: list[Facts], scores: dict[str, Score], *, threshold: float = DEFAULT_THRESHOLD,
            label: str | None = None) -> Decision:
-    """resume the best eligible session scoring at least `threshold`; queue when that session is running;
-    fresh otherwise. A caller's label picks its session directly (queue when it is running)."""
+    """Resume the best related, eligible session scoring at least `threshold`; queue when that session is running;
+    fresh otherwise, saying why. A caller's label picks its session directly (queue when it is running). The
+    calling session is never the answer."""
     by_id = {f.id: f for f in facts}
     ranking = sorted((scores[f.id] for f in facts if f.id in scores), key=lambda s: (-s.total, s.id))
     if label:
@@ -182,34 +204,51 @@ def decide(facts: list[Facts], scores: dict[str, Score], *, threshold: float = D
             return Decision("fresh", None, f"no session carries the label '{label}'", None, ranking)
         f = max(picked, key=lambda x: (x.last_modified or 0))
         sc = scores.get(f.id)
+        if f.is_self:
+            return Decision("fresh", None, f"label '{label}' picks {f.id[:13]}, the calling session itself: "
+                                           "nothing to resume or queue behind", sc, ranking)
         warn = f" (note: {'; '.join(sc.forced_fresh)})" if sc and sc.forced_fresh else ""
         if f.running:
             return Decision("queue", f.id, f"label '{label}' picks this session; it is running now, so queue the task "
                                            f"until its run ends{warn}", sc, ranking)
         return Decision("resume", f.id, f"label '{label}' picks this session{warn}", sc, ranking)
-    if not ranking:
+    others = [s for s in ranking if not by_id[s.id].is_self]
+    if not others:
+        if ranking:
+            return Decision("fresh", None, f"the only candidate is {ranking[0].id[:13]}, the calling session itself",
+                            None, ranking)
         return Decision("fresh", None, "no candidate sessions", None, ranking)
-    eligible = [s for s in ranking if not s.forced_fresh]
+    related = [s for s in others if s.related]
+    if not related:
+        best = max(others, key=lambda s: (s.rating, s.total))
+        return Decision("fresh", None, f"no session is related to the task: the closest, {best.id[:13]}, is rated "
+                                       f"{best.rating:.2f} (< {best.related_at:.2f} needed to resume, whatever its "
+                                       f"score of {best.total:.2f})", best, ranking)
+    eligible = [s for s in related if not s.forced_fresh]
     if not eligible:
-        best = ranking[0]
-        return Decision("fresh", None, f"every candidate must start fresh; best {best.id[:13]}: "
-                                       f"{'; '.join(best.forced_fresh)}", best, ranking)
+        best = related[0]
+        return Decision("fresh", None, f"every related session must start fresh; best {best.id[:13]} "
+                                       f"(relevance {best.rating:.2f}): {'; '.join(best.forced_fresh)}", best, ranking)
     best = eligible[0]
     if best.total < threshold:
-        return Decision("fresh", None, f"best session {best.id[:13]} scores {best.total:.2f} < {threshold:.2f}",
-                        best, ranking)
+        return Decision("fresh", None, f"best related session {best.id[:13]} (relevance {best.rating:.2f}) scores "
+                                       f"{best.total:.2f} < {threshold:.2f} ({_explain(best)})", best, ranking)
     why = _explain(best)
     if by_id[best.id].running:
-        return Decision("queue", best.id, f"{best.id[:13]} scores {best.total:.2f} ≥ {threshold:.2f} ({why}) but is "
-                                          "running now: queue the task until its run ends", best, ranking)
-    return Decision("resume", best.id, f"{best.id[:13]} scores {best.total:.2f} ≥ {threshold:.2f} ({why})",
+        return Decision("queue", best.id, f"{best.id[:13]} is related (relevance {best.rating:.2f}) and scores "
+                                          f"{best.total:.2f} ≥ {threshold:.2f} ({why}) but is running now: queue the "
+                                          "task until its run ends", best, ranking)
+    return Decision("resume", best.id, f"{best.id[:13]} is related (relevance {best.rating:.2f} ≥ "
+                                       f"{best.related_at:.2f}) and scores {best.total:.2f} ≥ {threshold:.2f} ({why})",
                     best, ranking)
 
 
 def _explain(s: Score) -> str:
     parts = [f"relevance {s.rating:.2f} → {s.relevance:+.2f}"]
-    if s.branch:
+    if s.branch == BRANCH_POINTS:
         parts.append("same branch")
+    elif s.branch:
+        parts.append("branch unknown")
     parts.append(f"recency {s.recency:.2f}")
     if s.notes:
         parts.append(", ".join(s.notes))

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from occd.relevance.discovery import Session, discover, facts_of
+from occd.relevance.discovery import Caller, Discovery, Session, caller_from_env, discover, facts_of
 from occd.relevance.redact import squash
 
 DIGEST_CHARS = 400       # per session, what the model sees (≈ 100 tokens)
@@ -41,10 +41,10 @@ def rate_items(sessions: list[Session]):
 
 
 def state_dir_of(settings) -> Path | None:
+    """OpenClaw's state directory as OpenClaw resolves it (it may not exist: discovery then says so)."""
     from occd.openclaw import resolve_state_dir
 
-    d = Path(settings.state_dir).expanduser() if getattr(settings, "state_dir", None) else resolve_state_dir()
-    return d if d.exists() else None
+    return Path(settings.state_dir).expanduser() if getattr(settings, "state_dir", None) else resolve_state_dir()
 
 
 def open_ledger_quietly(warnings: list[str]):
@@ -81,6 +81,8 @@ class SelectResult:
     sessions: list[Session]
     scores: dict
     warnings: list[str] = field(default_factory=list)
+    repo_from_cwd: bool = False
+    discovery: Discovery | None = None
 
     def to_json(self) -> dict:
         d = self.decision.to_json()
@@ -90,25 +92,32 @@ class SelectResult:
             s = by_id[sc.id]
             r = self.relevance.ratings.get(sc.id)
             rows.append({"id": s.id, "source": s.source, "agent": s.agent, "key": s.key, "branch": s.branch,
-                         "running": s.running, "lastModified": s.to_json()["lastModified"],
+                         "running": s.running, "runningSource": s.running_source, "self": s.is_self,
+                         "related": sc.related, "lastModified": s.to_json()["lastModified"],
                          "latestUserTask": squash(s.latest_user_task, 160) or None,
                          "relevance": sc.rating, "relevanceMethod": r.method if r else None,
                          "cached": bool(r and r.cached), "score": sc.total,
                          "parts": {"branch": sc.branch, "recency": sc.recency, "relevance": sc.relevance,
                                    "health": sc.health, "capacity": sc.capacity},
                          "forcedFresh": sc.forced_fresh, "notes": sc.notes})
+        disc = self.discovery
         return {"success": True, "task": squash(self.task, 300), "repo": self.repo, "branch": self.branch,
-                "action": d["action"], "sessionId": d["sessionId"], "reason": d["reason"],
-                "relevance": self.relevance.to_json(), "candidates": rows, "warnings": self.warnings}
+                "repoFromCwd": self.repo_from_cwd, "action": d["action"], "sessionId": d["sessionId"],
+                "reason": d["reason"], "relevance": self.relevance.to_json(), "candidates": rows,
+                "caller": disc.caller.to_json() if disc and disc.caller else None,
+                "searched": [p.to_json() for p in disc.places] if disc else [], "warnings": self.warnings}
 
 
 def select_session(settings, *, task: str, repo=None, agent: str | None = None, label: str | None = None,
                    now: float | None = None, ledger=None, use_model: bool = True, cost_budget_usd: float | None = None,
                    state_dir: Path | None = None, claude_projects: Path | None = None,
-                   mock_response: str | None = None, open_ledger: bool = True) -> SelectResult:
+                   mock_response: str | None = None, open_ledger: bool = True,
+                   caller: Caller | None = None, env=None) -> SelectResult:
+    """`caller`: the session asking (default: from the environment, see discovery.caller_from_env); it is
+    never recommended to itself."""
     from occd.errors import UsageError
     from occd.relevance.llm import rate_relevance
-    from occd.relevance.scoring import decide, score_session
+    from occd.relevance.scoring import RELATED_AT, decide, score_session
 
     if not task or not task.strip():
         raise UsageError("The task is empty", "say what the work is: occd select --task \"...\"")
@@ -116,8 +125,9 @@ def select_session(settings, *, task: str, repo=None, agent: str | None = None, 
     warnings: list[str] = []
     repo_root, ps = default_repo(repo)
     sd = state_dir if state_dir is not None else state_dir_of(settings)
-    disc = discover(state_dir=sd, agent=agent, repo=repo_root, claude_projects=claude_projects, now=now,
-                    idle_seconds=settings.idle_seconds)
+    if caller is None:
+        caller = caller_from_env(env)
+    disc = discover(state_dir=sd, agent=agent, repo=repo_root, claude_projects=claude_projects, caller=caller)
     warnings += disc.warnings
     own_ledger = None
     if ledger is None and open_ledger:
@@ -132,7 +142,15 @@ def select_session(settings, *, task: str, repo=None, agent: str | None = None, 
     branch = ps.branch if ps else None
     facts = [facts_of(s) for s in disc.sessions]
     scores = {f.id: score_session(f, rel.ratings[f.id].relevance, current_branch=branch, now=now,
-                                  cost_budget_usd=cost_budget_usd) for f in facts}
+                                  cost_budget_usd=cost_budget_usd,
+                                  related_at=RELATED_AT.get(rel.ratings[f.id].method, RELATED_AT["model"]))
+              for f in facts}
     decision = decide(facts, scores, threshold=settings.llm.resume_threshold, label=label)
+    from_cwd = repo is None and repo_root is not None
+    if decision.action == "fresh" and decision.session_id is None and not disc.sessions:
+        decision.reason = disc.nothing_found() or decision.reason
+    if from_cwd and (not disc.sessions or decision.action == "fresh"):
+        decision.reason += (f" (only sessions of the current directory's repository {repo_root} were considered; "
+                            "pass --repo to choose another)")
     return SelectResult(task, str(repo_root) if repo_root else None, branch, decision, rel, disc.sessions, scores,
-                        warnings)
+                        warnings, from_cwd, disc)
