@@ -58,12 +58,14 @@ def context_window_for(target) -> int | None:
 
 def edit_session(settings, *, agent=None, ref=None, preset=None, force=False, drop_malformed=False,
                  dry_run=False, trigger="manual", policy=None, reason=None, ledger=None,
-                 now: float | None = None, target=None) -> EditResult:
+                 now: float | None = None, target=None, strip=None, details: dict | None = None) -> EditResult:
+    """`strip`: (name, PresetConfig) instead of a preset name (the daemon's strip to a target); `details`:
+    recorded with the action (the daemon's prediction, for the savings view)."""
     from occd.cleaner import plan_strip
     from occd.config import resolve_preset
     from occd.transcript import scan
 
-    name, p = resolve_preset(settings, preset)
+    name, p = strip if strip is not None else resolve_preset(settings, preset)
     target = target or resolve_target(settings, agent, ref, action="edit")
     kind = "strip" if trigger == "auto" else "edit"  # automatic edits are "strip" actions (breaker, history)
     path = target.path
@@ -113,7 +115,7 @@ def edit_session(settings, *, agent=None, ref=None, preset=None, force=False, dr
                      dropped_malformed=[m.lineno for m in t.malformed] if drop_malformed else [])
     record_action(kind, target, outcome="ok", trigger=trigger, policy=policy, reason=reason,
                   before={"size": stats.size_original, "messages": stats.messages_original,
-                          "toolCalls": stats.tool_calls_original, "tokens": stats.tokens_before},
+                          "toolCalls": stats.tool_calls_original, "tokens": stats.tokens_before, **(details or {})},
                   after=stats.to_json(), backup_path=backup, pruned=pruned,
                   duration_ms=(time.monotonic() - t0) * 1000, ledger=ledger)
     return res
