@@ -95,11 +95,15 @@ def input_price_per_mtok(cfg: dict | None, model: str | None, cache: dict | None
     return p if p is not None else price_from_litellm(model, cache)
 
 
+def _zero() -> dict:
+    return {"strips": 0, "rotations": 0, "tokensRemoved": 0, "compactionsAvoided": 0, "usdSaved": 0.0,
+            "emergencies": 0}
+
+
 def summarize(actions: Iterable[dict]) -> dict:
     """Savings from the ledger's automatic strips (and rotations), per agent and session. Each action row is a
     ledger history row (before/after JSON)."""
-    total = {"strips": 0, "rotations": 0, "tokensRemoved": 0, "compactionsAvoided": 0, "usdSaved": 0.0,
-             "emergencies": 0}
+    total = _zero()
     agents: dict = {}
     sessions: dict = {}
     for a in actions:
@@ -114,9 +118,8 @@ def summarize(actions: Iterable[dict]) -> dict:
             before = json.loads(before)
         if isinstance(after, str):
             after = json.loads(after)
-        rows = [total, agents.setdefault(a.get("agent_id"), dict(total, **{k: 0 for k in total}, usdSaved=0.0)),
-                sessions.setdefault((a.get("agent_id"), a.get("session_id")),
-                                    dict(total, **{k: 0 for k in total}, usdSaved=0.0))]
+        rows = [total, agents.setdefault(a.get("agent_id"), _zero()),
+                sessions.setdefault((a.get("agent_id"), a.get("session_id")), _zero())]
         if kind == "rotate":
             for r in rows:
                 r["rotations"] += 1
