@@ -16,6 +16,7 @@ from pathlib import Path
 log = logging.getLogger("occd.jobs.budget")
 FACTS_KEY = "budget.facts"
 OVERHEAD_KEY = "budget.overhead"
+GROWTH_KEY = "budget.turns"
 BYTES_TO_ESTIMATE = 0.75  # an upper bound of OpenClaw's estimate per transcript byte (tool results at chars/2, x1.2)
 
 
@@ -94,6 +95,23 @@ def overhead(ctx, obs, context) -> tuple[int, str]:
     return DEFAULT_OVERHEAD_TOKENS, "default"
 
 
+def _seen_growth(ctx, obs, context) -> int | None:
+    """The growth margin from the turns as they were when they were new: once occd strips a session its older
+    turns look small, so the newest turn's size is remembered each time a new turn shows up (within this
+    process), and the margin is the largest of the last few remembered, if larger than what the file shows."""
+    from occd.policy.budget import GROWTH_TURNS, growth_margin, with_margin
+
+    seen = ctx.cache.setdefault(GROWTH_KEY, {})
+    k = (obs.agent, obs.session_id)
+    turns = seen.setdefault(k, {})
+    if context.turns:
+        turns.setdefault(len(context.turns), context.turns[-1].total)
+        for old in sorted(turns)[:-GROWTH_TURNS]:
+            del turns[old]
+    remembered = with_margin(max(turns.values())) if turns else 0
+    return max(remembered, growth_margin(context, 0)) or None
+
+
 def evaluate(ctx, obs, policy, now: float):
     """(prediction, strip target, emergency) for one session, or None when it is not worth a look."""
     from dataclasses import replace
@@ -107,7 +125,7 @@ def evaluate(ctx, obs, policy, now: float):
     if f is None:
         return None
     over, src = overhead(ctx, obs, f.context)
-    p = predict(f.context, obs.prompt_budget, over, overhead_source=src)
+    p = predict(f.context, obs.prompt_budget, over, overhead_source=src, growth_floor=_seen_growth(ctx, obs, f.context))
     target = strip_to_target(f.context, p, policy.strip_target_percent)
     em = detect(replace(f.observations, checkpoints=tuple(obs.checkpoints or ())), now)
     return p, target, em

@@ -350,8 +350,12 @@ class Prediction:
 
 
 def predict(ctx: ContextEstimate, budget: int, overhead: int, *, overhead_source: str = "session",
-            growth_default: int | None = None) -> Prediction:
-    g = growth_margin(ctx, growth_default if growth_default is not None else budget // 10)
+            growth_floor: int | None = None) -> Prediction:
+    """`growth_floor`: growth seen earlier (turns remembered as they were before occd stripped them); the margin
+    is at least that. No turns and no floor: a tenth of the budget."""
+    g = growth_margin(ctx, budget // 10)
+    if growth_floor is not None:
+        g = max(g, growth_floor) if ctx.turns else growth_floor
     return Prediction(with_margin(ctx.history) + overhead, budget, g, overhead, overhead_source)
 
 
