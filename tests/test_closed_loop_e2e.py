@@ -85,9 +85,9 @@ def test_blocked_session_is_unblocked_by_one_cycle(tmp_path, monkeypatch):
         hist = json.loads(subprocess.run([sys.executable, "-m", "occd", "history", "--json"], capture_output=True,
                                          text=True, env=env, timeout=120).stdout)
         hist = hist if isinstance(hist, list) else hist.get("actions", hist.get("data", []))
-        acted = [a for a in hist if a.get("outcome") == "ok" and not a.get("dry_run")
+        acted = [a for a in hist if a.get("outcome") == "ok" and not a.get("dry_run") and a["kind"] in ("strip", "rotate")
                  and (a.get("before") or {}).get("emergency") == "BLOCKED"]
-        assert acted, hist
+        assert acted, json.dumps(hist)[:3000]
         st = json.loads(subprocess.run([sys.executable, "-m", "occd", "status", "--json"], capture_output=True,
                                        text=True, env=env, timeout=120).stdout)
         agents = st["agents"] if "agents" in st else st["data"]["agents"]
@@ -96,7 +96,7 @@ def test_blocked_session_is_unblocked_by_one_cycle(tmp_path, monkeypatch):
         res = oc.turn("Q100: READ the notes again, please")
         assert OVERFLOW not in _payload(res), _payload(res)
         last = oc.requests()[-1]
-        assert "Q100:" in json.dumps(last["messages"])
+        assert "Q100:" in json.dumps(last["body"]["messages"])
     finally:
         oc.close()
 
@@ -121,7 +121,7 @@ def test_short_loop_without_a_compaction(tmp_path, monkeypatch):
         e = _entry(oc)
         comps = max(e.get("compactionCount") or 0, len(e.get("compactionCheckpoints") or []))
         assert comps == 0, (tmp_path / "daemon.log").read_text()[-3000:]
-        final = json.dumps(oc.requests()[-1]["messages"])
+        final = json.dumps(oc.requests()[-1]["body"]["messages"])
         assert all(f"Q{i}:" in final for i in range(1, turns + 1))
     finally:
         daemon.send_signal(signal.SIGTERM)

@@ -223,3 +223,25 @@ def test_spiral_is_compactions_on_consecutive_turns():
     assert em.detect(o, NOW) is None
     assert em.detect(replace(o, checkpoints=(("overflow-retry", NOW - 60),)), NOW).kind == em.SPIRAL
     assert em.detect(replace(o, checkpoints=(("overflow-retry", NOW - 7200),)), NOW) is None
+
+
+def test_unreachable_target_rotates_only_when_a_fresh_session_would_reach_it():
+    pol = PolicySettings(mode="act", min_idle_minutes=0)
+    out = b.StripTarget(None, 60000, 54000, 30000, False)
+    d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(90000, 10000), target=out,
+                            fresh_session_tokens=30000)
+    assert d.action == "rotate"
+    # the prompt overhead alone is over the target: a rotation cannot reach it; the strongest strip instead
+    d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(90000, 10000), target=out,
+                            fresh_session_tokens=56000)
+    assert d.action == "strip" and d.details["keepTurnsWithTools"] == 0
+
+
+def test_growth_floor_keeps_the_margin_after_a_strip():
+    msgs = [m for i in range(3) for m in _turn(i)]
+    ctx = b.estimate_context(msgs)
+    stripped = b.estimate_context([m for m in msgs if m["role"] in ("user",) or
+                                   (m["role"] == "assistant" and m["content"][0]["type"] == "text")])
+    full = b.predict(ctx, 108000, 9500).growth
+    assert b.predict(stripped, 108000, 9500).growth < full / 10      # the file alone forgets the turns' size
+    assert b.predict(stripped, 108000, 9500, growth_floor=full).growth == full

@@ -112,9 +112,9 @@ def _decide(ctx, obs, policy, now, times=()):
         ev = budget.evaluate(ctx, obs, policy, now)
         if ev is None:
             return None
-        p, target, em = ev
+        p, target, em, fresh = ev
         return decide_budget_strip(_state(obs), policy, now=now, prediction=p, target=target, emergency=em,
-                                   recent_action_times=times)
+                                   recent_action_times=times, fresh_session_tokens=fresh)
     return decide_strip(_state(obs), policy, now=now, window_tokens=obs.context_window, recent_action_times=times)
 
 

@@ -128,4 +128,14 @@ def evaluate(ctx, obs, policy, now: float):
     p = predict(f.context, obs.prompt_budget, over, overhead_source=src, growth_floor=_seen_growth(ctx, obs, f.context))
     target = strip_to_target(f.context, p, policy.strip_target_percent)
     em = detect(replace(f.observations, checkpoints=tuple(obs.checkpoints or ())), now)
-    return p, target, em
+    return p, target, em, fresh_session_tokens(p, obs, policy)
+
+
+def fresh_session_tokens(p, obs, policy) -> int | None:
+    """The predicted estimate of the session rotated now: its prompt overhead plus a seed of
+    `rotation.seed_budget_percent` of the window."""
+    from occd.policy.budget import with_margin
+
+    if not obs.context_window:
+        return None
+    return p.overhead + with_margin(obs.context_window * policy.rotation.seed_budget_percent / 100)

@@ -49,7 +49,8 @@ BUDGET_POLICY = "strip_at_budget_percent"
 
 
 def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, prediction, target,
-                        emergency=None, recent_action_times: Sequence[float] = ()) -> Decision | None:
+                        emergency=None, recent_action_times: Sequence[float] = (),
+                        fresh_session_tokens: int | None = None) -> Decision | None:
     """The daemon's strip decision on OpenClaw's own terms (occd.policy.budget): strip when the predicted
     pre-prompt estimate after one more turn passes `strip_at_budget_percent` of OpenClaw's budget, or at once
     when the session is in an emergency (occd.policy.emergency: SPIRAL or BLOCKED). The decision says how
@@ -57,7 +58,9 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     executor chooses how (a .jsonl rewrite, or lean rules in a context engine). When no strip reaches the
     target, the decision is a rotation (action "rotate"). None: nothing to do.
 
-    `prediction` is a budget.Prediction, `target` the budget.StripTarget for it."""
+    `prediction` is a budget.Prediction, `target` the budget.StripTarget for it. `fresh_session_tokens`: the
+    predicted estimate of a rotated session (prompt overhead + its seed); when even that is over the target, a
+    rotation would not reach it either, and the strongest strip (every old tool call removed) is done instead."""
     if s.archived or excluded(s.session_key, policy.exclude):
         return None
     fire = prediction.after_next_percent >= policy.strip_at_budget_percent
@@ -82,7 +85,16 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     else:
         reason = (f"OpenClaw's estimate after the next turn {prediction.after_next_percent:.0f}% of its budget "
                   f">= {policy.strip_at_budget_percent:g}%")
-    if target.reachable and not nothing:
+    hopeless = (not target.reachable and fresh_session_tokens is not None
+                and fresh_session_tokens > target.target and target.removed > 0)
+    if hopeless:
+        details["keepTurnsWithTools"] = 0
+        details["freshSessionTokens"] = fresh_session_tokens
+        action, what = "strip", (f"strip every old tool call, to {target.predicted_after} tokens "
+                                 f"({100.0 * target.predicted_after / prediction.budget:.0f}% of {prediction.budget}): "
+                                 f"the target {policy.strip_target_percent:g}% is out of reach even for a fresh "
+                                 f"session ({fresh_session_tokens} tokens), so a rotation would not help")
+    elif target.reachable and not nothing:
         action, what = "strip", (f"strip to {target.predicted_after} tokens "
                                  f"({100.0 * target.predicted_after / prediction.budget:.0f}% of "
                                  f"{prediction.budget}), keeping {target.keep_turns_with_tools} turns with tools")
