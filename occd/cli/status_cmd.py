@@ -106,7 +106,7 @@ def status_cmd(session, rotations, days, as_json):
         acts = a["actions24h"]
         summary = ", ".join(f"{k} {sum(v.values())}" for k, v in sorted(acts.items())) or "none"
         brk = ", ".join(f"{b['kind']} {b['state']}" for b in a["breakers"]) or "closed"
-        src = "" if a.get("modeSource") == "daemon" else " (config; daemon not running)"
+        src = "" if a.get("modeSource") == "daemon" else ", from the config: the daemon is not running"
         c.print(f"\nAgent {a['id']} ({a.get('era') or '?'} era, {a['mode']} mode{src}): {a['sessions']} sessions, "
                 f"{a['compactionsTotal']} compactions; actions 24h: {summary}; breakers: {brk}")
         for e in a.get("emergencies") or []:

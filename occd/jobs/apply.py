@@ -103,18 +103,21 @@ def _after_strip(ctx, obs, res) -> None:
 
 def _decide(ctx, obs, policy, now, times=()):
     """The decision for one session: on OpenClaw's own budget (file era, with the transcript's context and the
-    spiral/blocked observations), else by the context share of the window (database era, unknown budget)."""
+    spiral/blocked observations); else, or when that does not fire, by the model's reported context use as a
+    share of the window (`strip_at_context_percent`, with the preset: the database era, an unknown budget, or a
+    provider whose usage outgrows the window before OpenClaw's estimate does)."""
     from occd.policy.strip import decide_budget_strip, decide_strip
 
     if obs.era == "file" and obs.path is not None and obs.prompt_budget:
         from occd.jobs import budget
 
         ev = budget.evaluate(ctx, obs, policy, now)
-        if ev is None:
-            return None
-        p, target, em, fresh = ev
-        return decide_budget_strip(_state(obs), policy, now=now, prediction=p, target=target, emergency=em,
-                                   recent_action_times=times, fresh_session_tokens=fresh)
+        if ev is not None:
+            p, target, em, fresh = ev
+            d = decide_budget_strip(_state(obs), policy, now=now, prediction=p, target=target, emergency=em,
+                                    recent_action_times=times, fresh_session_tokens=fresh)
+            if d is not None:
+                return d
     return decide_strip(_state(obs), policy, now=now, window_tokens=obs.context_window, recent_action_times=times)
 
 
