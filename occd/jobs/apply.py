@@ -154,8 +154,14 @@ def run(ctx) -> dict:
             continue
         counts["considered"] += 1
         if d.action == "rotate":
-            _rotate(ctx, obs, d, counts, recent)
-            continue
+            r = _rotate(ctx, obs, d, counts, recent)
+            if r not in ("blocked", None) or not d.details.get("removedTokens") or not d.act:
+                continue
+            # the rotation cannot happen now (cooldown, breaker, backoff): the strongest strip still helps
+            from dataclasses import replace
+
+            d = replace(d, action="strip", details={**d.details, "keepTurnsWithTools": 0},
+                        reason=f"{d.reason}; no rotation possible now: every old tool call stripped instead")
         if not d.act:
             key = "wouldDo" if d.would_do else ("deferred" if d.deferred else "blocked")
             counts[key] += 1
@@ -185,7 +191,7 @@ def run(ctx) -> dict:
     return counts
 
 
-def _rotate(ctx, obs, d, counts, recent) -> None:
+def _rotate(ctx, obs, d, counts, recent) -> str | None:
     """No strip reaches the target (or a blocked session has nothing to strip): a rotation, through the rotate
     job's policy (in-progress check, backoff, breaker), past the cooldown."""
     from occd.jobs import rotate as rotate_job
@@ -196,6 +202,7 @@ def _rotate(ctx, obs, d, counts, recent) -> None:
         recent.note(obs, ts=ctx.now(), dry_run=False, outcome="ok", reason=d.reason)
     elif r:
         counts[r] = counts.get(r, 0) + 1
+    return r
 
 
 def _details(ctx, obs, d) -> dict | None:
