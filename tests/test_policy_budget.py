@@ -245,3 +245,20 @@ def test_growth_floor_keeps_the_margin_after_a_strip():
     full = b.predict(ctx, 108000, 9500).growth
     assert b.predict(stripped, 108000, 9500).growth < full / 10      # the file alone forgets the turns' size
     assert b.predict(stripped, 108000, 9500, growth_floor=full).growth == full
+
+
+def test_slim_entries_estimate_as_the_full_ones():
+    entries, parent = [], None
+    for i, m in enumerate([m for k in range(4) for m in _turn(k, 3000 * (k + 1))]):
+        entries.append({"type": "message", "id": f"i{i}", "parentId": parent, "message": m})
+        parent = f"i{i}"
+    entries.append({"type": "custom_message", "id": "cm", "parentId": parent, "content": "note " * 50})
+    entries.append({"type": "compaction", "id": "k", "parentId": "cm", "summary": "S" * 400,
+                    "firstKeptEntryId": "i8"})
+    entries.append({"type": "message", "id": "z", "parentId": "k",
+                    "message": {"role": "assistant", "content": [{"type": "text", "text": "Context overflow: x"}],
+                                "usage": {"input": 0, "output": 0}}})
+    full = b.estimate_context(b.context_messages(entries))
+    slim = b.estimate_context(b.context_messages([b.slim_entry(e) for e in entries]))
+    assert full == slim and full.turns_with_tools == 2
+    assert em.observe_entries(entries) == em.observe_entries([b.slim_entry(e) for e in entries])

@@ -29,6 +29,8 @@ class Facts:
 def _parse(path: Path) -> list[dict]:
     import orjson
 
+    from occd.policy.budget import slim_entry
+
     out = []
     with open(path, "rb") as fh:
         for line in fh:
@@ -39,7 +41,7 @@ def _parse(path: Path) -> list[dict]:
             except ValueError:
                 continue
             if isinstance(o, dict):
-                out.append(o)
+                out.append(slim_entry(o))
     return out
 
 

@@ -183,6 +183,39 @@ def message_tokens(m: dict) -> int:
     return n + _content(m.get("content"))
 
 
+def has_tool_calls(m: dict) -> bool:
+    return m.get("role") == "assistant" and isinstance(m.get("content"), list) and any(is_tool_call(b) for b in m["content"])
+
+
+def slim_entry(o: dict) -> dict:
+    """A transcript line reduced to what the estimate and the emergency detection need: messages carry their
+    estimate (`_est`), what a strip removes (`_strip`) and whether they call tools (`_tools`), not their content
+    (an assistant's text is kept short, with its usage). Keeps a 100 MB transcript from being held in memory."""
+    t = o.get("type")
+    base = {"type": t, "id": o.get("id"), "parentId": o.get("parentId")}
+    if t == "message" and isinstance(o.get("message"), dict):
+        m = o["message"]
+        sm = {"role": m.get("role"), "_est": message_tokens(m), "_strip": strippable_tokens(m),
+              "_tools": has_tool_calls(m)}
+        if m.get("role") == "assistant":
+            c = m.get("content")
+            text = c if isinstance(c, str) else " ".join(
+                b.get("text", "") for b in c or [] if isinstance(b, dict) and isinstance(b.get("text"), str)) \
+                if isinstance(c, list) else ""
+            sm["content"] = text[:500]
+            for k in ("usage", "errorMessage", "stopReason"):
+                if k in m:
+                    sm[k] = m[k] if k != "errorMessage" or not isinstance(m[k], str) else m[k][:500]
+        base["message"] = sm
+    elif t == "custom_message":
+        m = {"role": "custom", "content": o.get("content")}
+        base["_msg"] = {"role": "custom", "_est": message_tokens(m), "_strip": 0, "_tools": False}
+    elif t in ("compaction", "branch_summary"):
+        base["summary"] = o.get("summary")
+        base["firstKeptEntryId"] = o.get("firstKeptEntryId")
+    return base
+
+
 def strippable_tokens(m: dict) -> int:
     """What stripping a turn's tool calls takes out of this message's estimate: a tool result entirely; an
     assistant message's tool calls and thinking (the whole message when nothing else is left in it)."""
@@ -279,7 +312,7 @@ def context_messages(entries: Sequence[dict]) -> list[dict]:
         if t == "message" and isinstance(x.get("message"), dict):
             out.append(x["message"])
         elif t == "custom_message":
-            out.append({"role": "custom", "content": x.get("content")})
+            out.append(x.get("_msg") or {"role": "custom", "content": x.get("content")})
         elif t == "branch_summary":
             out.append({"role": "branchSummary", "summary": x.get("summary")})
     return out
@@ -290,7 +323,7 @@ def estimate_context(messages: Iterable[dict]) -> ContextEstimate:
     per: list[int] = []
     turns: list[list[int]] = []  # [total, tools, has_tools]
     for m in messages:
-        n = message_tokens(m)
+        n = m["_est"] if "_est" in m else message_tokens(m)
         per.append(n)
         if m.get("role") == "user":
             turns.append([0, 0, 0])
@@ -299,9 +332,8 @@ def estimate_context(messages: Iterable[dict]) -> ContextEstimate:
             continue
         cur = turns[-1]
         cur[0] += n
-        s = strippable_tokens(m)
-        cur[1] += s
-        if m.get("role") == "assistant" and isinstance(m.get("content"), list) and any(is_tool_call(b) for b in m["content"]):
+        cur[1] += m["_strip"] if "_strip" in m else strippable_tokens(m)
+        if m["_tools"] if "_tools" in m else has_tool_calls(m):
             cur[2] = 1
     return ContextEstimate(base, tuple(TurnEstimate(a, b, bool(c)) for a, b, c in turns), tuple(per))
 
