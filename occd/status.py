@@ -66,6 +66,7 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
         day = led.history(since=now - 86400, limit=5000)
         would = [a for a in day if a["dry_run"]]
         emergencies = _emergencies(day)
+        marks = {(e["agent"], e["sessionId"]): e for e in emergencies}
         from occd.policy.savings import summarize
 
         saved = summarize(led.history(since=now - 7 * 86400, limit=100000))
@@ -90,7 +91,8 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
                              "contextTokens": o.get("context_tokens"), "tokensSource": o.get("tokens_source"),
                              "contextWindow": o.get("context_window"),
                              "contextPercent": round(pct(o), 1) if pct(o) >= 0 else None,
-                             "compactions": o.get("compaction_count"), "size": o.get("size")} for o in biggest],
+                             "compactions": o.get("compaction_count"), "size": o.get("size"),
+                             "emergency": _current(marks.get((a["id"], o["session_id"])), o)} for o in biggest],
                 "breakers": [{"kind": b.kind, "state": b.state, "reason": b.reason, "openedAt": b.opened_at}
                              for b in breakers if b.agent == a["id"]],
                 "actions24h": counts.get(a["id"], {}),
@@ -104,6 +106,14 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
         except Exception:  # noqa: BLE001
             pass
         return out
+
+
+def _current(e: dict | None, obs: dict) -> str | None:
+    """The emergency mark of a session, unless the agent was active after occd handled it."""
+    if e is None:
+        return None
+    last = obs.get("last_activity")
+    return None if last is not None and e.get("ts") is not None and last > e["ts"] else e["kind"]
 
 
 def _emergencies(actions: list[dict]) -> list[dict]:

@@ -124,7 +124,8 @@ def status_cmd(session, rotations, days, as_json):
                 ctx = ("~" if s.get("tokensSource") == "estimate" else "") + human_tokens(s["contextTokens"])
                 if s.get("contextPercent") is not None:
                     ctx += f" ({s['contextPercent']:.0f}%)"
-                t.add_row(short_id(s["sessionId"]), s.get("key") or "-", ctx, str(s.get("compactions") or 0),
+                mark = f" {s['emergency']}" if s.get("emergency") else ""
+                t.add_row(short_id(s["sessionId"]) + mark, s.get("key") or "-", ctx, str(s.get("compactions") or 0),
                           human_bytes(s.get("size")))
             c.print(t)
             if any(s.get("tokensSource") == "estimate" for s in a["biggest"]):
