@@ -102,8 +102,9 @@ def test_blocked_session_is_unblocked_by_one_cycle(tmp_path, monkeypatch):
 
 
 def test_short_loop_without_a_compaction(tmp_path, monkeypatch):
-    """10 tool-heavy turns in a 48k window: OpenClaw alone compacts from the 4th turn on; with `occd run --act`
-    beside it (defaults, only the idle and scan-speed knobs set), none, and the model still sees every question."""
+    """10 tool-heavy turns in a 48k window: OpenClaw alone compacts by the 3rd turn (its budget is 28k); with
+    `occd run --act` beside it (defaults, only the idle and scan-speed knobs set), none, and the model still sees
+    every question."""
     require_e2e()
     turns = int(os.environ.get("OCCD_LOOP_TURNS", "10"))
     oc = _home(tmp_path, monkeypatch, window=48000, docs=turns, port=1)
