@@ -262,3 +262,13 @@ def test_slim_entries_estimate_as_the_full_ones():
     slim = b.estimate_context(b.context_messages([b.slim_entry(e) for e in entries]))
     assert full == slim and full.turns_with_tools == 2
     assert em.observe_entries(entries) == em.observe_entries([b.slim_entry(e) for e in entries])
+
+
+def test_trigger_keeps_a_turn_to_spare_when_turns_are_large_for_the_window():
+    pol = PolicySettings(mode="act", min_idle_minutes=0)
+    tgt = b.StripTarget(1, 19700, 22000, 9700)
+    # 64k window: budget 44k, turns of 9.7k. 24.8k now: 78% after the next turn, but two turns reach 44.2k
+    p = _pred(24800, 9700, budget=44000)
+    assert p.after_next_percent < 80 and b.should_strip(p, 80)
+    assert decide_budget_strip(_state(), pol, now=NOW, prediction=p, target=tgt).act
+    assert not b.should_strip(_pred(24000, 9700, budget=44000), 80)

@@ -393,8 +393,10 @@ def predict(ctx: ContextEstimate, budget: int, overhead: int, *, overhead_source
 
 def should_strip(p: Prediction, strip_at_budget_percent: float) -> bool:
     """The trigger: after one more turn like the recent ones, the estimate would pass `strip_at_budget_percent`
-    of OpenClaw's budget (100 = OpenClaw compacts at the turn after next)."""
-    return p.after_next_percent >= strip_at_budget_percent
+    of OpenClaw's budget; or two more turns would reach the budget itself (a turn to spare when the turns are
+    large for the window: the daemon may miss one gap between turns, and OpenClaw checks again mid-turn, after
+    the tool results)."""
+    return p.after_next_percent >= strip_at_budget_percent or p.predicted + 2 * p.growth >= p.budget
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,9 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     rotation would not reach it either, and the strongest strip (every old tool call removed) is done instead."""
     if s.archived or excluded(s.session_key, policy.exclude):
         return None
-    fire = prediction.after_next_percent >= policy.strip_at_budget_percent
+    from occd.policy.budget import should_strip
+
+    fire = should_strip(prediction, policy.strip_at_budget_percent)
     if not fire and emergency is None:
         return None
     nothing = target.removed == 0 and target.reachable
@@ -82,9 +84,12 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     if emergency is not None:
         details["emergency"] = emergency.kind
         reason = f"{emergency.kind}: {emergency.reason}"
-    else:
+    elif prediction.after_next_percent >= policy.strip_at_budget_percent:
         reason = (f"OpenClaw's estimate after the next turn {prediction.after_next_percent:.0f}% of its budget "
                   f">= {policy.strip_at_budget_percent:g}%")
+    else:
+        two = 100.0 * (prediction.predicted + 2 * prediction.growth) / prediction.budget
+        reason = f"OpenClaw's estimate after two more turns {two:.0f}% of its budget: no turn to spare"
     hopeless = (not target.reachable and fresh_session_tokens is not None
                 and fresh_session_tokens > target.target and target.removed > 0)
     if hopeless:
