@@ -25,7 +25,7 @@ OVERFLOW = "Context overflow"
 def _home(tmp_path, monkeypatch, window: int, docs: int, port: int) -> OpenClawHome:
     monkeypatch.setenv("FAKE_USAGE", "size")  # token figures grow with the request, as a real model's do
     oc = OpenClawHome("2026.7.1", tmp_path)
-    oc.port = int(os.environ.get("OCCD_E2E_PORT_BASE", "18610")) + port
+    oc.port = int(os.environ.get("OCCD_E2E_PORT_BASE", "18630")) + port
     oc.__enter__()
     cfg_path = Path(oc.env["OPENCLAW_CONFIG_PATH"])
     cfg_path.write_text(cfg_path.read_text().replace('"contextWindow": 128000', f'"contextWindow": {window}'))
