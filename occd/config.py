@@ -29,7 +29,7 @@ class PresetConfig(BaseModel):
 
 
 class BreakerSettings(BaseModel):
-    max_actions: int = Field(6, description="actions per agent and kind within window_minutes before the breaker trips")
+    max_actions: int = Field(60, description="actions per agent and kind within window_minutes before the breaker trips (the budget trigger strips a session at most once per agent turn, so a busy agent can need one every turn)")
     max_failures: int = Field(3, description="failures within window_minutes before the breaker trips")
     window_minutes: int = Field(30, description="sliding window for counting actions and failures")
     cooloff_minutes: int = Field(60, description="time open before one trial action is allowed (half-open)")
@@ -51,9 +51,11 @@ class RotationSettings(BaseModel):
 class PolicySettings(BaseModel):
     mode: Literal["observe", "act"] = Field("observe", description="observe records what it would do; act does it")
     strip_preset: str = Field("default", description="preset the daemon strips with")
-    strip_at_context_percent: float = Field(60, description="strip a session when its context use reaches this share of the window")
+    strip_at_context_percent: float = Field(60, description="strip a session when its context use reaches this share of the window (sessions without OpenClaw's budget figures: database era)")
+    strip_at_budget_percent: float = Field(80, gt=0, description="strip when OpenClaw's predicted pre-prompt estimate after one more turn (the growth learned from recent turns) reaches this share of its compaction budget (window - reserve)")
+    strip_target_percent: float = Field(50, gt=0, description="strip down to this share of OpenClaw's compaction budget (the gentlest strip that gets there); rotate when no strip can")
     min_idle_minutes: float = Field(10, description="only touch sessions idle at least this long")
-    max_actions_per_hour: int = Field(6, description="automatic actions per agent per hour")
+    max_actions_per_hour: int = Field(60, description="automatic actions per agent per hour (emergencies are not counted; the breaker still applies)")
     exclude: list[str] = Field(default_factory=list, description="session key globs never touched")
     archive_after_days: float = Field(14, description="archive idle sessions older than this whose relevance is low")
     archive_below_relevance: float = Field(0.1, description="relevance under which an old idle session is archived")
@@ -87,6 +89,8 @@ class AgentOverrides(BaseModel):
     mode: Literal["observe", "act"] | None = None
     strip_preset: str | None = None
     strip_at_context_percent: float | None = None
+    strip_at_budget_percent: float | None = None
+    strip_target_percent: float | None = None
     min_idle_minutes: float | None = None
     max_actions_per_hour: int | None = None
     exclude: list[str] | None = None

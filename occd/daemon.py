@@ -350,10 +350,18 @@ class Daemon:
             parts.append("next " + time.strftime("%H:%M", time.localtime(nxt)))
         return ", ".join(parts)
 
+    def agent_modes(self) -> dict:
+        """The mode this daemon runs each agent in (its settings, `--act` and per-agent overrides included):
+        what `occd status` shows while it runs, instead of the config file's."""
+        scan = getattr(self.ctx, "last_scan", None) if self.ctx is not None else None
+        agents = set(getattr(scan, "agents", None) or ()) | set(self.settings.agents)
+        return {a: self.settings.policy_for(a).mode for a in sorted(agents)}
+
     def heartbeat(self) -> None:
         now, nxt = self.clock(), self.next_run()
         write_status({"pid": os.getpid(), "started": self.started, "heartbeat": now, "lastCycle": self.last_cycle,
-                      "nextScan": nxt, "mode": self.settings.policy.mode, "stateDir": str(self.ctx.state_dir),
+                      "nextScan": nxt, "mode": self.settings.policy.mode, "agentModes": self.agent_modes(),
+                      "stateDir": str(self.ctx.state_dir),
                       "scanIntervalSeconds": self.scan_interval(), "running": self.running,
                       "jobs": self.last_results})
         if self.run_id is not None:

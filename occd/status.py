@@ -39,7 +39,8 @@ def daemon_info(ledger, now: float) -> dict:
     run = ledger.latest_daemon_run() if ledger else None
     out = {"running": pid is not None, "pid": pid if pid and pid > 0 else None,
            "started": st.get("started") if pid else None, "lastCycle": st.get("lastCycle"),
-           "nextScan": st.get("nextScan") if pid else None, "mode": st.get("mode")}
+           "nextScan": st.get("nextScan") if pid else None, "mode": st.get("mode") if pid else None,
+           "agentModes": (st.get("agentModes") or {}) if pid else {}}
     if run:
         out["lastRun"] = {k: run.get(k) for k in ("pid", "started", "stopped", "heartbeat", "last_cycle", "mode",
                                                    "stop_reason") if k in run}
@@ -64,7 +65,14 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
         for o in latest:
             by_agent.setdefault(o["agent"], []).append(o)
         breakers = led.breakers()
-        would = [a for a in led.history(since=now - 86400, limit=1000) if a["dry_run"]]
+        day = led.history(since=now - 86400, limit=5000)
+        would = [a for a in day if a["dry_run"]]
+        emergencies = _emergencies(day)
+        marks = {(e["agent"], e["sessionId"]): e for e in emergencies}
+        from occd.policy.savings import summarize
+
+        saved = summarize(led.history(since=now - 7 * 86400, limit=100000))
+        dinfo = daemon_info(led, now)
         for a in led.agents():
             obs = by_agent.get(a["id"], [])
 
@@ -73,26 +81,77 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
 
             biggest = sorted(obs, key=pct, reverse=True)[:top]
             policy = settings.policy_for(a["id"])
+            # the running daemon's mode (its flags and overrides), else the config's
+            mode = dinfo["agentModes"].get(a["id"]) or (dinfo.get("mode") if dinfo["running"] else None)
             agents.append({
-                "id": a["id"], "era": a.get("era"), "sessions": len(obs), "mode": policy.mode,
+                "id": a["id"], "era": a.get("era"), "sessions": len(obs), "mode": mode or policy.mode,
+                "modeSource": "daemon" if mode else "config",
+                "emergencies": [e for e in emergencies if e["agent"] == a["id"]],
+                "savings7d": saved["agents"].get(a["id"]),
                 "compactionsTotal": sum(o.get("compaction_count") or 0 for o in obs),
                 "biggest": [{"sessionId": o["session_id"], "key": o.get("session_key"),
                              "contextTokens": o.get("context_tokens"), "tokensSource": o.get("tokens_source"),
                              "contextWindow": o.get("context_window"),
                              "contextPercent": percent(o.get("context_tokens"), o.get("context_window")),
-                             "compactions": o.get("compaction_count"), "size": o.get("size")} for o in biggest],
+                             "compactions": o.get("compaction_count"), "size": o.get("size"),
+                             "emergency": _current(marks.get((a["id"], o["session_id"])), o)} for o in biggest],
                 "breakers": [{"kind": b.kind, "state": b.state, "reason": b.reason, "openedAt": b.opened_at}
                              for b in breakers if b.agent == a["id"]],
                 "actions24h": counts.get(a["id"], {}),
                 "wouldDo": [{"sessionId": w["session_id"], "kind": w["kind"], "reason": w["reason"], "ts": w["ts"]}
                             for w in would if w["agent_id"] == a["id"]][:10],
             })
-        out = {"ledger": str(led.path), "daemon": daemon_info(led, now), "lastScan": led.last_scan(), "agents": agents}
+        out = {"ledger": str(led.path), "daemon": dinfo, "lastScan": led.last_scan(), "agents": agents,
+               "savings7d": saved["total"]}
         try:
             out["llmSpendToday"] = led.spend_today(now)
         except Exception:  # noqa: BLE001
             pass
         return out
+
+
+def _current(e: dict | None, obs: dict) -> str | None:
+    """The emergency mark of a session, unless the agent was active after occd handled it."""
+    if e is None:
+        return None
+    last = obs.get("last_activity")
+    return None if last is not None and e.get("ts") is not None and last > e["ts"] else e["kind"]
+
+
+def _emergencies(actions: list[dict]) -> list[dict]:
+    """Sessions the daemon found in a spiral or blocked (newest action per session, from the day's actions)."""
+    out: dict = {}
+    for a in actions:  # newest first
+        b = a.get("before") or {}
+        kind = b.get("emergency") if isinstance(b, dict) else None
+        if not kind or a.get("trigger") != "auto":
+            continue
+        key = (a.get("agent_id"), a.get("session_id"))
+        if key in out:
+            continue
+        done = a["kind"] if not a.get("dry_run") and a.get("outcome") == "ok" else \
+            ("would " + a["kind"] if a.get("dry_run") else f"{a['kind']} {a.get('outcome')}")
+        out[key] = {"agent": key[0], "sessionId": key[1], "key": a.get("session_key"), "kind": kind,
+                    "reason": a.get("reason"), "action": done, "ts": a.get("ts")}
+    return list(out.values())
+
+
+def stats(settings, since: str | None = "7d", now: float | None = None) -> dict:
+    """`occd stats`: what the daemon saved (occd.policy.savings) since a time."""
+    from occd.policy.savings import AVOID_HORIZON_TURNS, SAVINGS_HORIZON_TURNS, summarize
+
+    now = time.time() if now is None else now
+    start = parse_since(since, now)
+    led = _open_ledger()
+    if led is None:
+        return {"since": start, "total": None, "agents": {}, "sessions": [],
+                "note": "no ledger yet: run `occd run --once`, `occd demo`, or install the service"}
+    with led:
+        s = summarize(led.history(since=start, limit=1_000_000))
+    return {"since": start, **s, "assumptions": {
+        "tokensRemoved": "bytes the strips took out of the transcripts / 4",
+        "compactionsAvoided": f"strips made when OpenClaw was predicted to compact within {AVOID_HORIZON_TURNS} turns",
+        "usdSaved": f"tokens removed x the model's input price x {SAVINGS_HORIZON_TURNS} following turns"}}
 
 
 def session_status(settings, ref: str, now: float | None = None, since_days: float = 30) -> dict:

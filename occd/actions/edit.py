@@ -125,11 +125,14 @@ def ensure_crashed(path, now: float | None = None) -> None:
 
 def edit_session(settings, *, agent=None, ref=None, preset=None, force=False, drop_malformed=False,
                  dry_run=False, trigger="manual", policy=None, reason=None, ledger=None,
-                 now: float | None = None, target=None, crashed_run: bool = False) -> EditResult:
+                 now: float | None = None, target=None, crashed_run: bool = False, strip=None,
+                 details: dict | None = None) -> EditResult:
+    """`strip`: (name, PresetConfig) instead of a preset name (the daemon's strip to a target); `details`:
+    recorded with the action (the daemon's prediction, for the savings view)."""
     from occd.config import resolve_preset
     from occd.transcript.scan import open_transcript
 
-    name, p = resolve_preset(settings, preset)
+    name, p = strip if strip is not None else resolve_preset(settings, preset)
     target = target or resolve_target(settings, agent, ref, action="edit")
     kind = "strip" if trigger == "auto" else "edit"  # automatic edits are "strip" actions (breaker, history)
     path = target.path
@@ -141,7 +144,8 @@ def edit_session(settings, *, agent=None, ref=None, preset=None, force=False, dr
         with lock, open_transcript(path, follow_symlinks=dry_run) as src:
             return _edit_locked(settings, target, src, name=name, p=p, kind=kind, force=force,
                                 drop_malformed=drop_malformed, dry_run=dry_run, trigger=trigger, policy=policy,
-                                reason=reason, ledger=ledger, now=now, t0=t0, crashed_run=crashed_run)
+                                reason=reason, ledger=ledger, now=now, t0=t0, crashed_run=crashed_run,
+                                details=details)
     except BusyError as e:
         record_action(kind, target, outcome="deferred", trigger=trigger, policy=policy, reason=reason,
                       error=e.message, ledger=ledger)
@@ -153,7 +157,7 @@ def edit_session(settings, *, agent=None, ref=None, preset=None, force=False, dr
 
 
 def _edit_locked(settings, target, src, *, name, p, kind, force, drop_malformed, dry_run, trigger, policy, reason,
-                 ledger, now, t0, crashed_run=False) -> EditResult:
+                 ledger, now, t0, crashed_run=False, details=None) -> EditResult:
     """The edit under occd's session lock, reading only `src` (the file opened once: the rewrite copies the
     very inode that was scanned, whatever happens to the name meanwhile)."""
     from occd.cleaner import plan_strip
@@ -203,7 +207,7 @@ def _edit_locked(settings, target, src, *, name, p, kind, force, drop_malformed,
                      dropped_malformed=[m.lineno for m in t.malformed] if drop_malformed else [])
     record_action(kind, target, outcome="ok", trigger=trigger, policy=policy, reason=reason,
                   before={"size": stats.size_original, "messages": stats.messages_original,
-                          "toolCalls": stats.tool_calls_original, "tokens": stats.tokens_before},
+                          "toolCalls": stats.tool_calls_original, "tokens": stats.tokens_before, **(details or {})},
                   after=stats.to_json(), backup_path=backup, pruned=pruned,
                   duration_ms=(time.monotonic() - t0) * 1000, ledger=ledger)
     return res

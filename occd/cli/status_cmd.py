@@ -113,8 +113,15 @@ def status_cmd(session, rotations, days, as_json):
         acts = a["actions24h"]
         summary = ", ".join(f"{k} {sum(v.values())}" for k, v in sorted(acts.items())) or "none"
         brk = ", ".join(f"{b['kind']} {b['state']}" for b in a["breakers"]) or "closed"
-        c.print(f"\nAgent {a['id']} ({a.get('era') or '?'} era, {a['mode']} mode): {a['sessions']} sessions, "
+        src = "" if a.get("modeSource") == "daemon" else ", from the config: the daemon is not running"
+        c.print(f"\nAgent {a['id']} ({a.get('era') or '?'} era, {a['mode']} mode{src}): {a['sessions']} sessions, "
                 f"{a['compactionsTotal']} compactions; actions 24h: {summary}; breakers: {brk}")
+        for e in a.get("emergencies") or []:
+            c.print(f"  [bold red]{e['kind']}[/] {short_id(e['sessionId'] or '')} ({e.get('key') or '-'}): "
+                    f"{e['action']} {_when(e.get('ts'), now_dt)} — {e.get('reason') or ''}", highlight=False)
+        sv = a.get("savings7d")
+        if sv and (sv["strips"] or sv["rotations"]):
+            c.print("  saved (7 days): " + _savings_line(sv))
         if a["biggest"]:
             t = Table(show_edge=False, box=None)
             for col, j in (("SESSION", "left"), ("KEY", "left"), ("CONTEXT", "right"), ("COMPACT", "right"),
@@ -124,7 +131,8 @@ def status_cmd(session, rotations, days, as_json):
                 ctx = tokens_text(s["contextTokens"], s.get("tokensSource"))
                 if s.get("contextPercent") is not None:
                     ctx += f" ({percent_text(s['contextPercent'])})"
-                t.add_row(short_id(s["sessionId"]), s.get("key") or "-", ctx, str(s.get("compactions") or 0),
+                mark = f" {s['emergency']}" if s.get("emergency") else ""
+                t.add_row(short_id(s["sessionId"]) + mark, s.get("key") or "-", ctx, str(s.get("compactions") or 0),
                           human_bytes(s.get("size")))
             c.print(t)
             if any(s.get("tokensSource") == "estimate" for s in a["biggest"]):
@@ -133,6 +141,50 @@ def status_cmd(session, rotations, days, as_json):
             c.print(f"  observe mode would {w['kind']} {short_id(w['sessionId'] or '')}: {w['reason']}")
     if data.get("llmSpendToday"):
         c.print(f"\nModel spend today: ${data['llmSpendToday']:.4f}")
+    sv = data.get("savings7d")
+    if sv and (sv["strips"] or sv["rotations"]):
+        c.print("\nSaved in the last 7 days: " + _savings_line(sv) + "  (`occd stats` for details)")
+
+
+def _savings_line(sv: dict) -> str:
+    money = f", ~${sv['usdSaved']:.2f} on the next turns" if sv.get("usdSaved") else ""
+    em = f", {sv['emergencies']} emergencies handled" if sv.get("emergencies") else ""
+    return (f"{human_tokens(sv['tokensRemoved'])} context tokens removed by {sv['strips']} strips, "
+            f"{sv['compactionsAvoided']} compactions avoided{money}; {sv['rotations']} rotations{em}")
+
+
+@click.command("stats")
+@click.option("--since", default="7d", show_default=True, help="e.g. 7d, 12h, 30m.")
+@json_option
+@handle_errors
+def stats_cmd(since, as_json):
+    """What the daemon saved: context tokens removed, compactions avoided, money on the next turns."""
+    from occd import status as st
+
+    data = st.stats(load_settings_from_ctx(), since=since)
+    if as_json:
+        emit_json(data)
+        return
+    c = console()
+    if data.get("note"):
+        c.print(data["note"])
+        return
+    c.print(f"Since {since}: " + _savings_line(data["total"]))
+    if data["sessions"]:
+        from rich.table import Table
+
+        t = Table(show_edge=False, box=None)
+        for col, j in (("AGENT", "left"), ("SESSION", "left"), ("STRIPS", "right"), ("TOKENS REMOVED", "right"),
+                       ("COMPACTIONS AVOIDED", "right"), ("USD", "right"), ("ROTATIONS", "right")):
+            t.add_column(col, justify=j)
+        for r in sorted(data["sessions"], key=lambda r: -r["tokensRemoved"]):
+            t.add_row(r["agent"] or "-", short_id(r["sessionId"] or "-"), str(r["strips"]),
+                      human_tokens(r["tokensRemoved"]), str(r["compactionsAvoided"]),
+                      f"{r['usdSaved']:.2f}" if r["usdSaved"] else "-", str(r["rotations"]))
+        c.print(t)
+    a = data["assumptions"]
+    c.print(f"tokens removed: {a['tokensRemoved']}; compactions avoided: {a['compactionsAvoided']}; "
+            f"money: {a['usdSaved']}", style="dim")
 
 
 @click.command("history")

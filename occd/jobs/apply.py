@@ -101,10 +101,29 @@ def _after_strip(ctx, obs, res) -> None:
     ctx.ledger.record_observations([obs.ledger_row()], now=record_time(ctx))
 
 
+def _decide(ctx, obs, policy, now, times=()):
+    """The decision for one session: on OpenClaw's own budget (file era, with the transcript's context and the
+    spiral/blocked observations); else, or when that does not fire, by the model's reported context use as a
+    share of the window (`strip_at_context_percent`, with the preset: the database era, an unknown budget, or a
+    provider whose usage outgrows the window before OpenClaw's estimate does)."""
+    from occd.policy.strip import decide_budget_strip, decide_strip
+
+    if obs.era == "file" and obs.path is not None and obs.prompt_budget:
+        from occd.jobs import budget
+
+        ev = budget.evaluate(ctx, obs, policy, now)
+        if ev is not None:
+            p, target, em, fresh = ev
+            d = decide_budget_strip(_state(obs), policy, now=now, prediction=p, target=target, emergency=em,
+                                    recent_action_times=times, fresh_session_tokens=fresh)
+            if d is not None:
+                return d
+    return decide_strip(_state(obs), policy, now=now, window_tokens=obs.context_window, recent_action_times=times)
+
+
 def run(ctx) -> dict:
     from occd.jobs.scan import record_time
     from occd.jobs import breakers
-    from occd.policy.strip import decide_strip
 
     scan = ctx.last_scan
     if scan is None:
@@ -114,13 +133,13 @@ def run(ctx) -> dict:
         scan = ctx.last_scan
     s = ctx.settings
     led = ctx.ledger
-    counts = {"considered": 0, "acted": 0, "wouldDo": 0, "deferred": 0, "blocked": 0, "failed": 0}
+    counts = {"considered": 0, "acted": 0, "wouldDo": 0, "deferred": 0, "blocked": 0, "failed": 0, "rotated": 0}
     now = record_time(ctx)
     # a state that still needs OpenClaw's own migration is only reported, never acted on
     todo = [(obs, s.policy_for(obs.agent)) for obs in scan.sessions if obs.era in ("file", "db")]
     candidates = []
     for obs, policy in todo:  # the pure threshold test first: most sessions stop here, with no ledger read
-        if decide_strip(_state(obs), policy, now=now, window_tokens=obs.context_window) is not None:
+        if _decide(ctx, obs, policy, now) is not None:
             candidates.append((obs, policy))
     recent = _Recent(led, now, [o for o, _ in candidates])
     for obs, policy in candidates:
@@ -128,12 +147,21 @@ def run(ctx) -> dict:
             break
         now = record_time(ctx)
         times = [t for t in recent.auto_times.get(obs.agent, []) if t >= now - 3600]
-        d = decide_strip(_state(obs), policy, now=now, window_tokens=obs.context_window, recent_action_times=times)
+        d = _decide(ctx, obs, policy, now, times)
         if d is None:
             continue
         if obs.era == "file" and recent.stripped_since_activity(obs):
             continue
         counts["considered"] += 1
+        if d.action == "rotate":
+            r = _rotate(ctx, obs, d, counts, recent)
+            if r not in ("blocked", None) or not d.details.get("removedTokens") or not d.act:
+                continue
+            # the rotation cannot happen now (cooldown, breaker, backoff): the strongest strip still helps
+            from dataclasses import replace
+
+            d = replace(d, action="strip", details={**d.details, "keepTurnsWithTools": 0},
+                        reason=f"{d.reason}; no rotation possible now: every old tool call stripped instead")
         if not d.act:
             key = "wouldDo" if d.would_do else ("deferred" if d.deferred else "blocked")
             counts[key] += 1
@@ -163,6 +191,39 @@ def run(ctx) -> dict:
     return counts
 
 
+def _rotate(ctx, obs, d, counts, recent) -> str | None:
+    """No strip reaches the target (or a blocked session has nothing to strip): a rotation, through the rotate
+    job's policy (in-progress check, backoff, breaker), past the cooldown."""
+    from occd.jobs import rotate as rotate_job
+
+    r = rotate_job.rotate_now(ctx, obs, d.reason, emergency=d.details.get("emergency"), decision=d)
+    if r == "rotated":
+        counts["rotated"] += 1
+        recent.note(obs, ts=ctx.now(), dry_run=False, outcome="ok", reason=d.reason)
+    elif r:
+        counts[r] = counts.get(r, 0) + 1
+    return r
+
+
+def _details(ctx, obs, d) -> dict | None:
+    """What the ledger keeps of a budget strip for the savings view: the prediction, the target and the model's
+    input price (OpenClaw's models config, else litellm's cost map)."""
+    if "keepTurnsWithTools" not in d.details:
+        return None
+    from occd.policy.savings import AVOID_HORIZON_TURNS, compaction_avoided, input_price_per_mtok
+
+    out = dict(d.details)
+    out["compactionAvoided"] = compaction_avoided(d.details, AVOID_HORIZON_TURNS)
+    try:
+        from occd.jobs.scan import _openclaw_config
+
+        out["inputUsdPerMTok"] = input_price_per_mtok(_openclaw_config(ctx), obs.model, ctx.cache)
+    except Exception:  # noqa: BLE001 - the price is informative only
+        out["inputUsdPerMTok"] = None
+    out["model"] = obs.model
+    return out
+
+
 def _act(ctx, obs, d, policy, counts) -> bool | None:
     from occd.actions.common import Target
     from occd.actions.edit import edit_session
@@ -183,8 +244,16 @@ def _act(ctx, obs, d, policy, counts) -> bool | None:
             info = store.resolve(obs.session_id)
             target = Target(ctx.settings, ctx.state_dir, obs.agent, store, info, obs.path)
             # kind "strip": an automatic edit; the action path records it with the policy that fired
+            keep = d.details.get("keepTurnsWithTools")
+            if keep is not None:  # the budget trigger: strip to the target, nothing truncated
+                from occd.config import PresetConfig
+
+                strip = ("to-target", PresetConfig(keep_turns_with_tools=keep, truncate_percent=0))
+            else:
+                strip = None
             res = edit_session(ctx.settings, agent=obs.agent, preset=policy.strip_preset, trigger="auto",
-                               policy=d.policy, reason=d.reason, ledger=led, now=record_time(ctx), target=target)
+                               policy=d.policy, reason=d.reason, ledger=led, now=record_time(ctx), target=target,
+                               strip=strip, details=_details(ctx, obs, d))
             if res.changed:
                 _after_strip(ctx, obs, res)
         counts["acted"] += 1

@@ -155,6 +155,48 @@ def run(ctx) -> dict:
     return counts
 
 
+def rotate_now(ctx, obs, reason: str, *, emergency: str | None = None, decision=None) -> str | None:
+    """A rotation asked for by the strip-to-target policy (no strip reaches the target; `emergency`: SPIRAL or
+    BLOCKED, past the cooldown). Same policy checks and breaker as the scheduled rotations. Returns what
+    happened: rotated | wouldDo | deferred | blocked | failed, or None when there is no session key."""
+    from occd.policy import breaker as brk
+    from occd.policy.rotation import PastRotation, decide_rotation
+
+    led = ctx.ledger
+    if not obs.session_key:
+        return None
+    now = ctx.now()
+    policy = ctx.settings.policy_for(obs.agent)
+    hist = [PastRotation.from_row(r) for r in _history(led, obs.agent, obs.session_key)]
+    st = brk.BreakerState(**asdict(led.get_breaker(obs.agent, "rotate")))
+    bset = brk.rotation_breaker_settings(policy)
+    recent = led.action_times(obs.agent, "rotate", now - bset.window_minutes * 60, trigger="auto")
+    d = decide_rotation(_state(obs), policy, now=now, history=hist, breaker=st, recent_rotations=recent,
+                        force_reason=reason, emergency=bool(emergency))
+    if d is None:
+        return None
+    if "breaker" in d.details and (d.act or d.blocked):
+        led.set_breaker(d.details["breaker"], d.details.get("transitions") or (), now=now)
+    before = {k: v for k, v in d.details.items() if k not in ("breaker", "transitions")}
+    if decision is not None:
+        before.update(decision.details)
+    if not d.act:
+        key = "wouldDo" if d.would_do else ("deferred" if d.deferred else "blocked")
+        if not _recently_recorded(led, obs, now, d.outcome, d.would_do):
+            led.record_action("rotate", obs.agent, obs.session_id, obs.session_key, trigger="auto",
+                              policy=decision.policy if decision is not None else d.policy, reason=d.reason,
+                              outcome=d.outcome, dry_run=d.would_do, before=before, now=now)
+        return key
+    counts: dict = {"rotated": 0, "deferred": 0, "failed": 0}
+    ok = _act(ctx, obs, d, counts)
+    if ok is None:
+        return "deferred"
+    after = led.action_times(obs.agent, "rotate", now - bset.window_minutes * 60, trigger="auto")
+    new, trans = brk.record_result(d.details.get("breaker") or st, bset, ok, after, ctx.now())
+    led.set_breaker(new, trans, now=ctx.now())
+    return "rotated" if ok else "failed"
+
+
 def _act(ctx, obs, d, counts) -> bool | None:
     from occd.actions.rotate import rotate_session
 

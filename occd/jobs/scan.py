@@ -43,6 +43,11 @@ class SessionObs:
     last_activity: float | None
     running: bool = False
     changed: bool = False
+    # OpenClaw's own records for the budget trigger (file era: sessions.json); not written to the ledger
+    budget_status: dict | None = None   # contextBudgetStatus: its last pre-prompt check
+    checkpoints: tuple = ()             # compactionCheckpoints as (reason, createdAt seconds)
+    prompt_budget: int | None = None    # promptBudgetBeforeReserve for this session's window
+    model: str | None = None
 
     def ledger_row(self) -> dict:
         return dict(agent=self.agent, session_id=self.session_id, session_key=self.session_key,
@@ -280,9 +285,37 @@ def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: 
                              after_rewrite=tokens if state.get("stale") else None, session_id=info.session_id)
         tokens, source = fig.tokens, fig.source
         last = max(st.st_mtime, state.get("last_ts") or 0)
-        result.sessions.append(SessionObs(
-            agent.id, era, info.session_id, info.key, path, st.st_size, compactions, tokens, source, window,
-            state.get("entries"), last, running=store.is_running(info)))
+        obs = SessionObs(agent.id, era, info.session_id, info.key, path, st.st_size, compactions, tokens, source,
+                         window, state.get("entries"), last, running=store.is_running(info))
+        _budget_records(obs, info, cfg)
+        result.sessions.append(obs)
+
+
+def _budget_records(obs: SessionObs, info, cfg: dict | None) -> None:
+    """OpenClaw's last pre-prompt check, its compaction checkpoints and the prompt budget it applies."""
+    from occd.policy.budget import prompt_budget
+    from occd.policy.emergency import checkpoints_from_entry
+
+    entry = info.entry or {}
+    st = entry.get("contextBudgetStatus")
+    obs.budget_status = st if isinstance(st, dict) else None
+    obs.checkpoints = checkpoints_from_entry(entry)
+    obs.model = getattr(info, "model", None)
+    if obs.budget_status and obs.context_window and obs.budget_status.get("contextTokenBudget") == obs.context_window:
+        b = obs.budget_status.get("promptBudgetBeforeReserve")
+        if isinstance(b, int) and not isinstance(b, bool) and b > 0:
+            obs.prompt_budget = b
+            return
+    if obs.context_window:
+        comp = ((cfg or {}).get("agents") or {}).get("defaults") or {}
+        comp = comp.get("compaction") if isinstance(comp, dict) else None
+        comp = comp if isinstance(comp, dict) else {}
+
+        def num(v):
+            return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else None
+
+        obs.prompt_budget = prompt_budget(obs.context_window, num(comp.get("reserveTokens")),
+                                          num(comp.get("reserveTokensFloor")))
 
 
 PENDING_KEY = "scan.unrecorded"   # notes about scans the ledger could not take, recorded with the next one

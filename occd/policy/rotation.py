@@ -70,26 +70,31 @@ def next_seed_budget(history: Sequence[PastRotation], settings: RotationSettings
 
 def decide_rotation(s: SessionState, policy: PolicySettings, *, now: float, history: Sequence[PastRotation] = (),
                     breaker: brk.BreakerState | None = None,
-                    recent_rotations: Sequence[tuple[float, str]] = ()) -> Decision | None:
+                    recent_rotations: Sequence[tuple[float, str]] = (), force_reason: str | None = None,
+                    emergency: bool = False) -> Decision | None:
     """Rotate this session now? `history`: earlier rotations of this session key, newest first;
     `breaker`: the agent's rotation breaker; `recent_rotations`: the agent's automatic rotations as (ts, outcome).
 
     A decision that changes the breaker carries the new state in details["breaker"] and the transitions in
     details["transitions"] (persist both, with Ledger.set_breaker, only when the decision is acted on or
-    blocked)."""
+    blocked).
+
+    `force_reason`: the strip-to-target policy asks for a rotation (no strip reaches its target): the compaction
+    threshold does not apply; with `emergency` (a spiral or a blocked session) the cooldown does not either, the
+    in-progress check, the backoff and the breaker still do."""
     r = policy.rotation
     if not r.enabled or s.archived or excluded(s.session_key, policy.exclude):
         return None
-    if s.compaction_count < r.rotate_at_compactions:
+    if force_reason is None and s.compaction_count < r.rotate_at_compactions:
         return None
     base = dict(action="rotate", agent=s.agent, session_id=s.session_id, session_key=s.session_key)
     details: dict = {"compactions": s.compaction_count, "threshold": r.rotate_at_compactions}
-    reason = f"{s.compaction_count} compactions >= {r.rotate_at_compactions}"
+    reason = force_reason or f"{s.compaction_count} compactions >= {r.rotate_at_compactions}"
     last = history[0] if history else None
     if last is not None and last.state in UNFINISHED:
         return Decision(**base, policy=POLICY, reason=f"{reason}; a rotation of this key is in progress ({last.state})",
                         deferred=True, details=details)
-    if last is not None:
+    if last is not None and not emergency:
         since = now - (last.finished or last.started)
         waits = []
         if s.compaction_count < r.min_compactions:
@@ -101,7 +106,7 @@ def decide_rotation(s: SessionState, policy: PolicySettings, *, now: float, hist
                             blocked=True, details={**details, "cooldown": waits})
     budget = next_seed_budget(history, r)
     details["seedBudgetPercent"] = budget
-    busy = idle_check(s, policy.min_idle_minutes, now)
+    busy = idle_check(s, 0 if emergency else policy.min_idle_minutes, now)
     if busy:
         return Decision(**base, policy=POLICY, reason=f"{reason}; deferred: {busy}", deferred=True, details=details)
     bset = brk.rotation_breaker_settings(policy)

@@ -43,3 +43,80 @@ def decide_strip(s: SessionState, policy: PolicySettings, *, now: float, window_
         return Decision(**base, reason=f"{reason} (observe mode: would strip with preset {policy.strip_preset})",
                         would_do=True, details=details)
     return Decision(**base, reason=f"{reason}: strip with preset {policy.strip_preset}", details=details)
+
+
+BUDGET_POLICY = "strip_at_budget_percent"
+
+
+def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, prediction, target,
+                        emergency=None, recent_action_times: Sequence[float] = (),
+                        fresh_session_tokens: int | None = None) -> Decision | None:
+    """The daemon's strip decision on OpenClaw's own terms (occd.policy.budget): strip when the predicted
+    pre-prompt estimate after one more turn passes `strip_at_budget_percent` of OpenClaw's budget, or at once
+    when the session is in an emergency (occd.policy.emergency: SPIRAL or BLOCKED). The decision says how
+    much to keep (details["keepTurnsWithTools"], the gentlest strip that reaches `strip_target_percent`); the
+    executor chooses how (a .jsonl rewrite, or lean rules in a context engine). When no strip reaches the
+    target, the decision is a rotation (action "rotate"). None: nothing to do.
+
+    `prediction` is a budget.Prediction, `target` the budget.StripTarget for it. `fresh_session_tokens`: the
+    predicted estimate of a rotated session (prompt overhead + its seed); when even that is over the target, a
+    rotation would not reach it either, and the strongest strip (every old tool call removed) is done instead."""
+    if s.archived or excluded(s.session_key, policy.exclude):
+        return None
+    from occd.policy.budget import should_strip
+
+    fire = should_strip(prediction, policy.strip_at_budget_percent)
+    if not fire and emergency is None:
+        return None
+    nothing = target.removed == 0 and target.reachable
+    if nothing and (emergency is None or emergency.kind == "SPIRAL"):
+        # already under the target: nothing to strip, and the trigger acts before OpenClaw would compact
+        return None
+    base = dict(policy=BUDGET_POLICY if emergency is None else f"emergency:{emergency.kind.lower()}",
+                agent=s.agent, session_id=s.session_id, session_key=s.session_key)
+    details = {"predictedPromptTokens": prediction.predicted, "promptBudget": prediction.budget,
+               "predictedPercent": round(prediction.percent, 1),
+               "afterNextTurnPercent": round(prediction.after_next_percent, 1),
+               "growthTokens": prediction.growth, "overheadTokens": prediction.overhead,
+               "overheadSource": prediction.overhead_source, "threshold": policy.strip_at_budget_percent,
+               "targetPercent": policy.strip_target_percent, "keepTurnsWithTools": target.keep_turns_with_tools,
+               "predictedAfter": target.predicted_after, "removedTokens": target.removed}
+    if emergency is not None:
+        details["emergency"] = emergency.kind
+        reason = f"{emergency.kind}: {emergency.reason}"
+    elif prediction.after_next_percent >= policy.strip_at_budget_percent:
+        reason = (f"OpenClaw's estimate after the next turn {prediction.after_next_percent:.0f}% of its budget "
+                  f">= {policy.strip_at_budget_percent:g}%")
+    else:
+        two = 100.0 * (prediction.predicted + 2 * prediction.growth) / prediction.budget
+        reason = f"OpenClaw's estimate after two more turns {two:.0f}% of its budget: no turn to spare"
+    hopeless = (not target.reachable and fresh_session_tokens is not None
+                and fresh_session_tokens > target.target and target.removed > 0)
+    if hopeless:
+        details["keepTurnsWithTools"] = 0
+        details["freshSessionTokens"] = fresh_session_tokens
+        action, what = "strip", (f"strip every old tool call, to {target.predicted_after} tokens "
+                                 f"({100.0 * target.predicted_after / prediction.budget:.0f}% of {prediction.budget}): "
+                                 f"the target {policy.strip_target_percent:g}% is out of reach even for a fresh "
+                                 f"session ({fresh_session_tokens} tokens), so a rotation would not help")
+    elif target.reachable and not nothing:
+        action, what = "strip", (f"strip to {target.predicted_after} tokens "
+                                 f"({100.0 * target.predicted_after / prediction.budget:.0f}% of "
+                                 f"{prediction.budget}), keeping {target.keep_turns_with_tools} turns with tools")
+    else:
+        action, what = "rotate", (f"rotate: even removing every old tool call leaves "
+                                  f"{100.0 * target.predicted_after / prediction.budget:.0f}% of the budget "
+                                  f"(target {policy.strip_target_percent:g}%)")
+    busy = idle_check(s, 0 if emergency is not None else policy.min_idle_minutes, now)
+    if busy:
+        return Decision(action=action, **base, reason=f"{reason}; deferred: {busy}", deferred=True, details=details)
+    if emergency is None:
+        n = recent_count(recent_action_times, now, 3600)
+        if n >= policy.max_actions_per_hour:
+            return Decision(action=action, **base, reason=f"{reason}; blocked: {n} actions in the last hour "
+                                                          f"(max_actions_per_hour {policy.max_actions_per_hour})",
+                            blocked=True, details=details)
+    if policy.mode == "observe":
+        return Decision(action=action, **base, reason=f"{reason} (observe mode: would {what})", would_do=True,
+                        details=details)
+    return Decision(action=action, **base, reason=f"{reason}: {what}", details=details)

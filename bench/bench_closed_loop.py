@@ -1,0 +1,111 @@
+"""The closed loop, both arms side by side: a real OpenClaw agent doing tool-heavy turns alone, and with
+`occd run --act` beside it (../shared/closed-loop/run.sh, or $OCCD_CLOSED_LOOP). The two arms run at the same
+time on two ports. occd runs with its defaults; only the idle and scan-speed knobs the harness documents are
+set (its gaps between turns are seconds, a real user's are minutes).
+
+    .venv/bin/python bench/bench_closed_loop.py                      # 40 turns, OpenClaw 2026.7.1, 128k window
+    .venv/bin/python bench/bench_closed_loop.py --turns 15 --window 64000 --release 2026.7.35 --json
+
+Prints one row per arm (compactions, questions the model still sees at the end, turns blocked by overflow,
+occd's actions) and, with --json, the two JSON lines the harness printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KNOBS = {"OCCD_IDLE_SECONDS": "1", "OCCD_POLICY__MIN_IDLE_MINUTES": "0", "OCCD_DAEMON__SCAN_INTERVAL_SECONDS": "5"}
+
+
+def harness() -> Path:
+    p = os.environ.get("OCCD_CLOSED_LOOP")
+    if p:
+        return Path(p)
+    shared = Path(os.environ.get("OCCD_SHARED_DIR") or ROOT.parent.parent / "shared")
+    for cand in (shared / "closed-loop" / "run.sh", ROOT.parent / "shared" / "closed-loop" / "run.sh",
+                 Path("/work/shared/closed-loop/run.sh")):
+        if cand.is_file():
+            return cand
+    raise SystemExit("closed-loop harness not found: set OCCD_CLOSED_LOOP or OCCD_SHARED_DIR")
+
+
+def start_arm(arm: str, workdir: Path, *, turns: int, window: int, release: str, port: int, doc_words: int | None,
+              gap_s: int | None, occd: str, extra_env: dict | None = None) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OCCD_") or k in ("OCCD_SHARED_DIR",)}
+    env.update(RELEASE=release, TURNS=str(turns), WINDOW=str(window), PORT=str(port), OCCD=occd)
+    if doc_words:
+        env["DOC_WORDS"] = str(doc_words)
+    if gap_s is not None:
+        env["GAP_S"] = str(gap_s)
+    if arm == "occd":
+        env.update(KNOBS)
+        env.update(extra_env or {})
+    out = open(workdir.with_suffix(".out"), "w")
+    return subprocess.Popen(["bash", str(harness()), arm, str(workdir)], env=env, stdout=out,
+                            stderr=subprocess.STDOUT)
+
+
+def result(workdir: Path) -> dict | None:
+    try:
+        lines = [ln for ln in workdir.with_suffix(".out").read_text().splitlines() if ln.startswith("{")]
+        return json.loads(lines[-1]) if lines else None
+    except (OSError, ValueError):
+        return None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--turns", type=int, default=40)
+    ap.add_argument("--window", type=int, default=128000)
+    ap.add_argument("--release", default="2026.7.1")
+    ap.add_argument("--doc-words", type=int, default=None)
+    ap.add_argument("--gap", type=int, default=None, help="seconds between turns (harness default 7)")
+    ap.add_argument("--port", type=int, default=18600, help="the 'none' arm; the occd arm uses port + 50")
+    ap.add_argument("--arms", default="none,occd")
+    ap.add_argument("--occd", default=str(ROOT / ".venv" / "bin" / "occd"))
+    ap.add_argument("--workdir", default=None, help="keep the runs here (default: a temp dir, removed)")
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args(argv)
+    base = Path(a.workdir) if a.workdir else Path(tempfile.mkdtemp(prefix="occd-closed-loop-"))
+    base.mkdir(parents=True, exist_ok=True)
+    arms = [x.strip() for x in a.arms.split(",") if x.strip()]
+    t0 = time.monotonic()
+    procs = {}
+    for i, arm in enumerate(arms):
+        procs[arm] = start_arm(arm, base / f"loop-{arm}", turns=a.turns, window=a.window, release=a.release,
+                               port=a.port + 50 * i, doc_words=a.doc_words, gap_s=a.gap, occd=a.occd)
+    for p in procs.values():
+        p.wait()
+    rows = {arm: result(base / f"loop-{arm}") for arm in arms}
+    wall = time.monotonic() - t0
+    if a.json:
+        for arm in arms:
+            print(json.dumps(rows[arm]))
+    else:
+        print(f"OpenClaw {a.release}, {a.turns} turns, window {a.window}, both arms at once ({wall / 60:.1f} min)")
+        print(f"{'arm':<6} {'compactions':>11} {'questions seen':>15} {'blocked turns':>13} {'recent intact':>13}  "
+              f"occd actions")
+        for arm in arms:
+            r = rows[arm]
+            if r is None:
+                print(f"{arm:<6} (no result: see {base / f'loop-{arm}.out'})")
+                continue
+            acts = ", ".join(f"{k} {v}" for k, v in sorted((r.get("occd_actions") or {}).items())) or "-"
+            print(f"{arm:<6} {r['compactions']:>11} {str(r['questions_seen_at_end']) + '/' + str(r['turns']):>15} "
+                  f"{r['turns_blocked_by_overflow']:>13} {r['recent_results_intact']:>13}  {acts}")
+    if not a.workdir:
+        shutil.rmtree(base, ignore_errors=True)
+    return 0 if all(rows.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

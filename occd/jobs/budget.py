@@ -1,0 +1,143 @@
+"""What the budget trigger needs from a session, read by the apply job: the transcript's context estimated
+with OpenClaw's rules (occd.policy.budget), the spiral/blocked observations (occd.policy.emergency), and the
+prompt overhead learned from OpenClaw's own pre-prompt checks, per session and per agent and model.
+
+A transcript is parsed only when it changed (cached by inode, size and mtime) and only when it could matter:
+its size says it might be near the threshold, or it has compacted (a spiral or a block shows up there).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger("occd.jobs.budget")
+FACTS_KEY = "budget.facts"
+OVERHEAD_KEY = "budget.overhead"
+GROWTH_KEY = "budget.turns"
+BYTES_TO_ESTIMATE = 0.75  # an upper bound of OpenClaw's estimate per transcript byte (tool results at chars/2, x1.2)
+
+
+@dataclass
+class Facts:
+    context: object        # budget.ContextEstimate
+    observations: object   # emergency.Observations (without checkpoints)
+
+
+def _parse(path: Path) -> list[dict]:
+    import orjson
+
+    from occd.policy.budget import slim_entry
+
+    out = []
+    with open(path, "rb") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            try:
+                o = orjson.loads(line)
+            except ValueError:
+                continue
+            if isinstance(o, dict):
+                out.append(slim_entry(o))
+    return out
+
+
+def facts(ctx, obs) -> Facts | None:
+    """The session's estimated context and emergency observations, or None when the file cannot be read."""
+    from occd.policy.budget import context_messages, estimate_context
+    from occd.policy.emergency import observe_entries
+
+    cache = ctx.cache.setdefault(FACTS_KEY, {})
+    try:
+        st = os.stat(obs.path)
+    except OSError:
+        return None
+    key = (st.st_ino, st.st_size, st.st_mtime_ns)
+    hit = cache.get(str(obs.path))
+    if hit and hit[0] == key:
+        return hit[1]
+    try:
+        entries = _parse(obs.path)
+    except OSError as e:
+        log.debug("%s: %s", obs.path, e)
+        return None
+    f = Facts(estimate_context(context_messages(entries)), observe_entries(entries))
+    cache[str(obs.path)] = (key, f)
+    return f
+
+
+def worth_reading(obs, policy) -> bool:
+    """Could this session be near OpenClaw's threshold, or in a spiral or blocked? (no read needed to say no)"""
+    from occd.policy.budget import DEFAULT_OVERHEAD_TOKENS
+
+    if not obs.path or not obs.prompt_budget:
+        return False
+    if (obs.compaction_count or 0) > 0:
+        return True
+    bound = (obs.size or 0) * BYTES_TO_ESTIMATE + DEFAULT_OVERHEAD_TOKENS
+    return bound >= obs.prompt_budget * min(policy.strip_at_budget_percent, policy.strip_target_percent) / 100 / 2
+
+
+def overhead(ctx, obs, context) -> tuple[int, str]:
+    """The prompt overhead for the next check: learned from this session's last check when it fits the
+    transcript, else the latest learned for the agent and model, else the documented default."""
+    from occd.policy.budget import DEFAULT_OVERHEAD_TOKENS, learn_overhead
+
+    learned = ctx.cache.setdefault(OVERHEAD_KEY, {})
+    k = (obs.agent, obs.model)
+    o = learn_overhead(obs.budget_status, context)
+    if o is not None:
+        learned[k] = o
+        return o, "session"
+    if k in learned:
+        return learned[k], "agent"
+    return DEFAULT_OVERHEAD_TOKENS, "default"
+
+
+def _seen_growth(ctx, obs, context) -> int | None:
+    """The growth margin from the turns as they were when they were new: once occd strips a session its older
+    turns look small, so the newest turn's size is remembered each time a new turn shows up (within this
+    process), and the margin is the largest of the last few remembered, if larger than what the file shows."""
+    from occd.policy.budget import GROWTH_TURNS, growth_margin, with_margin
+
+    seen = ctx.cache.setdefault(GROWTH_KEY, {})
+    k = (obs.agent, obs.session_id)
+    turns = seen.setdefault(k, {})
+    if context.turns:
+        turns.setdefault(len(context.turns), context.turns[-1].total)
+        for old in sorted(turns)[:-GROWTH_TURNS]:
+            del turns[old]
+    remembered = with_margin(max(turns.values())) if turns else 0
+    return max(remembered, growth_margin(context, 0)) or None
+
+
+def evaluate(ctx, obs, policy, now: float):
+    """(prediction, strip target, emergency) for one session, or None when it is not worth a look."""
+    from dataclasses import replace
+
+    from occd.policy.budget import predict, strip_to_target
+    from occd.policy.emergency import detect
+
+    if not worth_reading(obs, policy):
+        return None
+    f = facts(ctx, obs)
+    if f is None:
+        return None
+    over, src = overhead(ctx, obs, f.context)
+    p = predict(f.context, obs.prompt_budget, over, overhead_source=src, growth_floor=_seen_growth(ctx, obs, f.context))
+    target = strip_to_target(f.context, p, policy.strip_target_percent)
+    em = detect(replace(f.observations, checkpoints=tuple(obs.checkpoints or ())), now)
+    return p, target, em, fresh_session_tokens(p, obs, policy)
+
+
+def fresh_session_tokens(p, obs, policy) -> int | None:
+    """The predicted estimate of the session rotated now: its prompt overhead plus a seed of
+    `rotation.seed_budget_percent` of the window."""
+    from occd.policy.budget import with_margin
+
+    if not obs.context_window:
+        return None
+    return p.overhead + with_margin(obs.context_window * policy.rotation.seed_budget_percent / 100)

@@ -1,0 +1,121 @@
+"""The budget trigger through the daemon's jobs (scan → apply) on transcripts shaped like a real tool-heavy agent's:
+the gentlest strip that reaches the target, observe mode, a blocked session handled at once."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+from occd.config import load_settings
+from occd.jobs import JobContext, run_cycle
+from occd.ledger import Ledger
+from occd.policy import budget as b
+
+WINDOW = 60_000          # budget 40,000 (reserve floor 20,000)
+OVERHEAD = 9_500
+SID = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
+
+
+def _entries(turns: int, blocked: bool = False) -> list[dict]:
+    out = [{"type": "session", "version": 3, "id": SID, "timestamp": "2026-11-25T10:00:00.000Z", "cwd": "/w"}]
+    parent = None
+
+    def add(o):
+        nonlocal parent
+        o.update(id=f"e{len(out):07d}", parentId=parent, timestamp="2026-11-25T10:00:00.000Z")
+        parent = o["id"]
+        out.append(o)
+
+    for i in range(1, turns + 1):
+        add({"type": "message", "message": {"role": "user", "content": f"Q{i}: READ /w/doc{i}.txt"}})
+        add({"type": "message", "message": {"role": "assistant", "content": [
+            {"type": "toolCall", "id": f"call_{i}", "name": "read", "arguments": {"path": f"/w/doc{i}.txt"}}],
+            "usage": {"input": 1000 * i, "output": 5, "totalTokens": 1000 * i + 5}, "stopReason": "toolUse"}})
+        add({"type": "message", "message": {"role": "toolResult", "toolCallId": f"call_{i}", "toolName": "read",
+                                            "content": [{"type": "text", "text": ("alpha beta " * 1600)[:16000]}]}})
+        add({"type": "message", "message": {"role": "assistant", "content": [{"type": "text", "text": f"done {i}"}],
+                                            "usage": {"input": 1000 * i, "output": 5, "totalTokens": 1000 * i + 5},
+                                            "stopReason": "stop"}})
+    if blocked:
+        add({"type": "compaction", "summary": "S", "firstKeptEntryId": out[1]["id"], "tokensBefore": 48000})
+        add({"type": "message", "message": {"role": "assistant", "content": [{"type": "text", "text":
+             "Context overflow: prompt too large for the model. Try /reset (or /new) to start a fresh session."}],
+             "usage": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0},
+             "stopReason": "stop"}})
+    return out
+
+
+def _state(home: Path, turns: int, *, blocked: bool = False, age_s: float = 3600) -> tuple[Path, Path]:
+    state = home / ".openclaw"
+    sdir = state / "agents" / "main" / "sessions"
+    sdir.mkdir(parents=True)
+    (state / "openclaw.json").write_text(json.dumps(
+        {"models": {"providers": {"fake": {"models": [{"id": "fake-model", "contextWindow": WINDOW}]}}}}))
+    entries = _entries(turns, blocked)
+    path = sdir / f"{SID}.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    msgs = b.context_messages(entries)
+    ctx = b.estimate_context(msgs)
+    count = len(msgs) - 4  # OpenClaw's check before the last turn
+    status = {"estimatedPromptTokens": math.ceil(sum(ctx.per_message[:count]) * 1.2) + OVERHEAD,
+              "messageCount": count, "contextTokenBudget": WINDOW, "promptBudgetBeforeReserve": 40_000}
+    old = time.time() - age_s
+    os.utime(path, (old, old))
+    (sdir / "sessions.json").write_text(json.dumps({"agent:main:main": {
+        "sessionId": SID, "sessionFile": str(path), "updatedAt": int(old * 1000), "model": "fake-model",
+        "modelProvider": "fake", "contextTokens": WINDOW, "contextBudgetStatus": status}}))
+    return state, path
+
+
+def _ctx(state, led, **policy):
+    s = load_settings({"state_dir": str(state), "policy": {"min_idle_minutes": 5, **policy}})
+    return JobContext(settings=s, ledger=led, state_dir=state)
+
+
+def _predicted(path: Path) -> int:
+    entries = [json.loads(x) for x in path.read_text().splitlines()]
+    return math.ceil(b.estimate_context(b.context_messages(entries)).history * 1.2) + OVERHEAD
+
+
+def test_strips_to_the_target_keeping_the_most_turns(isolated_env):
+    state, path = _state(isolated_env, turns=3)   # ~38.7k predicted, +9.7k next turn: 97% of 40k after it
+    with Ledger.open() as led:
+        res = run_cycle(_ctx(state, led, mode="act"), ["scan", "apply"])["apply"][1]
+        assert res["acted"] == 1
+        (a,) = [x for x in led.history(kind="strip") if x["outcome"] == "ok"]
+    keep = a["before"]["keepTurnsWithTools"]
+    text = path.read_text()
+    kept_results = text.count('"role": "toolResult"') + text.count('"role":"toolResult"')
+    assert kept_results == keep == 1
+    assert _predicted(path) <= 20_000                       # under strip_target_percent (50) of the budget
+    assert all(f"Q{i}:" in text for i in (1, 2, 3))         # the user's questions stay
+    # the gentlest: keeping one more turn with its tool result would be over the target
+    entries = _entries(3)
+    ctx = b.estimate_context(b.context_messages(entries))
+    assert math.ceil(ctx.after_keep(keep + 1) * 1.2) + OVERHEAD > 20_000
+
+
+def test_under_the_threshold_nothing_and_observe_mode_only_records(isolated_env):
+    state, path = _state(isolated_env, turns=1)
+    before = path.read_bytes()
+    with Ledger.open() as led:
+        run_cycle(_ctx(state, led, mode="act"), ["scan", "apply"])
+        assert led.history(kind="strip") == []
+    state2, path2 = _state(isolated_env / "o", turns=3)
+    with Ledger.open() as led:
+        run_cycle(_ctx(state2, led, mode="observe"), ["scan", "apply"])
+        (a,) = led.history(kind="strip")
+        assert a["dry_run"] and "would strip" in a["reason"]
+    assert path.read_bytes() == before
+
+
+def test_blocked_session_is_acted_on_without_the_idle_wait(isolated_env):
+    state, path = _state(isolated_env, turns=4, blocked=True, age_s=200)  # idle 3 min < min_idle_minutes 5
+    with Ledger.open() as led:
+        run_cycle(_ctx(state, led, mode="act"), ["scan", "apply"])
+        (a,) = [x for x in led.history(kind="strip") if x["outcome"] == "ok"]
+        assert a["before"]["emergency"] == "BLOCKED" and a["policy"] == "emergency:blocked"
+    assert _predicted(path) < 40_000

@@ -1,0 +1,274 @@
+"""The budget trigger, strip-to-target and spiral/blocked detection as pure functions of observations and `now`."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given, settings, strategies as st
+
+from occd.config import PolicySettings
+from occd.policy import budget as b
+from occd.policy import emergency as em
+from occd.policy.strip import decide_budget_strip
+from occd.policy.types import SessionState
+
+NOW = 1_800_000_000.0
+
+
+# ---- OpenClaw's budget and estimate rules (the numbers come from its dist code, stated here by hand) ---------
+
+def test_prompt_budget_as_openclaw_resolves_it():
+    assert b.prompt_budget(128000) == 108000          # reserve = max(16384, floor 20000)
+    assert b.prompt_budget(64000) == 44000
+    assert b.prompt_budget(200000, reserve_tokens=30000) == 170000
+    assert b.prompt_budget(128000, reserve_tokens=5000, reserve_floor=0) == 123000
+    assert b.prompt_budget(16000) == 8000              # the reserve is capped so min(8000, window/2) stays
+    assert b.prompt_budget(10000) == 5000
+
+
+def test_message_estimates():
+    # tool result: 12 per message + 6 per block + max(chars/2, chars/4) + the tool name at chars/3
+    assert b.message_tokens({"role": "toolResult", "toolName": "read",
+                             "content": [{"type": "text", "text": "x" * 1000}]}) == 12 + 6 + 500 + 2
+    assert b.message_tokens({"role": "user", "content": "abcd" * 10}) == 12 + 10
+    # a tool call: 6 + name at chars/3 + JSON arguments at chars/3 ('{"path":"/x"}' is 13 characters)
+    assert b.message_tokens({"role": "assistant", "content": [
+        {"type": "toolCall", "id": "c1", "name": "read", "arguments": {"path": "/x"}}]}) == 12 + 6 + 2 + 5
+    assert b.message_tokens({"role": "assistant", "content": [{"type": "image"}]}) == 12 + 2000
+    # CJK characters count as four
+    assert b.message_tokens({"role": "user", "content": "\u4e2d" * 10}) == 12 + 10
+
+
+def _turn(i: int, result_chars: int = 4000) -> list[dict]:
+    return [{"role": "user", "content": f"Q{i}: READ doc{i}"},
+            {"role": "assistant", "content": [{"type": "toolCall", "id": f"c{i}", "name": "read",
+                                               "arguments": {"path": f"/d{i}"}}]},
+            {"role": "toolResult", "toolCallId": f"c{i}", "toolName": "read",
+             "content": [{"type": "text", "text": "w" * result_chars}]},
+            {"role": "assistant", "content": [{"type": "text", "text": f"done {i}"}]}]
+
+
+def test_turn_grouping_and_strippable_parts():
+    msgs = [m for i in range(3) for m in _turn(i)]
+    ctx = b.estimate_context(msgs)
+    assert len(ctx.turns) == 3 and ctx.turns_with_tools == 3
+    assert ctx.history == sum(b.message_tokens(m) for m in msgs)
+    # what a strip removes from a turn: the tool-call-only assistant message and the result, nothing else
+    t0 = _turn(0)
+    assert ctx.turns[0].tools == b.message_tokens(t0[1]) + b.message_tokens(t0[2])
+    assert ctx.after_keep(1) == ctx.history - ctx.turns[0].tools - ctx.turns[1].tools
+
+
+def test_context_messages_follow_the_latest_compaction_and_the_active_branch():
+    e = [{"type": "session", "id": "s"},
+         {"type": "message", "id": "a", "parentId": None, "message": {"role": "user", "content": "one"}},
+         {"type": "message", "id": "b", "parentId": "a", "message": {"role": "assistant", "content": "r1"}},
+         {"type": "message", "id": "c", "parentId": "b", "message": {"role": "user", "content": "two"}},
+         {"type": "message", "id": "x", "parentId": "c", "message": {"role": "assistant", "content": "abandoned"}},
+         {"type": "message", "id": "d", "parentId": "c", "message": {"role": "assistant", "content": "r2"}},
+         {"type": "compaction", "id": "k", "parentId": "d", "summary": "S", "firstKeptEntryId": "c"},
+         {"type": "message", "id": "f", "parentId": "k", "message": {"role": "user", "content": "three"}}]
+    msgs = b.context_messages(e)
+    assert [m.get("content") or m.get("summary") for m in msgs] == ["S", "two", "r2", "three"]
+    assert msgs[0]["role"] == "compactionSummary"
+
+
+def test_learned_overhead_and_prediction():
+    msgs = [m for i in range(4) for m in _turn(i)]
+    ctx = b.estimate_context(msgs)
+    # OpenClaw checked before the 4th turn with 12 messages: its estimate was 1.2 x those + 9,500
+    first12 = sum(b.message_tokens(m) for m in msgs[:12])
+    status = {"estimatedPromptTokens": math.ceil(first12 * 1.2) + 9500, "messageCount": 12}
+    assert b.learn_overhead(status, ctx) == 9500
+    assert b.learn_overhead({"estimatedPromptTokens": 100, "messageCount": 99}, ctx) is None  # does not fit
+    assert b.learn_overhead(None, ctx) is None
+    p = b.predict(ctx, 40000, 9500)
+    assert p.predicted == math.ceil(ctx.history * 1.2) + 9500
+    assert p.growth == math.ceil(max(t.total for t in ctx.turns[-3:]) * 1.2)
+
+
+# ---- strip to target: the gentlest strip under the target, checked against the rule stated directly ---------
+
+@settings(max_examples=150, deadline=None)
+@given(sizes=st.lists(st.tuples(st.integers(0, 30000), st.booleans()), min_size=0, max_size=12),
+       overhead=st.integers(0, 20000), budget=st.integers(5000, 150000), target_pct=st.integers(10, 95))
+def test_strip_to_target_is_the_gentlest_that_fits(sizes, overhead, budget, target_pct):
+    msgs = []
+    for i, (chars, tools) in enumerate(sizes):
+        t = _turn(i, chars)
+        msgs += t if tools else [t[0], t[3]]
+    ctx = b.estimate_context(msgs)
+    p = b.predict(ctx, budget, overhead)
+    r = b.strip_to_target(ctx, p, target_pct)
+    target = math.floor(budget * target_pct / 100)
+    # independently: the estimate when the newest k turns with tools keep theirs and the others lose them
+    turns, cur = [], None
+    for m in msgs:
+        if m["role"] == "user":
+            cur = {"all": 0, "tools": 0, "has": False}
+            turns.append(cur)
+        cur["all"] += b.message_tokens(m)
+        if m["role"] == "toolResult" or (m["role"] == "assistant" and m["content"][0]["type"] == "toolCall"):
+            cur["tools"] += b.message_tokens(m)
+            cur["has"] = True
+    with_tools = [t for t in turns if t["has"]]
+
+    def est(k):
+        dropped = with_tools[:len(with_tools) - k] if k < len(with_tools) else []
+        return math.ceil((sum(t["all"] for t in turns) - sum(t["tools"] for t in dropped)) * 1.2) + overhead
+
+    fitting = [k for k in range(len(with_tools) + 1) if est(k) <= target]
+    if not fitting:
+        assert not r.reachable and r.predicted_after == est(0)
+    else:
+        assert r.reachable and r.keep_turns_with_tools == max(fitting)
+        assert r.predicted_after == est(max(fitting)) <= target
+
+
+# ---- the decision ------------------------------------------------------------------------------------------
+
+def _state(**kw):
+    base = dict(agent="main", session_key="agent:main:main", session_id="s1", last_activity=NOW - 3600)
+    base.update(kw)
+    return SessionState(**base)
+
+
+def _pred(predicted, growth, budget=108000, overhead=9500):
+    return b.Prediction(predicted, budget, growth, overhead, "session")
+
+
+def test_trigger_fires_on_the_estimate_after_the_next_turn():
+    pol = PolicySettings(mode="act", min_idle_minutes=0)
+    tgt = b.StripTarget(2, 50000, 54000, 30000)
+    assert decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(75000, 10000), target=tgt) is None  # 78.7%
+    d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(77000, 10000), target=tgt)  # 80.6%
+    assert d.action == "strip" and d.act and d.details["keepTurnsWithTools"] == 2
+    # observe mode says what it would do
+    d = decide_budget_strip(_state(), PolicySettings(min_idle_minutes=0), now=NOW,
+                            prediction=_pred(77000, 10000), target=tgt)
+    assert d.would_do and "keeping 2 turns" in d.reason
+    # a run in progress: deferred
+    d = decide_budget_strip(_state(running=True), pol, now=NOW, prediction=_pred(77000, 10000), target=tgt)
+    assert d.deferred
+    # no strip reaches the target: rotate
+    d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(90000, 10000),
+                            target=b.StripTarget(None, 60000, 54000, 30000, False))
+    assert d.action == "rotate" and d.act
+
+
+def test_emergencies_act_without_the_idle_wait_and_the_hourly_limit():
+    pol = PolicySettings(mode="act", min_idle_minutes=10, max_actions_per_hour=1)
+    tgt = b.StripTarget(1, 30000, 54000, 30000)
+    e = em.Emergency(em.BLOCKED, "overflow notice")
+    d = decide_budget_strip(_state(last_activity=NOW - 5), pol, now=NOW, prediction=_pred(50000, 10000),
+                            target=tgt, emergency=e, recent_action_times=[NOW - 60])
+    assert d.act and d.details["emergency"] == "BLOCKED" and d.policy == "emergency:blocked"
+    # the same session without the emergency: under the threshold, nothing
+    assert decide_budget_strip(_state(last_activity=NOW - 5), pol, now=NOW, prediction=_pred(50000, 10000),
+                               target=tgt) is None
+    # blocked but nothing to strip (already under the target): rotate; a spiral under the target: wait
+    none = b.StripTarget(0, 20000, 54000, 0, True)
+    d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(20000, 10000), target=none, emergency=e)
+    assert d.action == "rotate"
+    assert decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(20000, 10000), target=none,
+                               emergency=em.Emergency(em.SPIRAL, "x")) is None
+
+
+# ---- spirals and blocked sessions --------------------------------------------------------------------------
+
+def _msg(role, text="", usage=None):
+    m = {"role": role, "content": [{"type": "text", "text": text}] if role == "assistant" else text}
+    if usage is not None:
+        m["usage"] = usage
+    return {"type": "message", "message": m}
+
+
+ZERO = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0}
+
+
+def test_blocked_by_the_overflow_notice():
+    entries = [_msg("user", "Q1"), _msg("assistant", "ok", {"input": 10, "output": 2}),
+               {"type": "compaction"},
+               _msg("assistant", "Context overflow: prompt too large for the model. Try /reset (or /new) ...", ZERO)]
+    e = em.detect(em.observe_entries(entries), NOW)
+    assert e is not None and e.kind == em.BLOCKED
+    # the next real reply ends it
+    entries += [_msg("user", "Q2"), _msg("assistant", "fine", {"input": 10, "output": 2})]
+    assert em.detect(em.observe_entries(entries), NOW) is None
+
+
+def test_blocked_by_a_refusal():
+    entries = [_msg("user", "Q1"), _msg("assistant", "Compaction skipped: session was already compacted recently", ZERO)]
+    assert em.detect(em.observe_entries(entries), NOW).kind == em.BLOCKED
+
+
+def test_spiral_is_compactions_on_consecutive_turns():
+    def run(turns_with_compaction, total):
+        entries = []
+        for i in range(1, total + 1):
+            if i in turns_with_compaction:
+                entries.append({"type": "compaction"})
+            entries += [_msg("user", f"Q{i}"), _msg("assistant", "ok", {"input": 5})]
+        return em.detect(em.observe_entries(entries), NOW)
+
+    assert run({5}, 8) is None                       # one compaction is not a spiral
+    assert run({5, 20}, 22) is None                  # far apart
+    assert run({6, 7}, 8).kind == em.SPIRAL          # consecutive, recent
+    assert run({6, 7}, 20) is None                   # consecutive but long ago
+    # an overflow-retry checkpoint with a recent compaction
+    entries = [_msg("user", "Q1"), {"type": "compaction"}, _msg("user", "Q2"), _msg("assistant", "ok", {"input": 5})]
+    o = em.observe_entries(entries)
+    from dataclasses import replace
+
+    assert em.detect(o, NOW) is None
+    assert em.detect(replace(o, checkpoints=(("overflow-retry", NOW - 60),)), NOW).kind == em.SPIRAL
+    assert em.detect(replace(o, checkpoints=(("overflow-retry", NOW - 7200),)), NOW) is None
+
+
+def test_unreachable_target_rotates_only_when_a_fresh_session_would_reach_it():
+    pol = PolicySettings(mode="act", min_idle_minutes=0)
+    out = b.StripTarget(None, 60000, 54000, 30000, False)
+    d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(90000, 10000), target=out,
+                            fresh_session_tokens=30000)
+    assert d.action == "rotate"
+    # the prompt overhead alone is over the target: a rotation cannot reach it; the strongest strip instead
+    d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(90000, 10000), target=out,
+                            fresh_session_tokens=56000)
+    assert d.action == "strip" and d.details["keepTurnsWithTools"] == 0
+
+
+def test_growth_floor_keeps_the_margin_after_a_strip():
+    msgs = [m for i in range(3) for m in _turn(i)]
+    ctx = b.estimate_context(msgs)
+    stripped = b.estimate_context([m for m in msgs if m["role"] in ("user",) or
+                                   (m["role"] == "assistant" and m["content"][0]["type"] == "text")])
+    full = b.predict(ctx, 108000, 9500).growth
+    assert b.predict(stripped, 108000, 9500).growth < full / 10      # the file alone forgets the turns' size
+    assert b.predict(stripped, 108000, 9500, growth_floor=full).growth == full
+
+
+def test_slim_entries_estimate_as_the_full_ones():
+    entries, parent = [], None
+    for i, m in enumerate([m for k in range(4) for m in _turn(k, 3000 * (k + 1))]):
+        entries.append({"type": "message", "id": f"i{i}", "parentId": parent, "message": m})
+        parent = f"i{i}"
+    entries.append({"type": "custom_message", "id": "cm", "parentId": parent, "content": "note " * 50})
+    entries.append({"type": "compaction", "id": "k", "parentId": "cm", "summary": "S" * 400,
+                    "firstKeptEntryId": "i8"})
+    entries.append({"type": "message", "id": "z", "parentId": "k",
+                    "message": {"role": "assistant", "content": [{"type": "text", "text": "Context overflow: x"}],
+                                "usage": {"input": 0, "output": 0}}})
+    full = b.estimate_context(b.context_messages(entries))
+    slim = b.estimate_context(b.context_messages([b.slim_entry(e) for e in entries]))
+    assert full == slim and full.turns_with_tools == 2
+    assert em.observe_entries(entries) == em.observe_entries([b.slim_entry(e) for e in entries])
+
+
+def test_trigger_keeps_a_turn_to_spare_when_turns_are_large_for_the_window():
+    pol = PolicySettings(mode="act", min_idle_minutes=0)
+    tgt = b.StripTarget(1, 19700, 22000, 9700)
+    # 64k window: budget 44k, turns of 9.7k. 24.8k now: 78% after the next turn, but two turns reach 44.2k
+    p = _pred(24800, 9700, budget=44000)
+    assert p.after_next_percent < 80 and b.should_strip(p, 80)
+    assert decide_budget_strip(_state(), pol, now=NOW, prediction=p, target=tgt).act
+    assert not b.should_strip(_pred(24000, 9700, budget=44000), 80)
