@@ -415,3 +415,63 @@ def test_maintain_job_cleans_stale_temp_files(fstate):
                          state_dir=fstate.state_dir)
         assert run(ctx)["staleTempFiles"] == 1
     assert not stale.exists() and s.path.exists()
+
+
+OC_WRITER = """
+const [,, dist, storePath, n] = process.argv;
+const api = await import(dist + "/extensionAPI.js");
+let done = 0;
+for (let i = 0; i < Number(n); i++) {
+  await api.updateSessionStore(storePath, (store) => {
+    const e = store["agent:main:other"] || {sessionId: "zzz", n: 0};
+    e.n = (e.n || 0) + 1;
+    store["agent:main:other"] = e;
+  }, {skipMaintenance: true});
+  done++;
+  if (done === 1) console.log("started");
+  await new Promise(r => setTimeout(r, Math.random() * 15));
+}
+console.log(JSON.stringify({done}));
+"""
+
+
+@pytest.mark.parametrize("version", ["2026.7.1", "2026.7.35"])
+def test_real_openclaw_index_writer_racing_rotations(fstate, settings, tmp_path, version):
+    """OpenClaw's own session-store writer (updateSessionStore from the release's dist: no lock file, an
+    in-process queue, a stat-keyed cache, temp file + rename) increments a counter while occd rotates: no
+    OpenClaw update is lost and every finished rotation stays switched."""
+    from e2e_harness import OC_CACHE, OpenClawHome, require_e2e
+
+    require_e2e()
+    with OpenClawHome(version, tmp_path / "oc") as oc:
+        dist = Path(OC_CACHE) / f"oc-{version}" / "node_modules" / "openclaw" / "dist"
+        script = tmp_path / "writer.mjs"
+        script.write_text(OC_WRITER)
+        _rot_state(fstate)
+        idx = fstate.index_path()
+        p = subprocess.Popen(["node", str(script), str(dist), str(idx), "150"], env=oc.env, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True)
+        try:
+            assert p.stdout.readline().strip() == "started"
+            rotated = tries = 0
+            deadline = time.monotonic() + 120
+            while p.poll() is None and time.monotonic() < deadline:
+                tries += 1
+                before = fstate.read_index()[KEY]["sessionId"]
+                try:
+                    res = _rotate(settings)
+                except BusyError:
+                    continue
+                rotated += 1
+                assert res["newSessionId"] != before
+                last = res["newSessionId"]
+            out = p.communicate(timeout=120)[0]
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        done = json.loads(out.strip().splitlines()[-1])["done"]
+        final = fstate.read_index()
+        assert done == 150 and final["agent:main:other"]["n"] == 150, final["agent:main:other"]
+        assert rotated >= 1 and final[KEY]["sessionId"] == last  # OpenClaw's stale image did not undo the switch
+        print(f"OpenClaw {version} writer vs rotation: {tries} rotations ({rotated} done), {done} updates, 0 lost")

@@ -46,8 +46,10 @@ def test_traversal_session_id_is_never_written(fstate, tmp_path):
     r = occd("edit", "agent:main:evil", "--strip-tools=aggressive", "--force")
     assert r.returncode != 0
     assert victim.read_bytes() == before and not list(victim_dir.glob("*backup*"))
-    r = occd("run", "--once", timeout=120)
+    r = occd("run", "--once", "--act", timeout=120)  # the daemon acting on its own
     assert victim.read_bytes() == before and not list(victim_dir.glob("*backup*"))
+    r = occd("sessions", "--json")
+    assert "invalid sessionId" in r.stdout + r.stderr
 
 
 def test_session_file_outside_the_sessions_dir_is_refused(fstate, settings, tmp_path):
