@@ -99,12 +99,22 @@ def main() -> None:
             p = run(*OCCD, "lean", "enable", "--yes", "--json")
             if p.returncode:
                 sys.exit(f"occd lean enable failed: {p.stderr[-500:]}")
-        gw = subprocess.Popen([oc, "gateway", "run", "--port", str(port + 1)], env=env, stdin=subprocess.DEVNULL,
-                              stdout=open(work / "gateway.log", "ab"), stderr=subprocess.STDOUT)
-        for _ in range(90):
-            if run(oc, "gateway", "call", "health", "--json", timeout=60).returncode == 0:
+        for attempt in range(3):  # a loaded machine can time OpenClaw's start-up out: try again
+            gw = subprocess.Popen([oc, "gateway", "run", "--port", str(port + 1)], env=env, stdin=subprocess.DEVNULL,
+                                  stdout=open(work / "gateway.log", "ab"), stderr=subprocess.STDOUT)
+            up = False
+            for _ in range(120):
+                if gw.poll() is not None:
+                    break
+                if run(oc, "gateway", "call", "health", "--json", timeout=60).returncode == 0:
+                    up = True
+                    break
+                time.sleep(2)
+            if up:
                 break
-            time.sleep(2)
+            stop(gw)
+        else:
+            sys.exit("the gateway did not start (see gateway.log)")
         if arm == "lean":
             daemon = subprocess.Popen([*OCCD, "run", "--act"], env=env, stdin=subprocess.DEVNULL,
                                       stdout=open(work / "daemon.log", "ab"), stderr=subprocess.STDOUT)

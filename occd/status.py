@@ -86,6 +86,12 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
                             for w in would if w["agent_id"] == a["id"]][:10],
             })
         out = {"ledger": str(led.path), "daemon": daemon_info(led, now), "lastScan": led.last_scan(), "agents": agents}
+        from occd.lean import sessions_summary  # the lean view per session: on or not, and what it saves
+
+        out["lean"] = sessions_summary()
+        for a in agents:
+            for b in a["biggest"]:
+                b["lean"] = out["lean"]["sessions"].get(b.get("key"))
         try:
             out["llmSpendToday"] = led.spend_today(now)
         except Exception:  # noqa: BLE001

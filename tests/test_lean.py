@@ -262,3 +262,24 @@ def test_lean_job_without_the_plugin_changes_nothing(isolated_env):
         assert res["lean"][1] == {"enabled": False}
         assert res["apply"][1]["acted"] == 1  # the .jsonl rewrite stays for users without the lean view
         assert not lean.policy_path().exists()
+
+
+def test_occd_status_shows_the_lean_view_per_session(fake_openclaw, isolated_env):
+    from test_jobs import BIG, ctx_for, make_state
+
+    state = make_state(isolated_env, {"agent:main:main": {**BIG, "seed": 1}})
+    lean.enable(None, state, yes=True)
+    with Ledger.open() as led:
+        run_cycle(ctx_for(state, led, mode="act"), ["scan", "lean"])
+    # what the plugin writes after an assemble: counts only
+    lean.stats_path().write_text(json.dumps({"version": 1, "sessions": {"agent:main:main": {
+        "mode": "drop", "callsHidden": 120, "resultsHidden": 120, "charsIn": 400_000, "charsOut": 100_000, "at": 1}}}))
+    env = {**os.environ, "OPENCLAW_STATE_DIR": str(state)}
+    p = subprocess.run([sys.executable, "-m", "occd", "status", "--json"], capture_output=True, text=True, timeout=60, env=env)
+    data = json.loads(p.stdout)
+    (b,) = data["agents"][0]["biggest"]
+    assert b["lean"]["active"] and b["lean"]["tokensSaved"] == 75_000 and b["lean"]["callsHidden"] == 120
+    p = subprocess.run([sys.executable, "-m", "occd", "status"], capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "LEAN VIEW" in p.stdout and "drop, -" in p.stdout and "(75%)" in p.stdout
+    assert "Lean view: on for 1 sessions" in p.stdout

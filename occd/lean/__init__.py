@@ -419,6 +419,15 @@ def health_checks(state_dir: Path | None = None, env: Mapping[str, str] | None =
     return checks
 
 
+def sessions_summary(env=None) -> dict:
+    """{enabled, sessions: {key: session_view}} for `occd status` (files only: no OpenClaw call)."""
+    if not is_enabled(None, env):
+        return {"enabled": False, "sessions": {}}
+    policy, stats = read_policy(env), read_stats(env)
+    views = {k: session_view(stats, policy, k) for k in set(policy["sessions"]) | set(stats.get("sessions") or {})}
+    return {"enabled": True, "sessions": {k: v for k, v in views.items() if v}}
+
+
 def status(state_dir: Path, env=None) -> dict:
     config = _load_config(state_dir)
     policy = read_policy(env)
