@@ -93,8 +93,12 @@ cfgp = os.path.join(state, "openclaw.json")
 cfg = json.load(open(cfgp)) if os.path.exists(cfgp) else {}
 open(os.path.join(state, "calls.log"), "a").write(json.dumps(sys.argv[1:]) + "\n")
 a = sys.argv[1:]
+old = bool(os.environ.get("FAKE_OC_OLD"))  # 2026.7.x: no capability grant, --force refused with --link
 if a[:2] == ["plugins", "install"] and "--help" in a:
-    print("  --accept-capabilities   Accept the plugin's declared capabilities"); sys.exit(0)
+    print("  --force   Overwrite an existing installed plugin" if old else
+          "  --accept-capabilities   Accept the plugin's declared capabilities"); sys.exit(0)
+if a[:2] == ["plugins", "install"] and old and "--force" in a:
+    print("--force is not supported with --link.", file=sys.stderr); sys.exit(1)
 if a[:2] == ["plugins", "install"]:
     d = a[a.index("-l") + 1]
     man = json.load(open(os.path.join(d, "openclaw.plugin.json")))
@@ -152,6 +156,14 @@ def test_enable_asks_installs_a_stable_copy_and_disable_undoes_it(fake_openclaw)
     assert json.loads((state / "openclaw.json").read_text())["plugins"]["slots"]["contextEngine"] == "legacy"
 
 
+def test_enable_on_a_2026_7_release_links_without_force(fake_openclaw, monkeypatch):
+    monkeypatch.setenv("FAKE_OC_OLD", "1")
+    lean.enable(None, fake_openclaw, yes=True)
+    (install,) = [c for c in calls(fake_openclaw) if "-l" in c]
+    assert install == ["plugins", "install", "-l", str(lean.installed_plugin_dir())]
+    assert lean.is_enabled(fake_openclaw)
+
+
 def test_enable_refuses_when_another_engine_owns_the_slot(fake_openclaw):
     state = fake_openclaw
     (state / "openclaw.json").write_text(json.dumps({"plugins": {"slots": {"contextEngine": "lossless-claw"}}}))
@@ -189,11 +201,14 @@ def test_log_scan_finds_degradation_and_quarantine_of_the_plugin_only():
     lines = [
         '{"msg":"context engine occd-lean degraded to legacy for this turn: missing commitTurn"}',
         "context engine lossless-claw degraded to legacy",
-        "[context-engine] quarantined engine occd-lean after assemble failed: boom",
+        '[context-engine] Context engine "occd-lean" failed during assemble: boom; quarantining it for this process '
+        'and falling back to default engine "legacy".',
+        '[context-engine] Context engine "occd-lean" owner=x is registered for read-only discovery only; falling back '
+        'to default engine "legacy" without quarantine until runtime activation registers it.',
         "occd-lean: assemble ok",
     ]
     r = lean.scan_log_lines(lines)
-    assert r["degraded"] == 1 and r["quarantined"] == 1 and "quarantined" in r["last"]
+    assert r["degraded"] == 2 and r["quarantined"] == 1
 
 
 def test_health_checks(fake_openclaw, tmp_path, monkeypatch):

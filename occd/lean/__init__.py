@@ -239,9 +239,11 @@ def enable(settings, state_dir: Path, *, confirm: Callable[[str], bool] | None =
     if _read_json(policy_path(env)) is None:
         write_policy(initial_policy(settings), env)
     help_p = oc.run(["plugins", "install", "--help"], timeout=120)
-    args = ["plugins", "install", "-l", str(dest), "--force"]
+    args = ["plugins", "install", "-l", str(dest)]
     if "--accept-capabilities" in help_p.stdout:
-        args.append("--accept-capabilities")
+        # 2026.8+: --force confirms a non-registry source, --accept-capabilities is the operator's consent (given
+        # above); 2026.7.x has neither meaning (its --force is refused with --link) and asks for no consent
+        args += ["--force", "--accept-capabilities"]
     p = oc.run(args)
     after = slot_owner(_load_config(state_dir))
     if p.returncode != 0 or after != PLUGIN_ID:
@@ -344,8 +346,11 @@ def session_view(stats: dict, policy: dict, session_key: str | None) -> dict | N
 # Health: did OpenClaw degrade or quarantine the engine? (for `occd doctor`)
 # ---------------------------------------------------------------------------------------------------------------
 
-DEGRADED_RE = re.compile(r"degrad\w* to legacy|fall(?:s|ing)? back to (?:the )?legacy|legacy context path", re.I)
-QUARANTINE_RE = re.compile(r"quarantin", re.I)
+# 2026.9.6: `[context-engine] Context engine "<id>" failed during <op>: <reason>; quarantining it for this process
+# and falling back to default engine "legacy".` and, for a missing durable-turn contract, "degraded to legacy"
+DEGRADED_RE = re.compile(r"degrad\w* to legacy|fall(?:s|ing)? back to (?:the )?(?:default engine|legacy)|"
+                         r"legacy context path", re.I)
+QUARANTINE_RE = re.compile(r"quarantining|quarantined", re.I)
 
 
 def openclaw_log_files(env: Mapping[str, str] | None = None, max_files: int = 3) -> list[Path]:

@@ -314,3 +314,29 @@ test("contract: compact delegates to OpenClaw's runtime and reports (not throws)
   assert.match(src, /import\("openclaw\/plugin-sdk\/core"\)/);
   assert.match(src, /delegateCompactionToRuntime\(params\)/);
 });
+
+// --- a history recorded from OpenClaw 2026.9.6's store (3 READ turns through the gateway, then a plain one) ----
+const recorded = JSON.parse(fs.readFileSync(path.join(HERE, "fixtures", "oc-2026.9.6-gateway-read-turns.json"), "utf8"));
+
+test("recorded 2026.9.6 history: drop keeps the newest tool turn, every user message and answer", () => {
+  const ids = callIds(recorded);
+  assert.equal(ids.length, 3);
+  for (const keep of [0, 1, 2, 3]) {
+    const { messages, stats } = leanView(recorded, { mode: "drop", keepTurns: keep, batchTurns: 1 });
+    assert.deepEqual(callIds(messages), ids.slice(3 - keep), `keep ${keep}`);
+    assert.ok(pairedResults(messages));
+    assert.equal(messages.filter((m) => m.role === "user").length, recorded.filter((m) => m.role === "user").length);
+    assert.equal(stats.resultsHidden, 3 - keep);
+    // a kept message is the very object OpenClaw passed (nothing copied that needs no change)
+    for (const m of messages) if (m.role === "user") assert.ok(recorded.includes(m));
+  }
+});
+
+test("recorded 2026.9.6 history: stub and off", () => {
+  const s = leanView(recorded, { mode: "stub", keepTurns: 1, batchTurns: 1 });
+  assert.deepEqual(callIds(s.messages), callIds(recorded));
+  const res = s.messages.filter((m) => m.role === "toolResult");
+  assert.equal(res.filter((m) => m.content[0].text.startsWith("[occd: result of read hidden")).length, 2);
+  assert.ok(res[2].content[0].text.length > 1000);
+  assert.equal(leanView(recorded, { mode: "off", keepTurns: 0 }).messages, recorded);
+});
