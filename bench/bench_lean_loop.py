@@ -99,6 +99,7 @@ def main() -> None:
             p = run(*OCCD, "lean", "enable", "--yes", "--json")
             if p.returncode:
                 sys.exit(f"occd lean enable failed: {p.stderr[-500:]}")
+        run(oc, "doctor", "--fix", "--non-interactive", timeout=600)  # state migrations before the gateway's start-up clock
         for attempt in range(3):  # a loaded machine can time OpenClaw's start-up out: try again
             gw = subprocess.Popen([oc, "gateway", "run", "--port", str(port + 1)], env=env, stdin=subprocess.DEVNULL,
                                   stdout=open(work / "gateway.log", "ab"), stderr=subprocess.STDOUT)
@@ -113,6 +114,8 @@ def main() -> None:
             if up:
                 break
             stop(gw)
+            # a start-up that timed out can leave "run openclaw doctor --fix" behind
+            run(oc, "doctor", "--fix", "--non-interactive", timeout=600)
         else:
             sys.exit("the gateway did not start (see gateway.log)")
         if arm == "lean":

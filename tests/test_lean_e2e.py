@@ -27,6 +27,20 @@ def gateway_turn(oc: OpenClawHome, message: str) -> dict:
     return json.loads(p.stdout[p.stdout.find("{"):])
 
 
+def start_gateway(oc: OpenClawHome) -> None:
+    """The harness's gateway start, after OpenClaw's state migrations (`doctor --fix`), tried again when a loaded
+    machine times its start-up out (2026.9.6: "state lease heartbeat did not become ready")."""
+    for attempt in range(3):
+        oc.openclaw("doctor", "--fix", "--non-interactive", timeout=600)
+        try:
+            oc.start_gateway(timeout=400)
+            return
+        except RuntimeError:
+            oc.stop_gateway()
+            if attempt == 2:
+                raise
+
+
 def calls_and_results(body: dict) -> tuple[list[str], dict[str, str]]:
     """Paths of the read calls in a chat-completions request, and each call id's result text."""
     paths, results, names = [], {}, {}
@@ -83,7 +97,7 @@ def test_lean_view_on_a_real_gateway(version, tmp_path, monkeypatch):
             d = oc.workspace / f"doc{i}.txt"
             d.write_text(f"document {i}: " + "lorem ipsum " * 300)
             docs.append(d)
-        oc.start_gateway(timeout=400)
+        start_gateway(oc)
         for d in docs:
             gateway_turn(oc, f"READ {d} please")
         reqs = [r["body"] for r in oc.requests()]
@@ -112,7 +126,7 @@ def test_lean_view_on_a_real_gateway(version, tmp_path, monkeypatch):
         assert p.returncode == 0, p.stdout + p.stderr
         assert json.loads(cfg_path.read_text())["plugins"]["slots"]["contextEngine"] == "legacy"
         oc.stop_gateway()
-        oc.start_gateway(timeout=400)
+        start_gateway(oc)
         gateway_turn(oc, "one more plain question")
         paths, results = calls_and_results(oc.requests()[-1]["body"])
         assert paths == ["doc1.txt", "doc2.txt", "doc3.txt"]
