@@ -63,6 +63,16 @@ class PolicySettings(BaseModel):
     rotation: RotationSettings = Field(default_factory=RotationSettings)
 
 
+class LeanSettings(BaseModel):
+    """The rules the daemon gives a session in the lean view (occd/lean) once its policies decide to act."""
+
+    mode: Literal["drop", "stub"] = Field("drop", description="drop old tool calls and results, or stub the results")
+    keep_turns: int = Field(3, ge=0, description="newest turns with tool calls the model always sees whole")
+    batch_turns: int = Field(4, ge=1, description="hide old turns in batches of this many (prompt cache breaks once per batch)")
+    never_hide: list[str] = Field(default_factory=lambda: ["memory_*"], description="tools never hidden (a trailing * matches a prefix)")
+    keep_results_under_chars: int = Field(300, ge=0, description="results this short stay with their call")
+
+
 class DaemonSettings(BaseModel):
     scan_interval_seconds: int = Field(300, ge=5, description="how often the scan job runs")
     prune_interval_hours: float = Field(24, description="how often old backups are pruned")
@@ -116,6 +126,7 @@ class Settings(BaseSettings):
     policy: PolicySettings = Field(default_factory=PolicySettings)
     agents: dict[str, AgentOverrides] = Field(default_factory=dict, description="per-agent policy overrides")
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    lean: LeanSettings = Field(default_factory=LeanSettings)
 
     # set by load_settings(); not a setting
     _config_path: Path | None = None

@@ -103,6 +103,12 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
             })
         out = {"ledger": str(led.path), "daemon": dinfo, "lastScan": led.last_scan(), "agents": agents,
                "savings7d": saved["total"]}
+        from occd.lean import sessions_summary  # the lean view per session: on or not, and what it saves
+
+        out["lean"] = sessions_summary()
+        for a in agents:
+            for b in a["biggest"]:
+                b["lean"] = out["lean"]["sessions"].get(b.get("key"))
         try:
             out["llmSpendToday"] = led.spend_today(now)
         except Exception:  # noqa: BLE001

@@ -127,18 +127,32 @@ def status_cmd(session, rotations, days, as_json):
             for col, j in (("SESSION", "left"), ("KEY", "left"), ("CONTEXT", "right"), ("COMPACT", "right"),
                            ("SIZE", "right")):
                 t.add_column(col, justify=j)
+            lean_on = data.get("lean", {}).get("enabled")
+            if lean_on:
+                t.add_column("LEAN VIEW", justify="left")
             for s in a["biggest"]:
                 ctx = tokens_text(s["contextTokens"], s.get("tokensSource"))
                 if s.get("contextPercent") is not None:
                     ctx += f" ({percent_text(s['contextPercent'])})"
                 mark = f" {s['emergency']}" if s.get("emergency") else ""
-                t.add_row(short_id(s["sessionId"]) + mark, s.get("key") or "-", ctx, str(s.get("compactions") or 0),
-                          human_bytes(s.get("size")))
+                row = [short_id(s["sessionId"]) + mark, s.get("key") or "-", ctx, str(s.get("compactions") or 0),
+                       human_bytes(s.get("size"))]
+                if lean_on:
+                    lv = s.get("lean")
+                    row.append("off" if not lv or not lv["active"] else f"{lv['mode']}" + (
+                        f", -{human_tokens(lv['tokensSaved'])} ({lv['savedPercent']:.0f}%)" if "tokensSaved" in lv else ""))
+                t.add_row(*row)
             c.print(t)
             if any(s.get("tokensSource") == "estimate" for s in a["biggest"]):
                 c.print("  ~ estimated (chars/4) after cleaning: the exact figure returns with the next reply")
         for w in a["wouldDo"][:5]:
             c.print(f"  observe mode would {w['kind']} {short_id(w['sessionId'] or '')}: {w['reason']}")
+    lean = data.get("lean") or {}
+    if lean.get("enabled"):
+        on = [k for k, v in lean["sessions"].items() if v["active"]]
+        saved = sum(v.get("tokensSaved", 0) for v in lean["sessions"].values() if v["active"])
+        c.print(f"\nLean view: on for {len(on)} sessions, the model is sent ~{human_tokens(saved)} fewer tokens per turn "
+                f"(`occd lean status`)")
     if data.get("llmSpendToday"):
         c.print(f"\nModel spend today: ${data['llmSpendToday']:.4f}")
     sv = data.get("savings7d")

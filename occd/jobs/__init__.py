@@ -75,6 +75,7 @@ class JobSpec:
 
 JOBS: tuple[JobSpec, ...] = (
     JobSpec("scan", "occd.jobs.scan", lambda s: s.daemon.scan_interval_seconds),
+    JobSpec("lean", "occd.jobs.lean", AFTER_SCAN),
     JobSpec("apply", "occd.jobs.apply", AFTER_SCAN),
     JobSpec("rotate", "occd.jobs.rotate", AFTER_SCAN),
     JobSpec("prune", "occd.jobs.prune", lambda s: s.daemon.prune_interval_hours * 3600),

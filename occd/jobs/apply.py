@@ -137,6 +137,9 @@ def run(ctx) -> dict:
     now = record_time(ctx)
     # a state that still needs OpenClaw's own migration is only reported, never acted on
     todo = [(obs, s.policy_for(obs.agent)) for obs in scan.sessions if obs.era in ("file", "db")]
+    from occd.jobs.lean import covered  # sessions the lean view handles are not stripped or compacted
+
+    todo = [(obs, p) for obs, p in todo if not covered(ctx, obs)]
     candidates = []
     for obs, policy in todo:  # the pure threshold test first: most sessions stop here, with no ledger read
         if _decide(ctx, obs, policy, now) is not None:

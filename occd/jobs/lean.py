@@ -1,0 +1,114 @@
+"""The lean job (after each scan, before apply): where the lean view is enabled it is occd's first tool.
+
+For each observed session, the current policy decision (`decision`: today the strip threshold, seen without the
+idle check because the lean view writes nothing of the session) turns the session's rules on in the plugin's
+policy file (occd.lean; written atomically, only when something changed). Observe mode records what it would
+do; the per-agent breaker (kind "lean") limits how often rules change. Every change is a ledger action of kind
+"lean" (before/after: the rules). The apply job leaves the sessions covered here alone (`covered`); the .jsonl
+rewrite and compaction stay for the rest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+log = logging.getLogger("occd.jobs.lean")
+CACHE_KEY = "lean.covered"
+REPEAT_S = 24 * 3600
+
+
+def decision(obs, policy, now: float):
+    """The policy decision that turns the lean view on for a session (None: not now). One function, so the trigger
+    can be swapped: today decide_strip's threshold, exclusions, hourly limit and observe/act, with no idle check."""
+    from occd.jobs.apply import _state
+    from occd.policy.strip import decide_strip
+
+    state = dataclasses.replace(_state(obs), running=False, last_activity=None)
+    return decide_strip(state, policy.model_copy(update={"min_idle_minutes": 0}), now=now,
+                        window_tokens=obs.context_window)
+
+
+def rules_from_settings(settings) -> dict:
+    ls = settings.lean
+    return {"mode": ls.mode, "keepTurns": ls.keep_turns, "batchTurns": ls.batch_turns,
+            "neverHide": list(ls.never_hide), "keepResultsUnderChars": ls.keep_results_under_chars}
+
+
+def covered(ctx, obs) -> bool:
+    """The lean view handles this session (its rules are on): the apply job does not strip or compact it."""
+    keys = ctx.cache.get(CACHE_KEY)
+    return bool(keys) and obs.session_key in keys
+
+
+def run(ctx) -> dict:
+    from occd import lean
+    from occd.jobs import breakers
+    from occd.jobs.scan import record_time
+
+    ctx.cache[CACHE_KEY] = set()
+    if not lean.is_enabled(ctx.state_dir):
+        return {"enabled": False}
+    scan = ctx.last_scan
+    if scan is None:
+        from occd.jobs import scan as scan_job
+
+        scan_job.run(ctx)
+        scan = ctx.last_scan
+    s = ctx.settings
+    led = ctx.ledger
+    doc = lean.read_policy()
+    rules = rules_from_settings(s)
+    counts = {"enabled": True, "active": 0, "turnedOn": 0, "wouldDo": 0, "blocked": 0}
+    changed = False
+    pending = []
+    for obs in scan.sessions:
+        if obs.era not in ("file", "db") or not obs.session_key:
+            continue
+        cur = doc["sessions"].get(obs.session_key)
+        if isinstance(cur, dict) and cur.get("mode") in ("drop", "stub"):
+            ctx.cache[CACHE_KEY].add(obs.session_key)
+            counts["active"] += 1
+            continue
+        policy = s.policy_for(obs.agent)
+        now = record_time(ctx)
+        d = decision(obs, policy, now)
+        if d is None or d.deferred:
+            continue
+        if not d.act:
+            key = "wouldDo" if d.would_do else "blocked"
+            counts[key] += 1
+            if not _recent(led, obs, now, dry_run=d.would_do):
+                led.record_action("lean", obs.agent, obs.session_id, obs.session_key, trigger="auto", policy=d.policy,
+                                  reason=d.reason.replace("strip with preset", "lean view"), outcome=d.outcome,
+                                  dry_run=d.would_do, before=cur or {"mode": "off"}, after=rules, now=now)
+            continue
+        g = breakers.gate(led, obs.agent, "lean", policy.breaker, now)
+        if not g.allowed:
+            counts["blocked"] += 1
+            if not _recent(led, obs, now, dry_run=False):
+                led.record_action("lean", obs.agent, obs.session_id, obs.session_key, trigger="auto", policy=d.policy,
+                                  reason=f"{d.reason}; {g.reason}", outcome="skipped", now=now)
+            continue
+        doc["sessions"][obs.session_key] = dict(rules)
+        changed = True
+        pending.append((obs, d, g, cur, policy))
+    if changed:
+        lean.write_policy(doc)  # one atomic write for the cycle, then the ledger says what it changed
+        for obs, d, g, cur, policy in pending:
+            now = record_time(ctx)
+            led.record_action("lean", obs.agent, obs.session_id, obs.session_key, trigger="auto", policy=d.policy,
+                              reason=f"{d.reason.split(':')[0]}: lean view {rules['mode']}, keep {rules['keepTurns']} turns",
+                              outcome="ok", before=cur or {"mode": "off"}, after=rules, now=now)
+            breakers.record(led, g, obs.agent, "lean", policy.breaker, True, now)
+            ctx.cache[CACHE_KEY].add(obs.session_key)
+            counts["turnedOn"] += 1
+            log.info("%s/%s: lean view on (%s)", obs.agent, obs.session_id[:13], d.reason)
+    return counts
+
+
+def _recent(led, obs, now: float, *, dry_run: bool) -> bool:
+    for a in led.history(kind="lean", since=now - REPEAT_S, limit=200):
+        if a["session_id"] == obs.session_id and a["agent_id"] == obs.agent and bool(a["dry_run"]) == dry_run:
+            return True
+    return False

@@ -1,0 +1,413 @@
+// occd-lean: occd's lean view, an OpenClaw context engine (plain JavaScript, no dependencies, no build step).
+//
+// OpenClaw calls assemble() before each model run with the stored history; what it returns is what the model
+// receives. This engine returns a copy without old tool calls and results (mode "drop") or with old results
+// replaced by a short placeholder (mode "stub"), per the rules occd writes to a policy file. OpenClaw keeps
+// appending every message to its own store: nothing is lost, the model's input is lean.
+//
+// - Non-owning: ownsCompaction false; compact() delegates to OpenClaw's runtime (delegateCompactionToRuntime).
+// - Durable-turn contract (2026.8+): transcriptSemantics declared and commitTurn() implemented (stateless).
+// - Total: any error in assemble() returns the messages unchanged (an exception would quarantine the engine).
+// - Rules are re-read when the policy file's mtime or size changes (next turn, no restart).
+// - Counts only (never content) go to a small stats file occd reads.
+
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const ENGINE_ID = "occd-lean";
+export const VERSION = "0.1.0";
+export const DEFAULT_RULES = Object.freeze({
+  mode: "off",               // off | drop | stub
+  keepTurns: 3,              // newest turns with hideable tool blocks kept intact
+  batchTurns: 4,             // hide in steps of this many turns (the prompt cache breaks once per batch)
+  neverHide: [],             // tool names (a trailing * matches a prefix) never hidden, e.g. memory tools
+  keepResultsUnderChars: 0,  // a result with at most this many characters is kept with its call
+});
+const MODES = new Set(["off", "drop", "stub"]);
+const THINKING = new Set(["thinking", "redacted_thinking", "redactedThinking"]);
+
+// ---------------------------------------------------------------------------------------------------------
+// The filter: a pure function of the messages and the rules.
+
+export function normalizeRules(raw, base = DEFAULT_RULES) {
+  const r = { ...base };
+  if (!raw || typeof raw !== "object") return r;
+  if (MODES.has(raw.mode)) r.mode = raw.mode;
+  const int = (v, min) => (Number.isInteger(v) && v >= min ? v : undefined);
+  r.keepTurns = int(raw.keepTurns, 0) ?? r.keepTurns;
+  r.batchTurns = int(raw.batchTurns, 1) ?? r.batchTurns;
+  r.keepResultsUnderChars = int(raw.keepResultsUnderChars, 0) ?? r.keepResultsUnderChars;
+  if (Array.isArray(raw.neverHide)) r.neverHide = raw.neverHide.filter((s) => typeof s === "string" && s);
+  return r;
+}
+
+function nameMatches(name, patterns) {
+  if (typeof name !== "string") return false;
+  for (const p of patterns) {
+    if (p.endsWith("*") ? name.startsWith(p.slice(0, -1)) : name === p) return true;
+  }
+  return false;
+}
+
+function textChars(content) {
+  if (typeof content === "string") return content.length;
+  if (!Array.isArray(content)) return 0;
+  let n = 0;
+  for (const b of content) {
+    if (b && typeof b === "object") {
+      if (typeof b.text === "string") n += b.text.length;
+      else if (typeof b.thinking === "string") n += b.thinking.length;
+      else if (b.type === "toolCall") n += jsonLen(b.arguments);
+      else if (typeof b.data === "string") n += b.data.length;
+    }
+  }
+  return n;
+}
+
+function jsonLen(v) {
+  try {
+    return JSON.stringify(v ?? null).length;
+  } catch {
+    return 0;
+  }
+}
+
+function isToolCall(b) {
+  return !!b && typeof b === "object" && b.type === "toolCall";
+}
+
+function hasMeaning(b) {
+  if (!b || typeof b !== "object") return false;
+  if (b.type === "text") return typeof b.text === "string" && b.text.trim() !== "";
+  return !THINKING.has(b.type);
+}
+
+/** The stub a hidden result is replaced by in mode "stub". */
+export function stubText(toolName, chars) {
+  return `[occd: result of ${toolName || "a tool"} hidden from the model (${chars} chars); the session keeps it, call the tool again if you need it]`;
+}
+
+/**
+ * leanView(messages, rules) -> {messages, stats}. Never changes its input; untouched messages are passed on by
+ * reference. Turns start at each user message (messages before the first one, e.g. a compaction summary,
+ * form a turn of their own). A tool call is hideable unless its tool is in neverHide or its result is at most
+ * keepResultsUnderChars long; a turn holding one is a tool turn. Of the n tool turns (an unfinished last turn
+ * is never one), the oldest h = floor((n - keepTurns) / batchTurns) * batchTurns are hidden: the kept window
+ * moves once per batchTurns turns. In a hidden turn: "drop" removes the hideable calls and their results, and
+ * the thinking of an assistant message that lost a call (signed reasoning must not be sent without its call);
+ * an assistant message left with nothing else is removed. "stub" keeps the calls (and their thinking) and
+ * replaces each result by a short placeholder.
+ */
+export function leanView(messages, rawRules) {
+  const rules = normalizeRules(rawRules);
+  const stats = {
+    mode: rules.mode, messagesIn: Array.isArray(messages) ? messages.length : 0, messagesOut: 0, toolTurns: 0,
+    hiddenTurns: 0, callsHidden: 0, resultsHidden: 0, resultsStubbed: 0, thinkingDropped: 0, charsIn: 0, charsOut: 0,
+  };
+  if (!Array.isArray(messages)) return { messages, stats };
+  for (const m of messages) stats.charsIn += textChars(m?.content);
+  if (rules.mode === "off" || messages.length === 0) {
+    stats.messagesOut = messages.length;
+    stats.charsOut = stats.charsIn;
+    return { messages, stats };
+  }
+  // turns
+  const turnOf = new Array(messages.length);
+  let turn = 0;
+  for (let i = 0; i < messages.length; i++) {
+    if (messages[i]?.role === "user" && i > 0) turn++;
+    turnOf[i] = turn;
+  }
+  const lastTurn = turn;
+  // calls and results, paired by id (a result pairs with the latest open call of that id before it)
+  const callAt = new Map(); // call id -> {msg index, name}
+  const resultFor = new Map(); // result msg index -> call id (or null for an orphan)
+  const resultOfCall = new Map(); // call id -> result msg index
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i];
+    if (!m || typeof m !== "object") continue;
+    if (m.role === "assistant" && Array.isArray(m.content)) {
+      for (const b of m.content) if (isToolCall(b) && b.id != null) callAt.set(b.id, { i, name: b.name });
+    } else if (m.role === "toolResult") {
+      const id = m.toolCallId;
+      if (id != null && callAt.has(id) && !resultOfCall.has(id)) {
+        resultFor.set(i, id);
+        resultOfCall.set(id, i);
+      } else resultFor.set(i, null);
+    }
+  }
+  const hideableCall = (b) => {
+    if (!isToolCall(b) || nameMatches(b.name, rules.neverHide)) return false;
+    const ri = b.id != null ? resultOfCall.get(b.id) : undefined;
+    if (ri !== undefined && textChars(messages[ri].content) <= rules.keepResultsUnderChars) return false;
+    return true;
+  };
+  const hideableResult = (i) => {
+    const m = messages[i];
+    const id = resultFor.get(i);
+    const name = id != null ? callAt.get(id).name : m.toolName;
+    if (nameMatches(name, rules.neverHide) || nameMatches(m.toolName, rules.neverHide)) return false;
+    return textChars(m.content) > rules.keepResultsUnderChars;
+  };
+  // an unfinished last turn (a call waiting for its result or for the model's answer) is never hidden
+  const last = messages[messages.length - 1];
+  const open = last?.role === "toolResult" || (last?.role === "assistant" && last.stopReason === "toolUse");
+  const toolTurnSet = new Set();
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i];
+    if (open && turnOf[i] === lastTurn) continue;
+    if (m?.role === "assistant" && Array.isArray(m.content) && m.content.some(hideableCall)) toolTurnSet.add(turnOf[i]);
+    else if (m?.role === "toolResult" && hideableResult(i)) toolTurnSet.add(turnOf[i]);
+  }
+  const toolTurns = [...toolTurnSet].sort((a, b) => a - b);
+  stats.toolTurns = toolTurns.length;
+  const over = toolTurns.length - rules.keepTurns;
+  const h = over >= rules.batchTurns ? Math.floor(over / rules.batchTurns) * rules.batchTurns : 0;
+  const hidden = new Set(toolTurns.slice(0, h));
+  stats.hiddenTurns = hidden.size;
+  if (hidden.size === 0) {
+    stats.messagesOut = messages.length;
+    stats.charsOut = stats.charsIn;
+    return { messages, stats };
+  }
+  const out = [];
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i];
+    if (!hidden.has(turnOf[i]) || !m || typeof m !== "object") {
+      out.push(m);
+      continue;
+    }
+    if (m.role === "assistant" && Array.isArray(m.content) && rules.mode === "drop") {
+      const removed = m.content.filter(hideableCall).length;
+      if (removed === 0) {
+        out.push(m);
+        continue;
+      }
+      stats.callsHidden += removed;
+      const content = m.content.filter((b) => !hideableCall(b) && !(b && THINKING.has(b.type)));
+      stats.thinkingDropped += m.content.filter((b) => b && THINKING.has(b.type)).length;
+      if (content.some(hasMeaning)) out.push({ ...m, content });
+      continue; // nothing left but hidden calls and their reasoning: the message goes
+    }
+    if (m.role === "toolResult" && hideableResult(i)) {
+      const id = resultFor.get(i);
+      // drop mode: a result goes with its call (the call is hidden as hideableCall decided for it)
+      if (rules.mode === "drop") {
+        stats.resultsHidden++;
+        continue;
+      }
+      const chars = textChars(m.content);
+      const text = stubText(m.toolName ?? (id != null ? callAt.get(id).name : undefined), chars);
+      if (text.length < chars) {
+        out.push({ ...m, content: [{ type: "text", text }] });
+        stats.resultsStubbed++;
+        continue;
+      }
+    }
+    out.push(m);
+  }
+  stats.messagesOut = out.length;
+  for (const m of out) stats.charsOut += textChars(m?.content);
+  return { messages: out, stats };
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The rules file occd writes, and the counts file it reads.
+
+export function agentOfSessionKey(key) {
+  const m = typeof key === "string" ? /^agent:([^:]+):/.exec(key) : null;
+  return m ? m[1] : undefined;
+}
+
+/** The rules for one session from a parsed policy: sessions[key] over agents[agent] over default. */
+export function rulesFor(policy, sessionKey) {
+  if (!policy || typeof policy !== "object") return normalizeRules(null);
+  const pick = (obj, k) => (obj && typeof obj === "object" && k != null && obj[k] && typeof obj[k] === "object" ? obj[k] : {});
+  // layer by layer: a bad value in one layer leaves the one below in force
+  let r = normalizeRules(policy.default);
+  r = normalizeRules(pick(policy.agents, agentOfSessionKey(sessionKey)), r);
+  return normalizeRules(pick(policy.sessions, sessionKey), r);
+}
+
+export class PolicyFile {
+  constructor(file) {
+    this.file = file;
+    this.sig = null;
+    this.policy = null;
+    this.error = null;
+  }
+
+  /** The parsed policy, re-read when the file's mtime or size changed; the last good one on a bad read. */
+  get() {
+    let st;
+    try {
+      st = fs.statSync(this.file);
+    } catch {
+      this.sig = null;
+      this.policy = null; // no file: every session off
+      return null;
+    }
+    const sig = `${st.mtimeMs}:${st.size}:${st.ino}`;
+    if (sig !== this.sig) {
+      try {
+        this.policy = JSON.parse(fs.readFileSync(this.file, "utf8"));
+        this.error = null;
+      } catch (e) {
+        this.error = String(e?.message ?? e).slice(0, 200);
+      }
+      this.sig = sig;
+    }
+    return this.policy;
+  }
+}
+
+const MAX_SESSIONS = 500;
+
+export class StatsFile {
+  constructor(file) {
+    this.file = file;
+  }
+
+  /** Merge one session's counts (or an error count) into the file: read, update, write to a temp file, rename. */
+  update(fn) {
+    let data = {};
+    try {
+      data = JSON.parse(fs.readFileSync(this.file, "utf8"));
+    } catch {
+      data = {};
+    }
+    if (!data || typeof data !== "object" || Array.isArray(data)) data = {};
+    data.version = 1;
+    data.engine = ENGINE_ID;
+    data.engineVersion = VERSION;
+    data.sessions = data.sessions && typeof data.sessions === "object" ? data.sessions : {};
+    fn(data);
+    const keys = Object.keys(data.sessions);
+    if (keys.length > MAX_SESSIONS) {
+      keys.sort((a, b) => (data.sessions[a]?.at ?? 0) - (data.sessions[b]?.at ?? 0));
+      for (const k of keys.slice(0, keys.length - MAX_SESSIONS)) delete data.sessions[k];
+    }
+    data.updatedAt = Date.now();
+    fs.mkdirSync(path.dirname(this.file), { recursive: true });
+    const tmp = `${this.file}.${process.pid}.tmp`;
+    fs.writeFileSync(tmp, JSON.stringify(data));
+    fs.renameSync(tmp, this.file);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The engine.
+
+export function createEngine({ policyPath, statsPath, logger } = {}) {
+  const policy = new PolicyFile(policyPath);
+  const stats = statsPath ? new StatsFile(statsPath) : null;
+  const committed = new Set();
+  const warn = (msg) => {
+    try {
+      logger?.warn?.(`[${ENGINE_ID}] ${msg}`);
+    } catch {
+      // a logger must not break a turn
+    }
+  };
+  const noteError = (op, e) => {
+    warn(`${op} failed, history passed unchanged: ${e?.message ?? e}`);
+    try {
+      stats?.update((d) => {
+        d.errors = { count: (d.errors?.count ?? 0) + 1, lastAt: Date.now(), lastOp: op };
+      });
+    } catch {
+      // best effort
+    }
+  };
+  const estimate = (messages) => {
+    let n = 0;
+    if (Array.isArray(messages)) for (const m of messages) n += textChars(m?.content);
+    return Math.ceil(n / 4);
+  };
+
+  return {
+    info: {
+      id: ENGINE_ID,
+      name: "occd lean view",
+      version: VERSION,
+      ownsCompaction: false,
+      transcriptSemantics: {
+        currentTurnFence: "before-current-turn-entry-v1",
+        turnAdvancementIdempotency: "atomic-idempotent-v1",
+      },
+    },
+
+    async ingest() {
+      return { ingested: false }; // stateless: OpenClaw's store is the only store
+    },
+
+    async ingestBatch() {
+      return { ingestedCount: 0 };
+    },
+
+    async assemble(params) {
+      const messages = params?.messages;
+      try {
+        const rules = rulesFor(policy.get(), params.sessionKey);
+        const { messages: lean, stats: s } = leanView(messages, rules);
+        if (stats && params.sessionKey) {
+          try {
+            stats.update((d) => {
+              d.sessions[params.sessionKey] = { ...s, sessionId: params.sessionId, at: Date.now() };
+              if (policy.error) d.policyError = policy.error;
+              else delete d.policyError;
+            });
+          } catch (e) {
+            warn(`stats not written: ${e?.message ?? e}`);
+          }
+        }
+        return { messages: lean, estimatedTokens: Math.ceil(s.charsOut / 4) };
+      } catch (e) {
+        noteError("assemble", e);
+        return { messages, estimatedTokens: estimate(messages) };
+      }
+    },
+
+    async compact(params) {
+      try {
+        const sdk = await import("openclaw/plugin-sdk/core");
+        return await sdk.delegateCompactionToRuntime(params);
+      } catch (e) {
+        noteError("compact", e);
+        return { ok: false, compacted: false, reason: `${ENGINE_ID}: compaction not delegated: ${e?.message ?? e}` };
+      }
+    },
+
+    async commitTurn(params) {
+      // stateless: nothing to store; a retried key is reported as such
+      const key = params?.advancementKey;
+      if (key != null && committed.has(key)) return { status: "duplicate" };
+      if (key != null) {
+        committed.add(key);
+        if (committed.size > 1000) committed.delete(committed.values().next().value);
+      }
+      return { status: "committed" };
+    },
+  };
+}
+
+// OpenClaw may run a copy of this module from elsewhere ("captured" plugins), so a path relative to it is not
+// reliable: occd writes the absolute paths into the line below of the copy it installs.
+const INSTALLED_PATHS = null; // occd-lean:installed-paths
+
+export function defaultPaths(pluginConfig, installed = INSTALLED_PATHS) {
+  const cfg = pluginConfig && typeof pluginConfig === "object" ? pluginConfig : {};
+  const inst = installed && typeof installed === "object" ? installed : {};
+  const pick = (k, file) => {
+    if (typeof cfg[k] === "string" && cfg[k]) return cfg[k];
+    if (typeof inst[k] === "string" && inst[k]) return inst[k];
+    return path.join(path.dirname(fileURLToPath(import.meta.url)), "..", file);
+  };
+  return { policyPath: pick("policyPath", "policy.json"), statsPath: pick("statsPath", "stats.json") };
+}
+
+export default function register(api) {
+  const paths = defaultPaths(api?.pluginConfig);
+  api.registerContextEngine(ENGINE_ID, () => createEngine({ ...paths, logger: api.logger }));
+}
