@@ -233,7 +233,9 @@ def test_health_checks(fake_openclaw, tmp_path, monkeypatch):
 def test_lean_job_turns_sessions_on_by_policy_and_apply_leaves_them_alone(fake_openclaw, isolated_env):
     from test_jobs import BIG, ctx_for, make_state
 
-    state = make_state(isolated_env, {"agent:main:main": {**BIG, "seed": 1}, "agent:main:small": {"turns": 2, "seed": 2}})
+    # a 100k window: the big session is past OpenClaw's budget (the apply job's own trigger decides), the small not
+    state = make_state(isolated_env, {"agent:main:main": {**BIG, "seed": 1}, "agent:main:small": {"turns": 2, "seed": 2}},
+                       window=100_000)
     lean.enable(None, state, yes=True)
     before = (state / "agents/main/sessions/sessions.json").read_text()
     files = {p: p.read_bytes() for p in (state / "agents/main/sessions").glob("*.jsonl")}

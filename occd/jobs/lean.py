@@ -18,15 +18,14 @@ CACHE_KEY = "lean.covered"
 REPEAT_S = 24 * 3600
 
 
-def decision(obs, policy, now: float):
-    """The policy decision that turns the lean view on for a session (None: not now). One function, so the trigger
-    can be swapped: today decide_strip's threshold, exclusions, hourly limit and observe/act, with no idle check."""
-    from occd.jobs.apply import _state
-    from occd.policy.strip import decide_strip
+def decision(ctx, obs, policy, now: float):
+    """The policy decision that turns the lean view on for a session (None: not now): the apply job's own decision
+    (OpenClaw's budget trigger where its figures exist, else the share of the window; exclusions, hourly limit,
+    observe/act, emergencies), with no idle check because the lean view writes nothing of the session."""
+    from occd.jobs.apply import _decide
 
-    state = dataclasses.replace(_state(obs), running=False, last_activity=None)
-    return decide_strip(state, policy.model_copy(update={"min_idle_minutes": 0}), now=now,
-                        window_tokens=obs.context_window)
+    obs = dataclasses.replace(obs, running=False, last_activity=None) if dataclasses.is_dataclass(obs) else obs
+    return _decide(ctx, obs, policy.model_copy(update={"min_idle_minutes": 0}), now)
 
 
 def rules_from_settings(settings) -> dict:
@@ -72,7 +71,7 @@ def run(ctx) -> dict:
             continue
         policy = s.policy_for(obs.agent)
         now = record_time(ctx)
-        d = decision(obs, policy, now)
+        d = decision(ctx, obs, policy, now)
         if d is None or d.deferred:
             continue
         if not d.act:
