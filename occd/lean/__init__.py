@@ -31,7 +31,7 @@ PLUGIN_ID = "occd-lean"
 MIN_RELEASE = (2026, 7, 1)  # the e2e tests prove the plugin on 2026.7.1, 2026.8.1 and 2026.9.6
 FENCE = "before-current-turn-entry-v1"
 IDEMPOTENCY = "atomic-idempotent-v1"
-DEFAULT_RULES = {"mode": "drop", "keepTurns": 3, "batchTurns": 4, "neverHide": ["memory_*"],
+DEFAULT_RULES = {"mode": "drop", "keepTurns": 5, "batchTurns": 4, "neverHide": ["memory_*"],
                  "keepResultsUnderChars": 300}
 
 

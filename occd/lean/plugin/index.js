@@ -19,7 +19,7 @@ export const ENGINE_ID = "occd-lean";
 export const VERSION = "0.1.0";
 export const DEFAULT_RULES = Object.freeze({
   mode: "off",               // off | drop | stub
-  keepTurns: 3,              // newest turns with hideable tool blocks kept intact
+  keepTurns: 5,              // newest turns with hideable tool blocks kept intact
   batchTurns: 4,             // hide in steps of this many turns (the prompt cache breaks once per batch)
   neverHide: [],             // tool names (a trailing * matches a prefix) never hidden, e.g. memory tools
   keepResultsUnderChars: 0,  // a result with at most this many characters is kept with its call
