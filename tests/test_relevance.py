@@ -698,7 +698,9 @@ def test_claude_head_branch_is_unknown_and_slash_tasks(isolated_env, tmp_path):
     make_cc_session(home, repo, "cc-head", ["fix the büro module"], "HEAD", time.time() - 60)
     (s,) = discover(state_dir=None, counter_cache=tmp_path / "c.json").sessions
     assert s.branch is None and s.to_json()["branch"] is None
-    assert scoring.score_session(facts_of_s(s), 0.9, current_branch="HEAD", now=time.time()).branch == 0.0
+    # unknown, not a branch called "HEAD": half the branch points, as for any session whose branch is unknown
+    sc = scoring.score_session(facts_of_s(s), 0.9, current_branch="main", now=time.time())
+    assert sc.branch == scoring.BRANCH_UNKNOWN_POINTS < scoring.BRANCH_POINTS
     assert task_of_prompt("/init") == "/init" and task_of_prompt("/compact") is None
     assert task_of_prompt("/review-pr 123 please") == "123 please"
     assert task_of_prompt("/etc/hosts is wrong") == "/etc/hosts is wrong"
