@@ -12,11 +12,19 @@ from occd.actions.results import RestoreResult
 from occd.errors import BusyError, OccdError
 
 
+def _nonempty(p) -> bool:
+    try:
+        return p.stat().st_size > 0
+    except OSError:
+        return False
+
+
 def restore_session(settings, *, agent=None, ref=None, force=False, trigger="manual", ledger=None,
                     now: float | None = None) -> RestoreResult:
     target = resolve_target(settings, agent, ref, action="restore")
     path = target.path
-    found = backups.list_backups(path)
+    # (an empty backup can only be the name a copy-mode backup reserved before a crash: never restored)
+    found = [b for b in backups.list_backups(path) if _nonempty(b.path)]
     if not found:
         raise OccdError(f"No backup found for session '{target.session_id}'",
                         "the session was never edited by occd", code="NO_BACKUP")
