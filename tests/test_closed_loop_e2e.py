@@ -93,10 +93,12 @@ def test_blocked_session_is_unblocked_by_one_cycle(tmp_path, monkeypatch):
         agents = st["agents"] if "agents" in st else st["data"]["agents"]
         assert [e["kind"] for e in agents[0]["emergencies"]] == ["BLOCKED"]
         # the next real turn reaches the model and gets its answer
+        n = len(oc.requests())
         res = oc.turn("Q100: READ the notes again, please")
         assert OVERFLOW not in _payload(res), _payload(res)
-        last = oc.requests()[-1]
-        assert "Q100:" in json.dumps(last["body"]["messages"])
+        # the model was sent the message (in a 40k window OpenClaw may still compact after the reply: its usage
+        # threshold, window - reserve, is below what its own tool definitions take)
+        assert any("Q100:" in json.dumps(r["body"]["messages"]) for r in oc.requests()[n:])
     finally:
         oc.close()
 
