@@ -116,13 +116,23 @@ class OpenClawHome:
     def start_gateway(self, timeout: float = 180) -> int:
         """`openclaw gateway run` on this home's own port (in openclaw.json, so CLI calls find it); waits until
         `gateway call health` answers. Returns the port."""
-        log = open(self.root / "gateway.log", "ab")
-        self.gateway = subprocess.Popen([self.oc, "gateway", "run", "--port", str(self.gateway_port)], env=self.env,
+        def spawn() -> subprocess.Popen:
+            log = open(self.root / "gateway.log", "ab")
+            try:
+                return subprocess.Popen([self.oc, "gateway", "run", "--port", str(self.gateway_port)], env=self.env,
                                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        log.close()
+            finally:
+                log.close()
+
+        self.gateway = spawn()
+        retries = 2  # on a loaded machine a gateway can miss its 5 s start-up lease deadline and exit: start again
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if self.gateway.poll() is not None:
+                if retries and "did not become ready" in (self.root / "gateway.log").read_text(errors="replace"):
+                    retries -= 1
+                    self.gateway = spawn()
+                    continue
                 raise RuntimeError(f"gateway exited with {self.gateway.returncode}: see {self.root / 'gateway.log'}")
             if self.openclaw("gateway", "call", "health", "--json", timeout=60).returncode == 0:
                 return self.gateway_port
