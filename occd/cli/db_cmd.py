@@ -55,7 +55,7 @@ def info_cmd(as_json):
     from occd.ledger import migrate
 
     p = paths.ledger_path()
-    head = migrate.head_revision()
+    head = migrate.HEAD_REVISION
     out: dict = {"success": True, "path": str(p), "exists": p.exists(), "headRevision": head}
     if p.exists():
         from occd.ledger.engine import guarded, make_engine

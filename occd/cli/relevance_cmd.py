@@ -153,7 +153,12 @@ def select_cmd(task, repo, agent, state_dir, label, no_llm, cost_budget, as_json
 @click.command("mcp")
 @handle_errors
 def mcp_cmd():
-    """Serve openclaw_project_status and openclaw_session_list over stdio (MCP) for agents."""
+    """Serve openclaw_project_status and openclaw_session_list over stdio (MCP) for agents.
+
+    Needs the optional part: pip install 'occd[mcp]'."""
+    from occd.extras import require
+
+    require("mcp", "occd mcp")
     from occd.mcp_server import serve
 
     serve()

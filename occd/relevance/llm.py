@@ -177,6 +177,12 @@ def parse_answer(content: Any, n: int) -> dict[int, float]:
 
 # ---- the worker -----------------------------------------------------------------------------------------
 
+def _llm_installed() -> bool:
+    from occd.extras import installed
+
+    return installed("llm")
+
+
 class WorkerFailed(Exception):
     pass
 
@@ -246,6 +252,10 @@ def rate_relevance(task: str, items: Sequence[RateItem], *, llm, model: str, led
             reason = "model not used (--no-llm)"
         elif not llm.enabled:
             reason = "model disabled (llm.enabled = false)"
+        elif worker is run_worker and not _llm_installed():
+            from occd.extras import missing_message
+
+            reason = missing_message("llm")
         else:
             reason = key_problem(model, llm.api_base, env)
         if reason is None and ledger is not None:
