@@ -126,12 +126,26 @@ def history(settings, *, agent=None, session=None, kind=None, since=None, limit=
         return led.history(agent=agent, session=session, kind=kind, since=parse_since(since, now), limit=limit)
 
 
+def _stat_obj(v):
+    """The machine's (size, mtime_ns, inode) file identity as an object for people and scripts."""
+    if isinstance(v, (list, tuple)) and len(v) == 3:
+        return {"size": v[0], "mtimeNs": v[1], "inode": v[2]}
+    return v
+
+
 def rotations(settings, now=None) -> list[dict]:
     led = _open_ledger()
     if led is None:
         return []
     with led:
-        return led.rotations(limit=100)
+        rows = led.rotations(limit=100)
+    for r in rows:
+        d = r.get("details")
+        if isinstance(d, dict):
+            for k in ("archivedStat", "oldStat", "newStat"):
+                if k in d:
+                    d[k] = _stat_obj(d[k])
+    return rows
 
 
 def pid_alive(pid: int | None) -> bool:

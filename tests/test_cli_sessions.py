@@ -52,7 +52,7 @@ def test_list_json_and_human(isolated_env):
                               "agent:main:telegram:dm:42": {"turns": 4, "seed": 4}})
     r = run("list", "--json")
     assert r.exit_code == 0, r.output
-    rows = json.loads(r.stdout)
+    rows = json.loads(r.stdout)["sessions"]
     assert len(rows) == 2
     assert {row["key"] for row in rows} == {"agent:main:main", "agent:main:telegram:dm:42"}
     assert all(row["tokens"] and row["tokensSource"] == "usage" for row in rows)
@@ -87,7 +87,7 @@ def test_edit_strips_keeps_backup_and_restore_undoes(isolated_env):
     assert path.read_bytes() == original
     assert Path(json.loads(r.stdout)["backupPath"]).read_bytes() == before
     # backups are never listed as sessions
-    rows = json.loads(run("list", "--json").stdout)
+    rows = json.loads(run("list", "--json").stdout)["sessions"]
     assert [row["id"] for row in rows] == [sid]
 
 

@@ -472,7 +472,7 @@ def test_cli_dry_run_and_rotate_json(state):
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["state"] == "COOLDOWN"
     r = CliRunner().invoke(cli, ["status", "--rotations", "--json"])
-    assert r.exit_code == 0 and json.loads(r.output)[0]["state"] == "COOLDOWN"
+    assert r.exit_code == 0 and json.loads(r.output)["rotations"][0]["state"] == "COOLDOWN"
     r = CliRunner().invoke(cli, ["history", "--kind", "rotate", "--json"])
     assert r.exit_code == 0 and "rotate" in r.output
     r = CliRunner().invoke(cli, ["rotate", KEY, "--undo", "--json"])

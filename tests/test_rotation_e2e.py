@@ -163,7 +163,7 @@ def test_db_era_rotate_then_real_turn(need_e2e, tmp_path):
             assert len(seed_msgs) == 1 and "oldturn1" in seed_msgs[0] and "Zanzibar" not in seed_msgs[0]
             # the ledger knows where the old history lives (behind OpenClaw's reset marker)
             led = oc.occd("status", "--rotations", "--json")
-            rows = json.loads(led.stdout)
-            assert rows[0]["state"] == "COOLDOWN" and "before its reset" in rows[0]["archive_path"]
+            rows = json.loads(led.stdout)["rotations"]
+            assert rows[0]["state"] == "COOLDOWN" and "before its reset" in rows[0]["archivePath"]
         finally:
             gw.stop()

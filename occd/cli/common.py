@@ -15,7 +15,8 @@ from occd.errors import EXIT_USER, OccdError
 
 
 def json_option(f):
-    return click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout, nothing else.")(f)
+    return click.option("--json", "as_json", is_flag=True,
+                        help="Machine-readable: one JSON object (the envelope in the README) on stdout, nothing else.")(f)
 
 
 def verbose_option(f):
@@ -55,10 +56,103 @@ def console(stderr: bool = False):
                    width=None if tty else 200)
 
 
-def emit_json(obj: Any) -> None:
+# ---- the JSON contract: every command's --json goes through emit_json (tests/test_json_contract.py checks it) ----
+
+SCHEMA_VERSION = 1
+ENVELOPE_KEYS = ("schemaVersion", "command", "success")
+# Keys whose value is a time: epoch seconds (or ms, or an ISO string) become ISO-8601 UTC with a Z.
+TIME_KEYS = frozenset({"ts", "started", "stopped", "heartbeat", "created", "updated", "finished", "firstSeen",
+                       "lastSeen", "lastCycle", "lastActivity", "nextScan", "since", "until", "time", "when"})
+# Keys whose value is a map keyed by data (table names, action kinds, roles): its keys are kept as they are.
+DATA_MAPS = frozenset({"tables", "actions24h", "messagesByRole", "countsByOutcome", "files"})
+
+
+def camel(key: str) -> str:
+    if "_" not in key or key.startswith("_"):
+        return key
+    head, *rest = key.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest if p)
+
+
+def is_time_key(key: str) -> bool:
+    return key in TIME_KEYS or (key.endswith("At") and len(key) > 2)
+
+
+def iso_time(v: Any) -> Any:
+    """Epoch seconds or ms, a datetime, or an ISO string → '2026-11-25T17:18:31.123Z' (others unchanged)."""
+    from datetime import datetime, timezone
+
+    if isinstance(v, bool) or v is None:
+        return v
+    if isinstance(v, (int, float)):
+        secs = v / 1000.0 if v > 1e11 else float(v)
+        if secs < 1e8:  # not an epoch time (a duration, a count): leave it
+            return v
+        dt = datetime.fromtimestamp(secs, tz=timezone.utc)
+    elif isinstance(v, datetime):
+        dt = v if v.tzinfo else v.replace(tzinfo=timezone.utc)
+    elif isinstance(v, str):
+        try:
+            dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
+        except ValueError:
+            return v
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=timezone.utc)
+    else:
+        return v
+    return dt.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def normalize(obj: Any, key: str | None = None) -> Any:
+    """The contract's shape: camelCase keys, ISO-8601 UTC times, lists (never tuples), paths as strings."""
+    if isinstance(obj, dict):
+        keep = key in DATA_MAPS
+        out = {}
+        for k, v in obj.items():
+            k2 = str(k) if keep else camel(str(k))
+            out[k2] = iso_time(v) if (not keep and is_time_key(k2)) else normalize(v, k2)
+        return out
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [normalize(v) for v in obj]
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    if hasattr(obj, "isoformat"):
+        return iso_time(obj)
+    return obj
+
+
+def command_name() -> str | None:
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return None
+    parts = ctx.command_path.split(" ")
+    return " ".join(parts[1:]) or parts[0]
+
+
+def envelope(payload: Any = None, *, success: bool = True, key: str = "items", error: dict | None = None) -> dict:
+    """{"schemaVersion": 1, "command": "db info", "success": true, ...payload} — an object payload's fields sit
+    beside the envelope's (the edit/clone shapes of the CLI contract); a list goes under `key`."""
+    out: dict[str, Any] = {"schemaVersion": SCHEMA_VERSION, "command": command_name(), "success": success}
+    if isinstance(payload, dict):
+        body = dict(payload)
+        if body.get("success") is False:
+            out["success"] = False
+        for k in ENVELOPE_KEYS:
+            body.pop(k, None)
+        out.update(normalize(body))
+    elif payload is not None:
+        out[key] = normalize(payload)
+    if error is not None:
+        out["error"] = normalize(error)
+    return out
+
+
+def emit_json(obj: Any, *, key: str = "items", success: bool = True) -> None:
+    """Write one command's --json answer: the envelope around `obj` (a dict, or a list under `key`)."""
     import orjson
 
-    sys.stdout.buffer.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
+    data = envelope(obj, success=success, key=key)
+    sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
     sys.stdout.flush()
 
 
@@ -99,7 +193,11 @@ def _fail(message, hint, code, exit_code, as_json, details):
         err = {"code": code, "message": message, "hint": hint}
         if details:
             err["details"] = details
-        emit_json({"success": False, "error": err})
+        import orjson
+
+        data = envelope(None, success=False, error=err)
+        sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
+        sys.stdout.flush()
     line = f"Error: {message}"
     if hint:
         line += f" (hint: {hint})"

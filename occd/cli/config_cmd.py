@@ -41,9 +41,14 @@ def show(as_json):
 
 
 @config_group.command("path")
+@json_option
 @handle_errors
-def path():
-    """Print the config file's path."""
+def path(as_json):
+    """Print the config file's path (OCCD_CONFIG, else under OCCD_HOME, else the platform's config dir)."""
     from occd import paths
 
-    click.echo(str(paths.config_file()))
+    p = paths.config_file()
+    if as_json:
+        emit_json({"path": str(p), "exists": p.is_file()})
+        return
+    click.echo(str(p))

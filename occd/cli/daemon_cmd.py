@@ -150,12 +150,18 @@ def uninstall(dry_run, platform, as_json):
 
 @service_group.command("status")
 @_platform
+@json_option
 @handle_errors
-def status(platform):
-    """The service manager's view of occd (see also `occd status`)."""
+def status(platform, as_json):
+    """The service manager's view of occd (see also `occd status`).
+
+    --json: installed, unitPath, active, enabled and (Linux) lingering, without systemctl's own output."""
     from occd import paths, service
     from occd.errors import NotFoundError
 
+    if as_json:
+        emit_json(service.service_state(platform))
+        return
     f = service.installed_path(platform)
     if not f.exists():
         raise NotFoundError(f"The occd service is not installed ({paths.display_path(f)} does not exist)",

@@ -13,12 +13,17 @@ def db_group():
 
 
 @db_group.command("path")
+@json_option
 @handle_errors
-def path_cmd():
+def path_cmd(as_json):
     """Print the ledger's path (OCCD_HOME moves it)."""
     from occd import paths
 
-    click.echo(str(paths.ledger_path()))
+    p = paths.ledger_path()
+    if as_json:
+        emit_json({"path": str(p), "exists": p.exists()})
+        return
+    click.echo(str(p))
 
 
 @db_group.command("upgrade")

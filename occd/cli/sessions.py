@@ -38,7 +38,7 @@ def list_cmd(agent, state_dir, limit, archived, as_json, verbose):
     s = _settings(agent, state_dir)
     listing = list_sessions(s, agent=agent, limit=limit, archived=archived)
     if as_json:
-        emit_json([row.to_json() for row in listing.sessions])
+        emit_json([row.to_json() for row in listing.sessions], key="sessions")
         return
     from occd.cli.render import format_table
 

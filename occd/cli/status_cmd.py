@@ -34,7 +34,7 @@ def status_cmd(session, rotations, days, as_json):
     if rotations:
         rows = st.rotations(settings)
         if as_json:
-            emit_json(rows)
+            emit_json(rows, key="rotations")
             return
         if not rows:
             c.print("No rotations recorded.")
@@ -143,7 +143,7 @@ def history_cmd(agent, session, kind, since, limit, as_json):
     settings = load_settings_from_ctx()
     rows = st.history(settings, agent=agent, session=session, kind=kind, since=since, limit=limit)
     if as_json:
-        emit_json(rows)
+        emit_json(rows, key="actions")
         return
     c = console()
     if not rows:
