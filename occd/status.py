@@ -10,17 +10,33 @@ from occd.errors import OccdError, UsageError
 
 
 def parse_since(text: str | None, now: float) -> float | None:
-    """'7d', '12h', '30m', '90s' → epoch seconds that long ago."""
+    """'7d', '12h', '30m', '90s', '2w'; 'today', 'yesterday'; a date '2026-11-22' or a time '2026-11-22T10:00'
+    (local time unless it says otherwise) → epoch seconds."""
     if not text:
         return None
+    from datetime import datetime
+
     t = text.strip().lower()
     mult = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+    if t in ("today", "yesterday"):
+        start = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+        return start - (86400 if t == "yesterday" else 0)
     try:
         if t[-1] in mult:
             return now - float(t[:-1]) * mult[t[-1]]
         return now - float(t)
     except (ValueError, IndexError):
-        raise UsageError(f"--since {text!r} is not a duration like 7d, 12h, 30m", "e.g. --since 7d") from None
+        pass
+    try:
+        dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        return dt.timestamp()  # naive: local time, as people mean it
+    except ValueError:
+        raise UsageError(f"--since {text!r} is not a duration, a day or a date",
+                         "e.g. --since 7d, 12h, 30m, today, yesterday, 2026-11-22, 2026-11-22T10:00") from None
+
+
+# Action kinds occd records (the ledger may hold more from newer versions; those are accepted too).
+ACTION_KINDS = ("edit", "strip", "clone", "restore", "rotate", "rotate-undo", "archive", "compact")
 
 
 def _open_ledger():
@@ -62,7 +78,7 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
         for o in latest:
             by_agent.setdefault(o["agent"], []).append(o)
         breakers = led.breakers()
-        would = [a for a in led.history(since=now - 86400, limit=1000) if a["dry_run"]]
+        would = [a for a in led.history(since=now - 86400, limit=1000) if a["dry_run"] and a["trigger"] == "auto"]
         for a in led.agents():
             obs = by_agent.get(a["id"], [])
 
@@ -99,31 +115,66 @@ def session_status(settings, ref: str, now: float | None = None, since_days: flo
     if led is None:
         raise OccdError("No ledger yet", "run `occd run --once` first", code="LEDGER_MISSING")
     with led:
-        cands = [s for s in led.sessions() if s["session_id"].startswith(ref) or s.get("session_key") == ref]
-        if not cands:
-            raise OccdError(f"Session '{ref}' not found in the ledger", "the daemon has not seen it yet: `occd run --once`",
-                            code="SESSION_NOT_FOUND")
-        ids = {c["session_id"] for c in cands}
-        if len(ids) > 1:
-            raise OccdError(f"Multiple sessions match '{ref}'", "use a longer prefix: " + ", ".join(sorted(i[:13] for i in ids)),
-                            code="AMBIGUOUS_SESSION")
-        s = cands[0]
+        from occd.ids import resolve
+
+        s = resolve(led.sessions(), ref, id_of=lambda r: r["session_id"], key_of=lambda r: r.get("session_key"),
+                    hint_list="the ledger knows the sessions the daemon has scanned (`occd run --once` scans now)")
         buckets = led.series_buckets(s["agent_id"], s["session_id"], since=now - since_days * 86400, until=now, buckets=60)
         series = led.series(s["agent_id"], s["session_id"], since=now - since_days * 86400, limit=2000)
         return {"sessionId": s["session_id"], "key": s.get("session_key"), "agent": s["agent_id"], "path": s.get("path"),
-                "firstSeen": s.get("first_seen"), "lastSeen": s.get("last_seen"), "archivedAt": s.get("archived_at"),
+                "firstSeen": s.get("first_seen"), "lastSeen": _last_seen(led, s), "archivedAt": s.get("archived_at"),
                 "buckets": buckets, "observations": series[-50:],
                 "actions": led.history(session=s["session_id"], limit=50),
                 "backups": led.backups(session_id=s["session_id"], include_pruned=True)}
 
 
-def history(settings, *, agent=None, session=None, kind=None, since=None, limit=200, now=None) -> list[dict]:
+def _last_seen(led, s: dict):
+    """When the daemon last saw the session: its newest observation, or the row's last_seen (which is only
+    refreshed hourly for an unchanged session), whichever is later."""
+    rows = led._rows("SELECT MAX(o.ts) AS ts FROM observations o WHERE o.session_pk = ?", (s["id"],))
+    newest = rows[0]["ts"] if rows else None
+    return max(x for x in (newest, s.get("last_seen")) if x is not None) if (newest or s.get("last_seen")) else None
+
+
+def history(settings, *, agent=None, session=None, kind=None, since=None, limit=200, now=None,
+            with_total: bool = False):
+    """Actions newest first; with_total: (rows, how many match without the limit). An unknown kind or agent is
+    an error (a typo would otherwise look like 'nothing happened')."""
     now = time.time() if now is None else now
+    since_ts = parse_since(since, now)
+    if kind and kind not in ACTION_KINDS:
+        _check_known("kind", kind, ACTION_KINDS)
     led = _open_ledger()
     if led is None:
-        return []
+        return ([], 0) if with_total else []
     with led:
-        return led.history(agent=agent, session=session, kind=kind, since=parse_since(since, now), limit=limit)
+        if kind and kind not in ACTION_KINDS:
+            _check_known("kind", kind, led.action_kinds())
+        if agent:
+            known = [a["id"] for a in led.agents()]
+            if agent not in known:
+                import difflib
+
+                near = difflib.get_close_matches(agent, known, n=1)
+                raise OccdError(f"Agent '{agent}' not found in the ledger",
+                                (f"did you mean {near[0]}? " if near else "") + "agents: " + (", ".join(known) or "none yet"),
+                                code="AGENT_NOT_FOUND")
+        rows = led.history(agent=agent, session=session, kind=kind, since=since_ts, limit=limit)
+        if not with_total:
+            return rows
+        total = len(rows) if len(rows) < limit else led.history_count(agent=agent, session=session, kind=kind,
+                                                                      since=since_ts)
+        return rows, total
+
+
+def _check_known(what: str, value: str, known) -> None:
+    if value in known:
+        return
+    import difflib
+
+    near = difflib.get_close_matches(value, list(known), n=1)
+    raise UsageError(f"--{what} {value!r} is not one of {', '.join(sorted(set(known)))}",
+                     f"did you mean {near[0]}?" if near else f"e.g. --{what} {sorted(known)[0]}")
 
 
 def _stat_obj(v):

@@ -29,7 +29,7 @@ def test_file_era_edit_then_real_turn(need_e2e, tmp_path):
         oc.turn("plain question alpha")
         before = oc.requests()[-1]["body"]["messages"]
         assert any(m.get("role") == "tool" for m in before), "the real turns made real tool calls"
-        r = oc.occd("edit", "--strip-tools=extreme", "--force", "--json")
+        r = oc.occd("edit", "agent:main:main", "--strip-tools=extreme", "--force", "--json")
         assert r.returncode == 0, r.stderr
         res = json.loads(r.stdout)
         assert res["statistics"]["toolCallsRemoved"] == 3 and Path(res["backupPath"]).exists()
@@ -79,5 +79,5 @@ def test_scan_matches_openclaw_sessions_list(need_e2e, tmp_path, version, era):
             if s.get("totalTokens") is not None:
                 assert o["contextTokens"] == s["totalTokens"]
         if era == "db":  # occd never writes OpenClaw's database
-            r = oc.occd("edit", "--strip-tools", "--json")
+            r = oc.occd("edit", "agent:main:main", "--strip-tools", "--json")
             assert r.returncode == 1 and "openclaw sessions compact" in r.stderr

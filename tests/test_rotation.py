@@ -410,7 +410,10 @@ def test_undo(state, settings, oracle):
     assert (state.sessions / "archive" / Path(res["newPath"]).name).exists() and not Path(res["newPath"]).exists()
     assert not (state.sessions / "archive" / old_path.name).exists()
     led = ledger()
-    assert led.rotations(limit=1)[0]["state"] == "IDLE"
+    assert led.rotations(limit=1)[0]["state"] == "UNDONE"
+    by_id = {r["session_id"]: r for r in led.sessions()}
+    assert by_id[old_path.stem]["archived_at"] is None  # live again: status lists it
+    assert by_id[Path(res["newPath"]).stem]["archived_at"] is not None
     led.close()
 
 

@@ -72,5 +72,6 @@ def test_history_filters(isolated_env):
     assert len(json.loads(run("history", "--json").stdout)["actions"]) == 2
     assert len(json.loads(run("history", "--since", "7d", "--json").stdout)["actions"]) == 1
     assert [a["kind"] for a in json.loads(run("history", "--kind", "restore", "--json").stdout)["actions"]] == ["restore"]
-    assert json.loads(run("history", "--agent", "other", "--json").stdout)["actions"] == []
+    r = run("history", "--agent", "other", "--json")  # an agent the ledger never saw: an error, not "nothing"
+    assert r.exit_code == 1 and json.loads(r.stdout)["error"]["code"] == "AGENT_NOT_FOUND"
     assert len(json.loads(run("history", "--session", "0190a1b2", "--json").stdout)["actions"]) == 2

@@ -28,9 +28,35 @@ def agent_option(f):
                         help="OpenClaw agent id (default: config `agent`, else main).")(f)
 
 
+def agent_filter_option(f):
+    """--agent for commands that cover every agent unless told otherwise (history, sessions, select)."""
+    return click.option("-a", "--agent", "agent", metavar="AGENT", default=None,
+                        help="Only this agent (default: all agents).")(f)
+
+
 def state_option(f):
     return click.option("--state-dir", "state_dir", type=click.Path(file_okay=False), default=None,
                         help="OpenClaw state directory (default: resolved as OpenClaw does).")(f)
+
+
+def require_session(session: str | None, command: str, example: str) -> str:
+    """Commands that change a session act on the one named: without SESSION they ask on a terminal and
+    otherwise stop with a usage error (never guess the newest: it is usually the one the user talks to)."""
+    if session:
+        return session
+    from occd.errors import UsageError
+
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        return click.prompt(f"Which session should `occd {command}` act on? (id, any unique part of it, or key; "
+                            "`occd list` shows them)").strip()
+    raise UsageError(f"`occd {command}` needs the session: an id, any unique part of it, or a session key",
+                     f"`occd list` shows them; e.g. {example}")
+
+
+def looks_like_session_id(text: str | None) -> bool:
+    import re
+
+    return bool(text) and bool(re.fullmatch(r"[0-9a-fA-F]{4,}(-[0-9a-fA-F]*)*…?|[0-9a-fA-F-]{8,}", text))
 
 
 def load_settings_from_ctx(**overrides):
@@ -47,13 +73,10 @@ def use_color(stream=None) -> bool:
 
 
 def console(stderr: bool = False):
-    """A rich console that only uses colour and symbols on a terminal."""
-    from rich.console import Console
+    """The human renderers' output: plain text, tables fitted to the terminal (occd.cli.render.Console)."""
+    from occd.cli.render import Console
 
-    stream = sys.stderr if stderr else sys.stdout
-    tty = use_color(stream)
-    return Console(file=stream, no_color=not tty, force_terminal=tty, highlight=False, soft_wrap=True,
-                   width=None if tty else 200)
+    return Console(stderr=stderr)
 
 
 # ---- the JSON contract: every command's --json goes through emit_json (tests/test_json_contract.py checks it) ----

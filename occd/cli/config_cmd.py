@@ -26,7 +26,7 @@ def show(as_json):
         emit_json({"configFile": str(s.config_path), "configFileExists": bool(s.config_path and s.config_path.is_file()),
                    "settings": [{"key": k, "value": v, "source": src} for k, v, src in rows]})
         return
-    from rich.table import Table
+    from occd.cli.render import Table
 
     c = console()
     exists = "" if s.config_path and s.config_path.is_file() else " (not present: defaults apply)"

@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 import click
 
 from occd.cli.common import (
-    agent_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx, ok_mark, state_option,
-    verbose_option,
+    agent_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx, looks_like_session_id,
+    ok_mark, require_session, state_option, verbose_option,
 )
 from occd.cli.render import human_bytes, human_tokens, percent_change, relative_time, short_id
 from occd.paths import display_path
@@ -17,6 +17,17 @@ _strip_option = click.option(
     "--strip-tools", "strip_tools", is_flag=False, flag_value="", default=None, metavar="[=PRESET]",
     help="Strip old tool calls with a preset: default, aggressive, extreme, or one from the config "
          "(without a value: the configured default).")
+
+
+def _check_preset_not_id(strip_tools: str | None, session: str | None, command: str) -> None:
+    """`occd edit --strip-tools 01a2…` makes the id the preset's value: say how to write it."""
+    from occd.config import BUILTIN_PRESETS
+    from occd.errors import UsageError
+
+    if strip_tools and strip_tools not in BUILTIN_PRESETS and looks_like_session_id(strip_tools):
+        where = f"occd {command} {strip_tools} --strip-tools" if not session else f"--strip-tools=PRESET"
+        raise UsageError(f"'{strip_tools}' looks like a session id, but --strip-tools takes it as its preset",
+                         f"put the id before the option: `{where}` (a preset is given as --strip-tools=NAME)")
 
 
 def _settings(agent, state_dir):
@@ -48,12 +59,13 @@ def list_cmd(agent, state_dir, limit, archived, as_json, verbose):
         click.echo(f"No {'archived ' if archived else ''}sessions for agent '{listing.agent}'{era}.")
         return
     rows = []
+    ids = [row.session_id for row in listing.sessions]
     for row in listing.sessions:
         tokens = human_tokens(row.tokens)
         if row.tokens is not None and row.context_window:
             tokens += f" ({100 * row.tokens / row.context_window:.0f}%)"
         flags = (" [running]" if row.running else "") + (" [unindexed]" if row.unindexed else "")
-        rows.append([short_id(row.session_id), relative_time(row.updated_at, now), human_bytes(row.size), tokens,
+        rows.append([short_id(row.session_id, ids), relative_time(row.updated_at, now), human_bytes(row.size), tokens,
                      str(row.compaction_count if row.compaction_count is not None else "-"), (row.label or "") + flags])
     click.echo(format_table(["ID", "UPDATED", "SIZE", "TOKENS", "COMPACT", "LABEL / ORIGIN"], rows, right={1, 2, 3, 4}))
     if verbose:
@@ -155,15 +167,23 @@ def _render_turns(c, stats):
 @verbose_option
 @handle_errors
 def edit_cmd(session, strip_tools, agent, state_dir, dry_run, force, drop_malformed, as_json, verbose):
-    """Strip or truncate old tool calls of a session in place, after a backup.
+    """Strip or truncate old tool calls of a session in place, after a backup. The session keeps its id.
 
-    Without SESSION: the agent's most recently updated session. The session keeps its id.
+    SESSION is an id, any unique part of one (what `occd list` shows), or a session key.
+
+    \b
+    Examples:
+      occd edit 3640 --strip-tools              strip with the configured preset
+      occd edit 3640 --strip-tools=aggressive   keep 10 turns with tools
+      occd edit 3640 --strip-tools --dry-run    show what would change
     """
     from occd.actions.edit import edit_session
     from occd.errors import UsageError
 
     if strip_tools is None:
         raise UsageError("Nothing to do: edit needs --strip-tools[=PRESET]", "e.g. occd edit ID --strip-tools")
+    _check_preset_not_id(strip_tools, session, "edit")
+    session = require_session(session, "edit", "occd edit 3640 --strip-tools")
     s = _settings(agent, state_dir)
     res = edit_session(s, agent=agent, ref=session, preset=strip_tools or None, force=force,
                        drop_malformed=drop_malformed, dry_run=dry_run)
@@ -194,9 +214,16 @@ def edit_cmd(session, strip_tools, agent, state_dir, dry_run, force, drop_malfor
 @verbose_option
 @handle_errors
 def clone_cmd(session, output, strip_tools, no_register, agent, state_dir, as_json, verbose):
-    """Copy a session under a new session id (optionally stripped) and register it for resuming."""
+    """Copy a session under a new session id (optionally stripped) and register it for resuming.
+
+    \b
+    Examples:
+      occd clone 3640 --strip-tools=extreme     a clean copy without tool calls; prints how to resume it
+      occd clone 3640 -o /tmp/copy.jsonl --no-register
+    """
     from occd.actions.clone import clone_session
 
+    _check_preset_not_id(strip_tools, session, "clone")
     s = _settings(agent, state_dir)
     res = clone_session(s, agent=agent, ref=session, output=output,
                         preset=(strip_tools or None) if strip_tools is not None else False,

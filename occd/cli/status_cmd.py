@@ -7,8 +7,21 @@ from datetime import datetime, timezone
 
 import click
 
-from occd.cli.common import agent_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx, use_color
+from occd.cli.common import agent_filter_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx, use_color
 from occd.cli.render import human_bytes, human_tokens, relative_time, short_id, sparkline
+
+
+OUTCOME_WORDS = {"ok": "ok", "failed": "failed", "skipped": "skipped", "deferred": "deferred", "dry_run": "would"}
+
+
+def counts_summary(acts: dict) -> str:
+    """{kind: {outcome: n}} → 'strip 1 ok, 1 deferred, 1 would; rotate 1 ok' (dry runs are what observe mode
+    would have done, never added to what was done)."""
+    parts = []
+    for kind, outcomes in sorted(acts.items()):
+        order = [o for o in OUTCOME_WORDS if o in outcomes] + sorted(set(outcomes) - set(OUTCOME_WORDS))
+        parts.append(f"{kind} " + ", ".join(f"{outcomes[o]} {OUTCOME_WORDS.get(o, o)}" for o in order))
+    return "; ".join(parts) or "none"
 
 
 def _when(ts, now_dt):
@@ -39,15 +52,16 @@ def status_cmd(session, rotations, days, as_json):
         if not rows:
             c.print("No rotations recorded.")
             return
-        from rich.table import Table
+        from occd.cli.render import Table
 
         t = Table(show_edge=False, box=None)
         for col in ("WHEN", "AGENT", "KEY", "OLD", "NEW", "STATE", "ARCHIVE"):
-            t.add_column(col)
+            t.add_column(col, no_wrap=col != "ARCHIVE", overflow="path")
+        ids = [x for r in rows for x in (r.get("old_session_id"), r.get("new_session_id")) if x]
         for r in rows:
-            t.add_row(_when(r.get("created") or r.get("updated"), now_dt), str(r.get("agent_id") or ""),
-                      str(r.get("session_key") or ""), short_id(r.get("old_session_id") or ""),
-                      short_id(r.get("new_session_id") or ""), str(r.get("state")), str(r.get("archive_path") or ""))
+            t.add_row(_when(r.get("started") or r.get("updated"), now_dt), str(r.get("agent_id") or ""),
+                      str(r.get("session_key") or ""), short_id(r.get("old_session_id"), ids),
+                      short_id(r.get("new_session_id"), ids), str(r.get("state")), str(r.get("archive_path") or ""))
         c.print(t)
         return
     if session:
@@ -100,14 +114,15 @@ def status_cmd(session, rotations, days, as_json):
         c.print(f"Last scan: {_when(ls['started'], now_dt)}, {ls['sessions_seen']} sessions, "
                 f"{ls['sessions_changed']} changed, {human_bytes(ls['bytes_read'])} read, {ls['duration_s']:.2f}s, "
                 f"{ls['errors']} errors")
-    from rich.table import Table
+    from occd.cli.render import Table
 
+    ids = [s["sessionId"] for a in data["agents"] for s in a["biggest"]] + [
+        w["sessionId"] for a in data["agents"] for w in a["wouldDo"] if w.get("sessionId")]
     for a in data["agents"]:
-        acts = a["actions24h"]
-        summary = ", ".join(f"{k} {sum(v.values())}" for k, v in sorted(acts.items())) or "none"
+        summary = counts_summary(a["actions24h"])
         brk = ", ".join(f"{b['kind']} {b['state']}" for b in a["breakers"]) or "closed"
         c.print(f"\nAgent {a['id']} ({a.get('era') or '?'} era, {a['mode']} mode): {a['sessions']} sessions, "
-                f"{a['compactionsTotal']} compactions; actions 24h: {summary}; breakers: {brk}")
+                f"{a['compactionsTotal']} compactions; actions 24h: {summary}; breakers: {brk}", wrap=True, indent=2)
         if a["biggest"]:
             t = Table(show_edge=False, box=None)
             for col, j in (("SESSION", "left"), ("KEY", "left"), ("CONTEXT", "right"), ("COMPACT", "right"),
@@ -117,41 +132,51 @@ def status_cmd(session, rotations, days, as_json):
                 ctx = ("~" if s.get("tokensSource") == "estimate" else "") + human_tokens(s["contextTokens"])
                 if s.get("contextPercent") is not None:
                     ctx += f" ({s['contextPercent']:.0f}%)"
-                t.add_row(short_id(s["sessionId"]), s.get("key") or "-", ctx, str(s.get("compactions") or 0),
+                t.add_row(short_id(s["sessionId"], ids), s.get("key") or "-", ctx, str(s.get("compactions") or 0),
                           human_bytes(s.get("size")))
             c.print(t)
             if any(s.get("tokensSource") == "estimate" for s in a["biggest"]):
                 c.print("  ~ estimated (chars/4) after cleaning: the exact figure returns with the next reply")
         for w in a["wouldDo"][:5]:
-            c.print(f"  observe mode would {w['kind']} {short_id(w['sessionId'] or '')}: {w['reason']}")
+            c.print(f"  observe mode would {w['kind']} {short_id(w['sessionId'], ids)}: {w['reason'] or ''}".rstrip(": "),
+                    wrap=True, indent=4)
     if data.get("llmSpendToday"):
         c.print(f"\nModel spend today: ${data['llmSpendToday']:.4f}")
 
 
 @click.command("history")
-@agent_option
+@agent_filter_option
 @click.option("--session", default=None, help="Session id, key, or a prefix.")
-@click.option("--kind", default=None, help="edit, strip, clone, restore, rotate, archive, compact ...")
-@click.option("--since", default=None, help="e.g. 7d, 12h, 30m.")
+@click.option("--kind", default=None, help="edit, strip, clone, restore, rotate, rotate-undo, archive, compact.")
+@click.option("--since", default=None, help="A duration (7d, 12h, 30m), today, yesterday, or a date (2026-11-22).")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=200, show_default=True)
 @json_option
 @handle_errors
 def history_cmd(agent, session, kind, since, limit, as_json):
-    """Actions recorded in the ledger, newest first (manual and automatic, with outcome and reason)."""
+    """Actions recorded in the ledger, newest first (manual and automatic, with outcome and reason), for every
+    agent unless --agent is given.
+
+    \b
+    Examples:
+      occd history --since yesterday --kind strip
+      occd history --session 3640 --json
+    """
     from occd import status as st
 
     settings = load_settings_from_ctx()
-    rows = st.history(settings, agent=agent, session=session, kind=kind, since=since, limit=limit)
+    rows, total = st.history(settings, agent=agent, session=session, kind=kind, since=since, limit=limit,
+                             with_total=True)
     if as_json:
-        emit_json(rows, key="actions")
+        emit_json({"actions": rows, "total": total, "limit": limit})
         return
     c = console()
     if not rows:
         c.print("No actions recorded" + (" for that filter." if any((agent, session, kind, since)) else "."))
         return
-    from rich.table import Table
+    from occd.cli.render import Table
 
     now_dt = datetime.now(timezone.utc)
+    ids = [a["session_id"] for a in rows if a.get("session_id")]
     t = Table(show_edge=False, box=None)
     for col in ("WHEN", "AGENT", "SESSION", "KIND", "OUTCOME", "TRIGGER", "DETAIL"):
         t.add_column(col, no_wrap=col != "DETAIL")
@@ -159,6 +184,8 @@ def history_cmd(agent, session, kind, since, limit, as_json):
         detail = a.get("reason") or a.get("error") or ""
         if a["dry_run"]:
             detail = "(dry run) " + detail
-        t.add_row(_when(a["ts"], now_dt), a.get("agent_id") or "-", short_id(a.get("session_id") or "-"), a["kind"],
+        t.add_row(_when(a["ts"], now_dt), a.get("agent_id") or "-", short_id(a.get("session_id"), ids), a["kind"],
                   a["outcome"], a["trigger"], detail)
     c.print(t)
+    if total > len(rows):
+        c.print(f"(showing {len(rows)} of {total}; -n {total} shows all, --since/--kind/--session narrow it)")

@@ -23,7 +23,7 @@ from occd.ledger import migrate as _mig
 
 # An unchanged session's last_seen is refreshed at most this often, so a quiet scan writes (almost) nothing.
 LAST_SEEN_RESOLUTION_S = 3600.0
-ROTATION_STATES = ("IDLE", "PENDING", "ARCHIVING", "ARCHIVED", "INJECTED", "COOLDOWN")
+ROTATION_STATES = ("IDLE", "PENDING", "ARCHIVING", "ARCHIVED", "INJECTED", "COOLDOWN", "UNDONE")  # UNDONE: rotate --undo
 ROTATION_UNFINISHED = ("PENDING", "ARCHIVING", "ARCHIVED", "INJECTED")
 ACTION_OUTCOMES = ("ok", "failed", "skipped", "deferred")
 
@@ -186,6 +186,14 @@ class Ledger:
             pk = self._session_pk(c, agent, session_id, None, None, now, touch=False)
             c.exec_driver_sql("UPDATE sessions SET archived_at = ?, archive_path = ? WHERE id = ?",
                               (now, archive_path, pk))
+
+    def mark_session_unarchived(self, agent: str, session_id: str, path: str | None = None, now=None) -> None:
+        """The session is live again (rotate --undo put it back): clear its archived state."""
+        now = ts(now)
+        with self._w() as c:
+            self._upsert_agent(c, agent, None, now)
+            pk = self._session_pk(c, agent, session_id, None, path, now)
+            c.exec_driver_sql("UPDATE sessions SET archived_at = NULL, archive_path = NULL WHERE id = ?", (pk,))
 
     def sessions(self, agent: str | None = None, include_archived: bool = True) -> list[dict]:
         sql = "SELECT * FROM sessions WHERE (? IS NULL OR agent_id = ?)"
@@ -363,17 +371,29 @@ class Ledger:
         r["dry_run"] = bool(r["dry_run"])
         return r
 
+    @staticmethod
+    def _history_where(agent, session, kind, since) -> tuple[str, tuple]:
+        since_ts = ts(since) if since is not None else None
+        like = (session.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%") if session else None
+        return ("(? IS NULL OR agent_id = ?) AND (? IS NULL OR kind = ?) "
+                "AND (? IS NULL OR ts >= ?) AND (? IS NULL OR session_id LIKE ? ESCAPE '\\' "
+                "OR session_key LIKE ? ESCAPE '\\')", (agent, agent, kind, kind, since_ts, since_ts, like, like, like))
+
     def history(self, agent: str | None = None, session: str | None = None, kind: str | None = None,
                 since=None, limit: int = 500) -> list[dict]:
         """Actions newest first. `session` matches a session id or key, or a prefix of either."""
-        since_ts = ts(since) if since is not None else None
-        like = (session.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%") if session else None
-        rows = self._rows(
-            "SELECT * FROM actions WHERE (? IS NULL OR agent_id = ?) AND (? IS NULL OR kind = ?) "
-            "AND (? IS NULL OR ts >= ?) AND (? IS NULL OR session_id LIKE ? ESCAPE '\\' "
-            "OR session_key LIKE ? ESCAPE '\\') ORDER BY ts DESC, id DESC LIMIT ?",
-            (agent, agent, kind, kind, since_ts, since_ts, like, like, like, limit))
+        where, params = self._history_where(agent, session, kind, since)
+        rows = self._rows(f"SELECT * FROM actions WHERE {where} ORDER BY ts DESC, id DESC LIMIT ?", (*params, limit))
         return [self._action_dict(r) for r in rows]
+
+    def history_count(self, agent: str | None = None, session: str | None = None, kind: str | None = None,
+                      since=None) -> int:
+        """How many actions `history` with the same filters would return without a limit."""
+        where, params = self._history_where(agent, session, kind, since)
+        return self._rows(f"SELECT COUNT(*) AS n FROM actions WHERE {where}", params)[0]["n"]
+
+    def action_kinds(self) -> list[str]:
+        return [r["kind"] for r in self._rows("SELECT DISTINCT kind FROM actions ORDER BY kind")]
 
     def actions_since(self, since, agent: str | None = None) -> list[dict]:
         return self.history(agent=agent, since=since, limit=100000)
@@ -551,7 +571,7 @@ class Ledger:
         for k in ("old_path", "new_path", "archive_path"):
             if fields_.get(k) is not None:
                 fields_[k] = str(fields_[k])
-        if to_state in ("COOLDOWN", "IDLE"):
+        if to_state in ("COOLDOWN", "IDLE", "UNDONE"):
             fields_.setdefault("finished", now)
         with self._w() as c:
             cur = c.exec_driver_sql("SELECT state FROM rotations WHERE id = ?", (rotation_id,)).scalar()

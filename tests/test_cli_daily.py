@@ -1,0 +1,237 @@
+"""Issue 16: the CLI an ops person keeps — ids you can type, dry runs that write nothing, config errors that
+name the key, optional parts, layout at 80 and 120 columns."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from occd.cli.main import cli
+from tests.test_cli_sessions import make_state, only_session
+
+IDS = ["01a20771-bb86-7d1a-8000-000000000001", "01a20771-bb87-7d1a-8000-000000000002",
+       "01a20771-c3d4-7e00-9000-000000000003", "01a20772-0001-7000-8000-0000000000aa"]
+
+
+def run(*args, env=None):
+    return CliRunner(env=env).invoke(cli, list(args), catch_exceptions=False)
+
+
+# ---- ids -----------------------------------------------------------------------------------------------
+
+def test_short_forms_are_unique_parts_from_the_second_group():
+    from occd.ids import short_forms
+
+    forms = short_forms(IDS)
+    for sid, form in forms.items():
+        assert form in sid and len(form) >= 4
+        assert sum(form.lower() in other.lower() for other in IDS) == 1, (sid, form)  # names exactly one id
+        assert not sid.startswith(form)  # the shared time group is not what people read
+    assert forms[IDS[2]] == "c3d4"
+
+
+def test_resolve_any_unique_part_prefix_key_and_closest_on_a_miss():
+    from occd.errors import OccdError
+    from occd.ids import resolve
+
+    items = [(sid, f"agent:main:k{i}") for i, sid in enumerate(IDS)]
+    kw = dict(id_of=lambda x: x[0], key_of=lambda x: x[1])
+    assert resolve(items, "c3d4", **kw)[0] == IDS[2]           # the second group alone
+    assert resolve(items, "0000000000aa", **kw)[0] == IDS[3]   # any unique part
+    assert resolve(items, "01a20772", **kw)[0] == IDS[3]       # a prefix
+    assert resolve(items, "agent:main:k1", **kw)[0] == IDS[1]  # a key
+    with pytest.raises(OccdError) as e:
+        resolve(items, "bb8", **kw)                              # too short for a part, not a prefix
+    assert e.value.code == "SESSION_NOT_FOUND"
+    with pytest.raises(OccdError) as e:
+        resolve(items, "01a20771-bb8", **kw)
+    assert e.value.code == "AMBIGUOUS_SESSION" and IDS[0] in e.value.hint and IDS[1] in e.value.hint
+    with pytest.raises(OccdError) as e:
+        resolve(items, "c3d5", **kw)
+    assert "closest: c3d4" in e.value.hint
+
+
+def test_cli_takes_the_part_the_table_shows(isolated_env):
+    state = make_state(isolated_env, {"agent:main:main": {"turns": 6}, "agent:main:other": {"turns": 4}})
+    out = run("list").output.splitlines()
+    shown = [line.split()[0] for line in out[1:]]
+    ids = [r["id"] for r in json.loads(run("list", "--json").stdout)["sessions"]]
+    assert all(any(s in i and not i.startswith(s) for i in ids) for s in shown)
+    for s in shown:
+        r = run("info", s, "--json")
+        assert r.exit_code == 0 and s in json.loads(r.stdout)["sessionId"]
+
+
+def test_archived_session_is_pointed_to(isolated_env, tmp_path):
+    state = make_state(isolated_env, {"agent:main:main": {"turns": 4}})
+    sid, path = only_session(state)
+    arch = path.parent / "archive"
+    arch.mkdir()
+    old = "01a20771-dead-7000-8000-000000000009"
+    (arch / f"{old}.jsonl").write_bytes(path.read_bytes())
+    r = run("info", "dead")
+    assert r.exit_code == 1 and "archived" in r.stderr and "--archived" in r.stderr
+
+
+def test_strip_tools_with_an_id_says_how_to_write_it(isolated_env):
+    make_state(isolated_env, {"agent:main:main": {"turns": 4}})
+    r = run("edit", "--strip-tools", "01a20771-bb86")
+    assert r.exit_code == 2 and "occd edit 01a20771-bb86 --strip-tools" in r.stderr
+
+
+# ---- dry runs, undo, counts -----------------------------------------------------------------------------
+
+def test_edit_dry_run_writes_nothing_to_the_ledger(isolated_env):
+    from occd import paths
+
+    state = make_state(isolated_env, {"agent:main:main": {"turns": 30, "tools_per_turn": 2}})
+    sid, _ = only_session(state)
+    r = run("edit", sid, "--strip-tools=extreme", "--dry-run", "--force")
+    assert r.exit_code == 0 and "Would edit" in r.output
+    if paths.ledger_path().exists():
+        from occd.ledger import Ledger
+
+        with Ledger.open(readonly=True) as led:
+            assert led.history() == []
+
+
+def test_status_counts_split_by_outcome(isolated_env):
+    from occd.ledger import Ledger
+
+    now = time.time()
+    with Ledger.open() as led:
+        led.record_observation("main", IDS[0], session_key="agent:main:main", compaction_count=0, context_tokens=10,
+                               context_window=100, now=now - 30)
+        led.record_action("strip", "main", IDS[0], trigger="auto", outcome="ok", now=now - 20)
+        led.record_action("strip", "main", IDS[0], trigger="auto", outcome="deferred", now=now - 15)
+        led.record_action("strip", "main", IDS[0], trigger="auto", outcome="ok", dry_run=True, reason="would", now=now - 10)
+    out = run("status").output
+    assert "strip 1 ok, 1 deferred, 1 would" in out
+
+
+def test_breaker_status_never_creates_the_ledger(isolated_env):
+    from occd import paths
+
+    r = run("breaker", "status", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["breakers"] == []
+    assert not paths.ledger_path().exists()
+
+
+def test_history_validates_kind_and_agent_and_reads_dates(isolated_env):
+    from occd.ledger import Ledger
+
+    now = time.time()
+    with Ledger.open() as led:
+        led.record_observation("main", IDS[0], session_key="agent:main:main", compaction_count=0, now=now)
+        led.record_action("strip", "main", IDS[0], trigger="auto", outcome="ok", now=now - 3 * 86400)
+        led.record_action("edit", "main", IDS[0], outcome="ok", now=now - 60)
+    r = run("history", "--kind", "strp")
+    assert r.exit_code == 2 and "strip" in r.stderr
+    r = run("history", "-a", "nosuch")
+    assert r.exit_code == 1 and "main" in r.stderr
+    assert len(json.loads(run("history", "--since", "yesterday", "--json").stdout)["actions"]) == 1
+    day = time.strftime("%Y-%m-%d", time.localtime(now - 4 * 86400))
+    assert len(json.loads(run("history", "--since", day, "--json").stdout)["actions"]) == 2
+    r = run("history", "-n", "1")
+    assert "showing 1 of 2" in r.output
+
+
+# ---- config ---------------------------------------------------------------------------------------------
+
+def test_unknown_config_key_is_an_error_naming_the_nearest(isolated_env, monkeypatch, tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[policy]\nstrip_at_context_pct = 50\n')
+    monkeypatch.setenv("OCCD_CONFIG", str(cfg))
+    r = run("config", "show")
+    assert r.exit_code == 1
+    assert "Unknown setting policy.strip_at_context_pct" in r.stderr
+    assert "policy.strip_at_context_percent" in r.stderr
+    cfg.write_text('[policy]\nmode = "acting"\n')
+    r = run("status")
+    assert r.exit_code == 1 and "policy.mode" in r.stderr and "observe" in r.stderr
+
+
+def test_config_env_and_file_precedence_and_sources(isolated_env, monkeypatch, tmp_path):
+    from occd.config import effective_items, load_settings
+
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('idle_seconds = 30\n[policy]\nmode = "act"\nexclude = ["agent:*:cron:*"]\n[agents.work]\nmode = "observe"\n')
+    monkeypatch.setenv("OCCD_CONFIG", str(cfg))
+    monkeypatch.setenv("OCCD_IDLE_SECONDS", "45")
+    monkeypatch.setenv("OCCD_POLICY__STRIP_AT_CONTEXT_PERCENT", "70")
+    s = load_settings({"agent": "work"})
+    assert s.idle_seconds == 45 and s.policy.mode == "act" and s.policy.strip_at_context_percent == 70.0
+    assert s.policy.exclude == ["agent:*:cron:*"] and s.policy_for("work").mode == "observe" and s.agent == "work"
+    src = {k: v for k, _, v in effective_items(s)}
+    assert src["idle_seconds"] == "env" and src["policy.mode"] == "file" and src["agent"] == "flag"
+    assert src["backups_keep"] == "default"
+
+
+# ---- optional parts ------------------------------------------------------------------------------------
+
+def test_core_install_has_no_litellm_or_mcp_and_test_extra_has_both():
+    import tomllib
+    from pathlib import Path
+
+    proj = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]
+    core = " ".join(proj["dependencies"])
+    assert "litellm" not in core and "mcp" not in core and "pydantic-settings" not in core
+    extras = proj["optional-dependencies"]
+    assert any("litellm" in d for d in extras["llm"]) and any(d.startswith("mcp") for d in extras["mcp"])
+    assert any("litellm" in d for d in extras["test"]) and any(d.startswith("mcp") for d in extras["test"])
+
+
+def test_missing_mcp_extra_is_one_line_with_the_install_command(isolated_env, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mcp" else real(name, *a))
+    r = run("mcp")
+    assert r.exit_code == 1 and len(r.stderr.strip().splitlines()) == 1
+    assert "pip install 'occd[mcp]'" in r.stderr
+
+
+def test_missing_llm_extra_falls_back_to_keywords_and_says_how_to_add_it(monkeypatch):
+    from occd.config import LLMSettings
+    from occd.relevance import llm as L
+
+    monkeypatch.setattr(L, "_llm_installed", lambda: False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    items = [L.RateItem(id="a", digest="webhook handler refactor", keyword_text="webhook handler refactor",
+                        fingerprint="f1")]
+    res = L.rate_relevance("refactor webhook handler", items, llm=LLMSettings(), model="gpt-4o-mini")
+    assert res.ratings["a"].method == "keywords" and "occd[llm]" in res.reason
+
+
+# ---- layout ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_history_and_rotations_fit_the_width_without_mid_word_wraps(isolated_env, width):
+    from occd.ledger import Ledger
+
+    now = time.time()
+    long_reason = "context 77% of the window >= 60%: strip with preset default; deferred: a run is in progress"
+    with Ledger.open() as led:
+        led.record_observation("main", IDS[0], session_key="agent:main:telegram:dm:42", compaction_count=0, now=now)
+        for i in range(3):
+            led.record_action("strip", "main", IDS[i], trigger="auto", outcome="deferred", reason=long_reason,
+                              now=now - i)
+        rid = led.rotation_upsert(agent_id="main", session_key="agent:main:cron:nightly", era="file",
+                                  old_session_id=IDS[0], new_session_id=IDS[1], now=now,
+                                  archive_path="/home/someone/.openclaw/agents/main/sessions/archive/" + IDS[0] + ".jsonl")
+        led.rotation_transition(rid, "COOLDOWN", now=now)
+    out = run("history", env={"COLUMNS": str(width)}).output
+    lines = out.splitlines()
+    assert all(len(line) <= width for line in lines), out
+    col = lines[0].index("DETAIL")
+    detail = " ".join(line[col:].strip() for line in lines[1:])
+    # wrapped at spaces only: the column's pieces joined by single spaces give every reason back whole
+    assert detail.count(long_reason) == 3, detail
+    out = run("status", "--rotations", env={"COLUMNS": str(width)}).output
+    row = out.splitlines()[1]
+    assert len(row) <= width or IDS[0] + ".jsonl" in row
+    assert row.rstrip().endswith(".jsonl")  # a cut path keeps its file name's end
