@@ -33,7 +33,6 @@ import fcntl
 import logging
 import os
 import signal
-import socket
 import threading
 import time
 from datetime import datetime, timezone
@@ -63,6 +62,8 @@ def sd_notify(message: str, env=None) -> bool:
     elif not addr.startswith("/"):
         log.debug("NOTIFY_SOCKET %r is not a unix socket path", addr)
         return False
+    import socket  # lazily: `occd status` imports this module for the lock and status file only
+
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as s:
             s.connect(addr)

@@ -235,3 +235,56 @@ def test_history_and_rotations_fit_the_width_without_mid_word_wraps(isolated_env
     row = out.splitlines()[1]
     assert len(row) <= width or IDS[0] + ".jsonl" in row
     assert row.rstrip().endswith(".jsonl")  # a cut path keeps its file name's end
+
+
+# ---- doctor ----------------------------------------------------------------------------------------------
+
+def test_doctor_registry_takes_new_checks_and_survives_a_broken_one(isolated_env, monkeypatch):
+    from occd import doctor
+
+    monkeypatch.setattr(doctor, "CHECKS", list(doctor.CHECKS))
+
+    @doctor.check("extra-ok", order=1)
+    def _ok(ctx):
+        return doctor.Result("extra-ok", "ok", "fine")
+
+    @doctor.check("extra-broken", order=2)
+    def _broken(ctx):
+        raise RuntimeError("boom")
+
+    res = {r.name: r for r in doctor.diagnose()}
+    assert res["extra-ok"].status == "ok"
+    assert res["extra-broken"].status == "fail" and "boom" in res["extra-broken"].detail
+    r = run("doctor", "--check", "extra-ok")
+    assert r.exit_code == 0 and "extra-ok" in r.output and "config" not in r.output
+    r = run("doctor", "--check", "extra-broken", "--json")
+    out = json.loads(r.stdout)
+    assert r.exit_code == 1 and out["success"] is False and out["error"]["code"] == "DOCTOR_FAILED"
+
+
+def test_doctor_names_a_config_typo_and_a_missing_state(isolated_env, monkeypatch, tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("backup_keep = 3\n")
+    monkeypatch.setenv("OCCD_CONFIG", str(cfg))
+    monkeypatch.setenv("OPENCLAW_STATE_DIR", str(tmp_path / "nowhere"))
+    r = run("doctor")
+    assert r.exit_code == 1
+    lines = {line.split()[1]: line for line in r.output.splitlines() if line.strip() and len(line.split()) > 1}
+    assert lines["config"].startswith("FAIL") and "backup_keep" in lines["config"] and "backups_keep" in lines["config"]
+    assert lines["openclaw"].startswith("FAIL") and "does not exist" in lines["openclaw"]
+
+
+def test_doctor_all_good_on_a_healthy_state_exits_0(isolated_env, monkeypatch):
+    from occd import daemon, doctor, service
+
+    make_state(isolated_env, {"agent:main:main": {"turns": 4}})
+    run("run", "--once")
+    monkeypatch.setattr(service, "service_state", lambda *a, **k: {"installed": True, "unitPath": "/x/occd.service",
+                                                                  "active": True, "lingering": True})
+    monkeypatch.setattr(daemon.InstanceLock, "holder", staticmethod(lambda path=None: 4242))
+    monkeypatch.setattr(daemon, "read_status", lambda: {"lastCycle": time.time() - 10})
+    res = {r.name: r.status for r in doctor.diagnose()}
+    assert res["service"] == "ok" and res["heartbeat"] == "ok" and res["ledger"] == "ok" and res["scan"] == "ok"
+    assert "fail" not in res.values(), res
+    monkeypatch.setattr(daemon, "read_status", lambda: {"lastCycle": time.time() - 3600})
+    assert {r.name: r.status for r in doctor.diagnose()}["heartbeat"] == "fail"  # stale: 12 scan intervals

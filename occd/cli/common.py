@@ -170,11 +170,12 @@ def envelope(payload: Any = None, *, success: bool = True, key: str = "items", e
     return out
 
 
-def emit_json(obj: Any, *, key: str = "items", success: bool = True) -> None:
-    """Write one command's --json answer: the envelope around `obj` (a dict, or a list under `key`)."""
+def emit_json(obj: Any, *, key: str = "items", success: bool = True, error: dict | None = None) -> None:
+    """Write one command's --json answer: the envelope around `obj` (a dict, or a list under `key`). A command
+    that reports a failure itself (doctor) passes success=False and error={code, message, hint}."""
     import orjson
 
-    data = envelope(obj, success=success, key=key)
+    data = envelope(obj, success=success, key=key, error=error)
     sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
     sys.stdout.flush()
 

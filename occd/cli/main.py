@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "status": ("occd.cli.status_cmd:status_cmd", "What the daemon saw and did; one session's history.", "Daemon"),
     "history": ("occd.cli.status_cmd:history_cmd", "Actions from the ledger, filtered.", "Daemon"),
     "service": ("occd.cli.daemon_cmd:service_group", "Install/remove the background service; its status and logs.", "Daemon"),
+    "doctor": ("occd.cli.doctor_cmd:doctor_cmd", "Check config, OpenClaw state, ledger, service, heartbeat, breakers.", "Setup"),
     "demo": ("occd.cli.demo_cmd:demo_cmd", "Run occd on a built-in demo OpenClaw state (no network).", "Setup"),
     "config": ("occd.cli.config_cmd:config_group", "Show the effective configuration and where it comes from.", "Setup"),
     "sessions": ("occd.cli.relevance_cmd:sessions_cmd", "Sessions of all OpenClaw agents and Claude Code, linked.", "Relevance"),

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -57,6 +56,12 @@ class BreakerRecord:
     trial_started_at: float | None = None
     reason: str | None = None
     updated_at: float | None = None
+
+
+def _hostname() -> str:
+    import socket  # only the daemon's run records need it: read commands skip the import
+
+    return socket.gethostname()
 
 
 def _dumps(obj: Any) -> str | None:
@@ -443,10 +448,10 @@ class Ledger:
         with self._w() as c:
             # a previous run that never said goodbye (killed, crashed) is closed here
             c.exec_driver_sql("UPDATE daemon_runs SET stopped = heartbeat, exit_reason = 'no clean stop' "
-                              "WHERE stopped IS NULL AND host = ?", (socket.gethostname(),))
+                              "WHERE stopped IS NULL AND host = ?", (_hostname(),))
             return c.exec_driver_sql(
                 "INSERT INTO daemon_runs (pid, host, version, mode, started, heartbeat) VALUES (?, ?, ?, ?, ?, ?) "
-                "RETURNING id", (pid or os.getpid(), socket.gethostname(), version, mode, now, now)).scalar_one()
+                "RETURNING id", (pid or os.getpid(), _hostname(), version, mode, now, now)).scalar_one()
 
     def heartbeat(self, run_id: int, now=None, *, last_cycle=None, next_scan=None) -> None:
         with self._w() as c:

@@ -12,7 +12,6 @@ import fcntl
 import os
 import time
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
@@ -41,6 +40,8 @@ class UpgradeResult:
 
 
 def script_location() -> str:
+    from importlib import resources
+
     return str(resources.files("occd.migrations"))
 
 
