@@ -67,10 +67,12 @@ def build_state(root: Path, now: float | None = None) -> dict:
     return made
 
 
-def run(keep: Path | None = None, cycles: int = 3, echo=print) -> int:
+def run(keep: Path | None = None, cycles: int = 3, echo=print, root: Path | None = None) -> Path:
+    """Build the state under `keep` (or `root`, or a new temporary directory) and run the cycles. Returns the
+    directory; the caller removes it unless it was asked to keep it."""
     import tempfile
 
-    root = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="occd-demo-"))
+    root = Path(keep or root or tempfile.mkdtemp(prefix="occd-demo-")).resolve()
     root.mkdir(parents=True, exist_ok=True)
     os.environ["OCCD_HOME"] = str(root / "occd-home")
     os.environ["OPENCLAW_STATE_DIR"] = str(root / ".openclaw")
@@ -107,4 +109,12 @@ def run(keep: Path | None = None, cycles: int = 3, echo=print) -> int:
                     parts.append(f"rotated {s.get('rotated', 0)}" + (f" (deferred {s['deferred']})" if s.get("deferred") else ""))
             echo(f"cycle {i}: " + "; ".join(parts))
     echo(f"\n({time.monotonic() - t0:.1f}s) `occd status` for the demo state:\n")
-    return 0
+    return root
+
+
+def explore_line(root: Path) -> str:
+    """A command line that works when pasted: the real paths, quoted for the shell."""
+    import shlex
+
+    return (f"OCCD_HOME={shlex.quote(str(root / 'occd-home'))} "
+            f"OPENCLAW_STATE_DIR={shlex.quote(str(root / '.openclaw'))} occd list --agent main")

@@ -288,3 +288,16 @@ def test_doctor_all_good_on_a_healthy_state_exits_0(isolated_env, monkeypatch):
     assert "fail" not in res.values(), res
     monkeypatch.setattr(daemon, "read_status", lambda: {"lastCycle": time.time() - 3600})
     assert {r.name: r.status for r in doctor.diagnose()}["heartbeat"] == "fail"  # stale: 12 scan intervals
+
+
+def test_clone_without_preset_reports_no_limits_and_no_false_resume_hint(isolated_env, tmp_path):
+    state = make_state(isolated_env, {"agent:main:main": {"turns": 8, "tools_per_turn": 1}})
+    sid, _ = only_session(state)
+    out = json.loads(run("clone", sid, "--json", "-v").stdout)
+    assert out["statistics"].get("turns", {}).get("keepTurnsWithTools") in (None,)
+    assert "1000000000" not in json.dumps(out)
+    r = run("clone", sid, "-o", str(tmp_path / "elsewhere.jsonl"), "--no-register", "--json")
+    out = json.loads(r.stdout)
+    assert r.exit_code == 0 and out["resumeCommand"] is None and "cannot resume" in out["resumeNote"]
+    r = run("clone", sid, "-o", str(tmp_path / "elsewhere2.jsonl"), "--no-register")
+    assert "--session-id" not in r.output and "not possible from there" in r.output

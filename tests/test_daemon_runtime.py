@@ -583,3 +583,19 @@ def test_logging_destinations(isolated_env, kind):
                 h.close()
             logging.getLogger(name).propagate = True
             logging.getLogger(name).setLevel(logging.NOTSET)
+
+
+def test_scan_now_makes_the_running_daemon_scan(fake_proc):
+    from click.testing import CliRunner
+
+    from occd.cli.main import cli
+
+    r = CliRunner().invoke(cli, ["scan-now"])
+    assert r.exit_code == 1 and "No occd daemon is running" in r.stderr
+    p = fake_proc("--interval", "1h")
+    assert wait_for(lambda: fake_proc.events().count("apply") == 1)
+    r = CliRunner().invoke(cli, ["scan-now", "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["pid"] == p.pid
+    assert wait_for(lambda: fake_proc.events().count("apply") == 2)  # a second cycle, an hour early
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=30) == 0

@@ -73,7 +73,13 @@ def clone_session(settings, *, agent=None, ref=None, output=None, preset=False, 
         raise
     stats = stats_from(plan, t, window=context_window_for(target), size_after=dest.stat().st_size)
     stats.tokens_after_estimate = tokens_after(scanned.get("new") or dest)
-    res = CloneResult(target.session_id, new_id, dest, resume_command(target.agent, key, new_id), key, name, stats)
+    if preset is False and stats.turns:  # copied as is: no preset's limits to report
+        stats.turns = {**stats.turns, "keepTurnsWithTools": None, "truncatePercent": None}
+    if key is None and dest.parent != src.parent:
+        resume = None  # OpenClaw only resumes sessions in the agent's sessions folder that its index names
+    else:
+        resume = resume_command(target.agent, key, new_id)
+    res = CloneResult(target.session_id, new_id, dest, resume, key, name, stats)
     record_action("clone", target, outcome="ok", trigger=trigger, before={"size": stats.size_original},
                   after=res.to_json()["statistics"] | {"clonedSessionId": new_id, "clonedPath": str(dest)},
                   duration_ms=(time.monotonic() - t0) * 1000, ledger=ledger)

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "db": ("occd.cli.db_cmd:db_group", "Ledger database: path, info, schema upgrade.", "Daemon"),
     "breaker": ("occd.cli.breaker_cmd:breaker_group", "Show or reset the circuit breakers of automatic actions.", "Daemon"),
     "run": ("occd.cli.daemon_cmd:run_cmd", "Run the daemon in the foreground (--once: one cycle).", "Daemon"),
+    "scan-now": ("occd.cli.daemon_cmd:scan_now_cmd", "Ask the running daemon to scan now (SIGUSR1).", "Daemon"),
     "status": ("occd.cli.status_cmd:status_cmd", "What the daemon saw and did; one session's history.", "Daemon"),
     "history": ("occd.cli.status_cmd:history_cmd", "Actions from the ledger, filtered.", "Daemon"),
     "service": ("occd.cli.daemon_cmd:service_group", "Install/remove the background service; its status and logs.", "Daemon"),

@@ -148,8 +148,9 @@ def _render_turns(c, stats):
     t = stats.turns
     if not t:
         return
-    c.print(f"  Turns:      {t.get('turns', 0)} on the active path, {t.get('turnsWithTools', 0)} with tools "
-            f"(preset keeps {t.get('keepTurnsWithTools')}, truncates the oldest {t.get('truncatePercent'):g}% of those)")
+    limits = ("copied as is" if t.get("keepTurnsWithTools") is None else
+              f"preset keeps {t.get('keepTurnsWithTools')}, truncates the oldest {t.get('truncatePercent'):g}% of those")
+    c.print(f"  Turns:      {t.get('turns', 0)} on the active path, {t.get('turnsWithTools', 0)} with tools ({limits})")
     for r in t.get("ranges") or []:
         span = f"{r['from']}-{r['to']}" if r["from"] != r["to"] else f"{r['from']}"
         c.print(f"    turns {span:<9} {r['status']:<9} ({r['turnsWithTools']} with tools)")
@@ -235,7 +236,9 @@ def clone_cmd(session, output, strip_tools, no_register, agent, state_dir, as_js
     extra = [f"  New id:     {res.cloned_session_id}", f"  Path:       {display_path(res.cloned_path)}"]
     if res.registered_key:
         extra.append(f"  Key:        {res.registered_key}")
-    extra.append(f"  Resume:     {res.resume_command}")
+    extra.append(f"  Resume:     {res.resume_command}" if res.resume_command else
+                 "  Resume:     not possible from there: OpenClaw only resumes sessions in the agent's sessions "
+                 "folder that its index names (clone without -o/--no-register)")
     _render_strip(c, "Session cloned", res.source_session_id, res.stats, extra)
     if verbose:
         _render_turns(c, res.stats)
