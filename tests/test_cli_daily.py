@@ -301,3 +301,30 @@ def test_clone_without_preset_reports_no_limits_and_no_false_resume_hint(isolate
     assert r.exit_code == 0 and out["resumeCommand"] is None and "cannot resume" in out["resumeNote"]
     r = run("clone", sid, "-o", str(tmp_path / "elsewhere2.jsonl"), "--no-register")
     assert "--session-id" not in r.output and "not possible from there" in r.output
+
+
+def test_config_init_is_every_default_commented_and_valid_when_uncommented(isolated_env, tmp_path, monkeypatch):
+    import dataclasses
+    import tomllib
+
+    from occd.config import Settings, load_settings
+
+    r = run("config", "init")
+    assert r.exit_code == 0
+    from occd import paths
+
+    text = paths.config_file().read_text()
+    assert tomllib.loads(text) == {"daemon": {}, "policy": {"breaker": {}, "rotation": {}}, "llm": {}}
+    assert run("config", "init").exit_code == 1  # never overwrites without --force
+    live = "\n".join(line[2:] if re.match(r"^# [a-z_]+ = ", line) and "(unset)" not in line else line
+                     for line in text.splitlines())
+    cfg = tmp_path / "live.toml"
+    cfg.write_text(live)
+    s = load_settings(config_path=cfg)
+    assert dataclasses.asdict(s) == dataclasses.asdict(Settings())  # the commented values are the defaults
+    assert s._sources  # and they were really read from the file
+    monkeypatch.setenv("OPENCLAW_STATE_DIR", str(tmp_path / "oc"))
+    out = json.loads(run("config", "show", "--json").stdout)
+    sd = next(x for x in out["settings"] if x["key"] == "state_dir")
+    assert sd["value"] == str(tmp_path / "oc") and "OPENCLAW_STATE_DIR" in sd["source"]
+    assert "None" not in run("config", "show").output
