@@ -328,3 +328,24 @@ def test_config_init_is_every_default_commented_and_valid_when_uncommented(isola
     sd = next(x for x in out["settings"] if x["key"] == "state_dir")
     assert sd["value"] == str(tmp_path / "oc") and "OPENCLAW_STATE_DIR" in sd["source"]
     assert "None" not in run("config", "show").output
+
+
+def test_backups_list_and_restore_a_chosen_one(isolated_env):
+    state = make_state(isolated_env, {"agent:main:main": {"turns": 30, "tools_per_turn": 2}})
+    sid, path = only_session(state)
+    original = path.read_bytes()
+    assert run("edit", sid, "--strip-tools=default", "--force").exit_code == 0
+    after_default = path.read_bytes()
+    assert run("edit", sid, "--strip-tools=extreme", "--force").exit_code == 0
+    out = json.loads(run("backups", sid, "--json").stdout)
+    nums = sorted(b["number"] for b in out["backups"])
+    assert len(nums) == 2 and out["totalBytes"] == sum(b["size"] for b in out["backups"])
+    first = min(out["backups"], key=lambda b: b["number"])
+    assert open(first["path"], "rb").read() == original
+    r = run("restore", sid, "--backup", str(first["number"]), "--force")
+    assert r.exit_code == 0 and path.read_bytes() == original
+    r = run("restore", sid, "--backup", "99", "--force")
+    assert r.exit_code == 1 and "No backup 99" in r.stderr
+    text = run("backups").output
+    assert "restores one" in text and sid[9:13] in text
+    assert after_default != original

@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "edit": ("occd.cli.sessions:edit_cmd", "Strip or truncate old tool calls in place (with a backup).", "Sessions"),
     "clone": ("occd.cli.sessions:clone_cmd", "Copy a session under a new id, optionally stripped.", "Sessions"),
     "restore": ("occd.cli.sessions:restore_cmd", "Put a session back to its newest backup.", "Sessions"),
+    "backups": ("occd.cli.sessions:backups_cmd", "List the backups of a session (or of all): number, size, age.", "Sessions"),
     "rotate": ("occd.cli.rotate_cmd:rotate_cmd", "Archive a session that keeps compacting; start it afresh, seeded.", "Sessions"),
     "db": ("occd.cli.db_cmd:db_group", "Ledger database: path, info, schema upgrade.", "Daemon"),
     "breaker": ("occd.cli.breaker_cmd:breaker_group", "Show or reset the circuit breakers of automatic actions.", "Daemon"),

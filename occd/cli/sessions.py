@@ -249,14 +249,23 @@ def clone_cmd(session, output, strip_tools, no_register, agent, state_dir, as_js
 @agent_option
 @state_option
 @click.option("--force", is_flag=True, help="Skip only the 'changed recently' idle check.")
+@click.option("--backup", "backup", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Restore backup number N (`occd backups SESSION` lists them; default: the newest).")
 @json_option
 @handle_errors
-def restore_cmd(session, agent, state_dir, force, as_json):
-    """Put a session back to its newest backup (the current file is backed up first: restore can be undone)."""
+def restore_cmd(session, agent, state_dir, force, backup, as_json):
+    """Put a session back to its newest backup, or to backup N (the current file is backed up first: restore
+    can be undone).
+
+    \b
+    Examples:
+      occd restore 3640
+      occd backups 3640 && occd restore 3640 --backup 2
+    """
     from occd.actions.restore import restore_session
 
     s = _settings(agent, state_dir)
-    res = restore_session(s, agent=agent, ref=session, force=force)
+    res = restore_session(s, agent=agent, ref=session, force=force, backup=backup)
     if as_json:
         emit_json(res.to_json())
         return
@@ -266,3 +275,47 @@ def restore_cmd(session, agent, state_dir, force, as_json):
     c.print(f"  Size:       {human_bytes(res.size_before)} → {human_bytes(res.size_after)}")
     if res.backup_of_current:
         c.print(f"  Undo:       the replaced file is in {display_path(res.backup_of_current)} (occd restore again)")
+
+
+@click.command("backups")
+@click.argument("session", required=False)
+@agent_option
+@state_option
+@json_option
+@handle_errors
+def backups_cmd(session, agent, state_dir, as_json):
+    """The backups occd keeps beside the transcripts: number, size, age (one session's, or all of the agent's).
+
+    \b
+    Examples:
+      occd backups
+      occd backups 3640 && occd restore 3640 --backup 2
+    """
+    from occd.backup_list import list_backups
+
+    s = _settings(agent, state_dir)
+    out = list_backups(s, agent=agent, ref=session)
+    if as_json:
+        emit_json(out)
+        return
+    c = console()
+    if out.get("note"):
+        c.print(out["note"])
+        return
+    if not out["backups"]:
+        c.print(f"No backups{' of that session' if session else ''} for agent '{out['agent']}'.")
+        return
+    from occd.cli.render import Table
+
+    now = datetime.now(timezone.utc)
+    ids = [b["sessionId"] for b in out["backups"]]
+    t = Table()
+    for col, j in (("SESSION", "left"), ("KEY", "left"), ("N", "right"), ("SIZE", "right"), ("AGE", "right")):
+        t.add_column(col, justify=j, no_wrap=True)
+    t.add_column("PATH", overflow="path")
+    for b in out["backups"]:
+        t.add_row(short_id(b["sessionId"], ids), b.get("key") or "-", str(b["number"]), human_bytes(b["size"]),
+                  relative_time(b["createdAt"], now), display_path(b["path"]))
+    c.print(t)
+    c.print(f"{len(out['backups'])} backup(s), {human_bytes(out['totalBytes'])}; `occd restore SESSION --backup N` "
+            "restores one")
