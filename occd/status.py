@@ -136,6 +136,15 @@ def _last_seen(led, s: dict):
     return max(x for x in (newest, s.get("last_seen")) if x is not None) if (newest or s.get("last_seen")) else None
 
 
+def new_actions(*, after_id: int, agent=None, session=None, kind=None, limit=1000) -> list[dict]:
+    """Actions recorded after `after_id`, oldest first (history --follow polls this)."""
+    led = _open_ledger()
+    if led is None:
+        return []
+    with led:
+        return list(reversed(led.history(agent=agent, session=session, kind=kind, limit=limit, after_id=after_id)))
+
+
 def history(settings, *, agent=None, session=None, kind=None, since=None, limit=200, now=None,
             with_total: bool = False):
     """Actions newest first; with_total: (rows, how many match without the limit). An unknown kind or agent is
@@ -207,3 +216,32 @@ def pid_alive(pid: int | None) -> bool:
         return True
     except OSError:
         return False
+
+
+def health_problems(settings, now: float | None = None) -> list[dict]:
+    """What `occd status --check` fails on: the daemon down or stale, an open breaker, a failed last scan.
+    Each problem is {code, message, hint}; an empty list is healthy."""
+    now = time.time() if now is None else now
+    data = status(settings, now=now)
+    d = data["daemon"]
+    interval = settings.daemon.scan_interval_seconds
+    out = []
+    if not d["running"]:
+        out.append({"code": "DAEMON_DOWN", "message": "the daemon is not running",
+                    "hint": "occd service install (or systemctl --user start occd)"})
+    else:
+        last = d.get("lastCycle") or d.get("started")
+        if last is None or now - last > 3 * interval:
+            age = "never" if last is None else f"{(now - last) / 60:.0f} min ago"
+            out.append({"code": "DAEMON_STALE", "message": f"the daemon's last cycle was {age} "
+                        f"(scan every {interval}s)", "hint": "occd logs; systemctl --user restart occd"})
+    for a in data["agents"]:
+        for b in a["breakers"]:
+            if b["state"] != "closed":
+                out.append({"code": "BREAKER_OPEN", "message": f"breaker {a['id']}/{b['kind']} is {b['state']}"
+                            + (f": {b['reason']}" if b.get("reason") else ""), "hint": f"occd breaker reset {a['id']}"})
+    ls = data.get("lastScan")
+    if ls and ls.get("errors"):
+        out.append({"code": "SCAN_FAILED", "message": f"the last scan had {ls['errors']} error(s)",
+                    "hint": "occd logs --since 1h"})
+    return out

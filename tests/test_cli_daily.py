@@ -349,3 +349,87 @@ def test_backups_list_and_restore_a_chosen_one(isolated_env):
     text = run("backups").output
     assert "restores one" in text and sid[9:13] in text
     assert after_default != original
+
+
+def test_logs_tail_and_since(isolated_env):
+    from occd import paths
+
+    d = paths.log_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    old = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() - 3 * 3600))
+    new = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() - 60))
+    (d / "occd.log.1").write_text(f"{old},001 INFO occd.daemon: started\n")
+    (d / "occd.log").write_text(f"{old},002 INFO occd.jobs.scan: old scan\n{new},003 ERROR occd.jobs.scan: boom\n"
+                                "Traceback (most recent call last):\n  line 1\n")
+    r = run("logs", "-n", "2")
+    assert r.exit_code == 0 and r.output.splitlines() == ["Traceback (most recent call last):", "  line 1"]
+    r = run("logs", "--since", "1h")
+    assert r.output.splitlines()[0].endswith("boom") and "old scan" not in r.output and "  line 1" in r.output
+    assert "started" in run("logs", "-n", "10").output  # rotated files come first
+
+
+def test_logs_without_a_log_is_one_line(isolated_env):
+    r = run("logs")
+    assert r.exit_code == 1 and "No log at" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_status_check_exits_1_on_each_problem_and_0_when_healthy(isolated_env, monkeypatch):
+    from occd import daemon
+    from occd.ledger import Ledger
+
+    now = time.time()
+    with Ledger.open() as led:
+        led.record_observation("main", IDS[0], session_key="agent:main:main", compaction_count=0, now=now)
+        led.record_scan(now - 30, 0.1, agents=1, sessions_seen=1)
+    r = run("status", "--check")
+    assert r.exit_code == 1 and "not running" in r.stderr  # no daemon
+    monkeypatch.setattr(daemon.InstanceLock, "holder", staticmethod(lambda path=None: 4242))
+    monkeypatch.setattr(daemon, "read_status", lambda: {"lastCycle": time.time() - 20, "started": now - 100})
+    r = run("status", "--check")
+    assert r.exit_code == 0 and r.output.startswith("OK")
+    monkeypatch.setattr(daemon, "read_status", lambda: {"lastCycle": time.time() - 7200, "started": now - 9000})
+    r = run("status", "--check", "--json")
+    out = json.loads(r.stdout)
+    assert r.exit_code == 1 and out["success"] is False and out["problems"][0]["code"] == "DAEMON_STALE"
+    monkeypatch.setattr(daemon, "read_status", lambda: {"lastCycle": time.time() - 20, "started": now - 100})
+    with Ledger.open() as led:
+        led.record_scan(now - 5, 0.1, agents=1, sessions_seen=1, errors=2, error_text="x")
+    r = run("status", "--check")
+    assert r.exit_code == 1 and "last scan had 2 error(s)" in r.stderr
+
+
+def test_status_agent_filter(isolated_env):
+    from occd.ledger import Ledger
+
+    now = time.time()
+    with Ledger.open() as led:
+        led.record_observation("main", IDS[0], session_key="agent:main:main", compaction_count=0, now=now)
+        led.record_observation("ops", IDS[1], session_key="agent:ops:main", compaction_count=0, now=now)
+    out = json.loads(run("status", "--agent", "ops", "--json").stdout)
+    assert [a["id"] for a in out["agents"]] == ["ops"]
+    r = run("status", "--agent", "opz")
+    assert r.exit_code == 1 and "ops" in r.stderr
+
+
+def test_history_follow_prints_new_actions_once(isolated_env, monkeypatch):
+    from occd.cli import status_cmd
+    from occd.ledger import Ledger
+
+    now = time.time()
+    with Ledger.open() as led:
+        led.record_action("edit", "main", IDS[0], outcome="ok", now=now - 60)
+    polls = {"n": 0}
+
+    def fake_sleep(_s):
+        polls["n"] += 1
+        if polls["n"] == 2:
+            with Ledger.open() as led:
+                led.record_action("restore", "main", IDS[0], outcome="ok", reason="back", now=time.time())
+        if polls["n"] > 4:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(status_cmd.time, "sleep", fake_sleep)
+    r = run("history", "--follow")
+    assert r.exit_code == 0
+    lines = r.output.splitlines()
+    assert sum("restore" in x for x in lines) == 1 and "back" in lines[-1]

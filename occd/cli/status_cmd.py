@@ -11,6 +11,38 @@ from occd.cli.common import agent_filter_option, console, emit_json, handle_erro
 from occd.cli.render import human_bytes, human_tokens, relative_time, short_id, sparkline
 
 
+def _check(settings, as_json: bool) -> None:
+    from occd import status as st
+
+    problems = st.health_problems(settings)
+    if as_json:
+        err = None
+        if problems:
+            err = {"code": problems[0]["code"], "message": "; ".join(p["message"] for p in problems),
+                   "hint": problems[0]["hint"]}
+        emit_json({"healthy": not problems, "problems": problems}, success=not problems, error=err)
+    elif problems:
+        for p in problems:
+            click.echo(f"CRITICAL {p['message']} (hint: {p['hint']})", err=True)
+    else:
+        click.echo("OK occd is running and healthy")
+    if problems:
+        raise SystemExit(1)
+
+
+def _watch(ctx, session, rotations, days, agent_filter, interval: float) -> None:
+    """Redraw the status until Ctrl-C (like `watch occd status`, without a second process per frame)."""
+    try:
+        while True:
+            click.clear()
+            click.echo(f"every {interval:g}s — {time.strftime('%H:%M:%S')} — Ctrl-C stops\n")
+            ctx.invoke(status_cmd, session=session, rotations=rotations, days=days, as_json=False,
+                       agent_filter=agent_filter)
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        pass
+
+
 OUTCOME_WORDS = {"ok": "ok", "failed": "failed", "skipped": "skipped", "deferred": "deferred", "dry_run": "would"}
 
 
@@ -34,13 +66,32 @@ def _when(ts, now_dt):
 @click.argument("session", required=False)
 @click.option("--rotations", is_flag=True, help="List session rotations.")
 @click.option("--days", type=float, default=30, show_default=True, help="History window for SESSION.")
+@click.option("-a", "--agent", "agent_filter", metavar="AGENT", default=None, help="Only this agent (default: all).")
+@click.option("--check", is_flag=True, help="Exit 1 (one line per problem) when the daemon is down or stale, a "
+              "breaker is open or the last scan failed; for monitoring.")
+@click.option("--watch", is_flag=True, help="Redraw every --interval seconds until Ctrl-C.")
+@click.option("--interval", type=click.FloatRange(min=0.5), default=2.0, show_default=True, help="For --watch.")
 @json_option
 @handle_errors
-def status_cmd(session, rotations, days, as_json):
-    """Is the daemon running, what did it see and do. With SESSION: that session's history."""
+def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False, watch=False, interval=2.0):
+    """Is the daemon running, what did it see and do. With SESSION: that session's history.
+
+    \b
+    Examples:
+      occd status
+      occd status --agent main --watch
+      occd status --check || notify-send "occd needs a look"
+      occd status 3640 --days 7
+    """
     from occd import status as st
 
     settings = load_settings_from_ctx()
+    if check:
+        _check(settings, as_json)
+        return
+    if watch and not as_json:
+        _watch(click.get_current_context(), session, rotations, days, agent_filter, interval)
+        return
     now = time.time()
     now_dt = datetime.fromtimestamp(now, tz=timezone.utc)
     c = console()
@@ -95,6 +146,14 @@ def status_cmd(session, rotations, days, as_json):
                 c.print(f"    {x['path']}  {human_bytes(x.get('size'))}")
         return
     data = st.status(settings, now=now)
+    if agent_filter:
+        known = [a["id"] for a in data["agents"]]
+        if data["agents"] and agent_filter not in known:
+            from occd.errors import OccdError
+
+            raise OccdError(f"Agent '{agent_filter}' not found in the ledger", "agents: " + ", ".join(known),
+                            code="AGENT_NOT_FOUND")
+        data["agents"] = [a for a in data["agents"] if a["id"] == agent_filter]
     if as_json:
         emit_json(data)
         return
@@ -150,9 +209,10 @@ def status_cmd(session, rotations, days, as_json):
 @click.option("--kind", default=None, help="edit, strip, clone, restore, rotate, rotate-undo, archive, compact.")
 @click.option("--since", default=None, help="A duration (7d, 12h, 30m), today, yesterday, or a date (2026-11-22).")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=200, show_default=True)
+@click.option("-f", "--follow", is_flag=True, help="Then keep printing new actions as they are recorded (Ctrl-C stops).")
 @json_option
 @handle_errors
-def history_cmd(agent, session, kind, since, limit, as_json):
+def history_cmd(agent, session, kind, since, limit, as_json, follow=False):
     """Actions recorded in the ledger, newest first (manual and automatic, with outcome and reason), for every
     agent unless --agent is given.
 
@@ -160,6 +220,7 @@ def history_cmd(agent, session, kind, since, limit, as_json):
     Examples:
       occd history --since yesterday --kind strip
       occd history --session 3640 --json
+      occd history -f                              new actions as they happen
     """
     from occd import status as st
 
@@ -172,6 +233,8 @@ def history_cmd(agent, session, kind, since, limit, as_json):
     c = console()
     if not rows:
         c.print("No actions recorded" + (" for that filter." if any((agent, session, kind, since)) else "."))
+        if follow:
+            _follow_actions(_max_action_id(), agent, session, kind)
         return
     from occd.cli.render import Table
 
@@ -189,3 +252,28 @@ def history_cmd(agent, session, kind, since, limit, as_json):
     c.print(t)
     if total > len(rows):
         c.print(f"(showing {len(rows)} of {total}; -n {total} shows all, --since/--kind/--session narrow it)")
+    if follow:
+        _follow_actions(max((a["id"] for a in rows), default=0), agent, session, kind)
+
+
+def _max_action_id() -> int:
+    from occd import status as st
+
+    rows = st.new_actions(after_id=0, limit=1)
+    return rows[-1]["id"] if rows else 0
+
+
+def _follow_actions(after_id: int, agent, session, kind, poll: float = 2.0) -> None:
+    from occd import status as st
+
+    try:
+        while True:
+            time.sleep(poll)
+            for a in st.new_actions(after_id=after_id, agent=agent, session=session, kind=kind):
+                after_id = max(after_id, a["id"])
+                when = time.strftime("%H:%M:%S", time.localtime(a["ts"]))
+                detail = ("(dry run) " if a["dry_run"] else "") + (a.get("reason") or a.get("error") or "")
+                click.echo(f"{when}  {a.get('agent_id') or '-'}  {short_id(a.get('session_id'))}  {a['kind']}  "
+                           f"{a['outcome']}  {a['trigger']}  {detail}".rstrip())
+    except KeyboardInterrupt:
+        pass

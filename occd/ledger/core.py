@@ -385,9 +385,12 @@ class Ledger:
                 "OR session_key LIKE ? ESCAPE '\\')", (agent, agent, kind, kind, since_ts, since_ts, like, like, like))
 
     def history(self, agent: str | None = None, session: str | None = None, kind: str | None = None,
-                since=None, limit: int = 500) -> list[dict]:
-        """Actions newest first. `session` matches a session id or key, or a prefix of either."""
+                since=None, limit: int = 500, after_id: int | None = None) -> list[dict]:
+        """Actions newest first. `session` matches a session id or key, or a prefix of either; `after_id`: only
+        actions recorded after that one (history --follow)."""
         where, params = self._history_where(agent, session, kind, since)
+        where += " AND (? IS NULL OR id > ?)"
+        params = (*params, after_id, after_id)
         rows = self._rows(f"SELECT * FROM actions WHERE {where} ORDER BY ts DESC, id DESC LIMIT ?", (*params, limit))
         return [self._action_dict(r) for r in rows]
 
