@@ -433,3 +433,27 @@ def test_history_follow_prints_new_actions_once(isolated_env, monkeypatch):
     assert r.exit_code == 0
     lines = r.output.splitlines()
     assert sum("restore" in x for x in lines) == 1 and "back" in lines[-1]
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_scripts(shell):
+    r = run("completion", shell)
+    assert r.exit_code == 0 and "_OCCD_COMPLETE" in r.output
+
+
+def test_completion_offers_session_ids_agents_and_presets(isolated_env):
+    import os
+    import subprocess
+    import sys
+
+    state = make_state(isolated_env, {"agent:main:main": {"turns": 4}})
+    sid, _ = only_session(state)
+
+    def complete(words, cword):
+        env = {**os.environ, "_OCCD_COMPLETE": "bash_complete", "COMP_WORDS": words, "COMP_CWORD": str(cword)}
+        p = subprocess.run([sys.executable, "-m", "occd"], env=env, capture_output=True, text=True, timeout=60)
+        return [line.split(",", 1)[1] for line in p.stdout.splitlines()]
+
+    assert sid in complete(f"occd info {sid[9:13]}", 2)
+    assert complete("occd edit x --strip-tools ", 4) == ["aggressive", "default", "extreme"]
+    assert complete("occd list --agent ", 3) == ["main"]

@@ -14,6 +14,60 @@ import click
 from occd.errors import EXIT_USER, OccdError
 
 
+# ---- shell completion (`occd completion bash|zsh|fish`): ids, agents and presets ----
+
+def _completion_settings():
+    from occd.config import load_settings
+
+    return load_settings()
+
+
+def complete_session(ctx, param, incomplete: str):
+    """Session ids (any part matches) and keys of the agent given so far (else the configured one)."""
+    from click.shell_completion import CompletionItem
+
+    try:
+        from occd.actions.common import open_agent_store
+
+        agent = ctx.params.get("agent")
+        _s, _aid, store = open_agent_store(_completion_settings(), agent)
+        low = incomplete.lower()
+        out = []
+        for info in store.sessions():
+            if low in info.session_id.lower():
+                out.append(CompletionItem(info.session_id, help=info.key or ""))
+            elif info.key and info.key.startswith(incomplete):
+                out.append(CompletionItem(info.key, help=info.session_id))
+        return out
+    except Exception:  # noqa: BLE001 - completion never prints errors into the user's shell
+        return []
+
+
+def complete_agent(ctx, param, incomplete: str):
+    from click.shell_completion import CompletionItem
+
+    try:
+        from occd.openclaw.state import list_agents, resolve_state_dir
+
+        s = _completion_settings()
+        return [CompletionItem(a.id, help=f"{a.era} era") for a in list_agents(resolve_state_dir(state_dir=s.state_dir))
+                if a.id.startswith(incomplete)]
+    except Exception:  # noqa: BLE001
+        return []
+
+
+def complete_preset(ctx, param, incomplete: str):
+    from click.shell_completion import CompletionItem
+
+    try:
+        from occd.config import BUILTIN_PRESETS
+
+        names = sorted(set(BUILTIN_PRESETS) | set(_completion_settings().presets))
+        return [CompletionItem(n) for n in names if n.startswith(incomplete)]
+    except Exception:  # noqa: BLE001
+        return []
+
+
 def json_option(f):
     return click.option("--json", "as_json", is_flag=True,
                         help="Machine-readable: one JSON object (the envelope in the README) on stdout, nothing else.")(f)
@@ -24,13 +78,13 @@ def verbose_option(f):
 
 
 def agent_option(f):
-    return click.option("-a", "--agent", "agent", metavar="AGENT", default=None,
+    return click.option("-a", "--agent", "agent", metavar="AGENT", default=None, shell_complete=complete_agent,
                         help="OpenClaw agent id (default: config `agent`, else main).")(f)
 
 
 def agent_filter_option(f):
     """--agent for commands that cover every agent unless told otherwise (history, sessions, select)."""
-    return click.option("-a", "--agent", "agent", metavar="AGENT", default=None,
+    return click.option("-a", "--agent", "agent", metavar="AGENT", default=None, shell_complete=complete_agent,
                         help="Only this agent (default: all agents).")(f)
 
 

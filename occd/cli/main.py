@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "logs": ("occd.cli.logs_cmd:logs_cmd", "occd's own log (-f follows, -n lines, --since).", "Daemon"),
     "service": ("occd.cli.daemon_cmd:service_group", "Install/remove the background service; its status and logs.", "Daemon"),
     "doctor": ("occd.cli.doctor_cmd:doctor_cmd", "Check config, OpenClaw state, ledger, service, heartbeat, breakers.", "Setup"),
+    "completion": ("occd.cli.main:completion_cmd", "Shell completion script: bash, zsh or fish.", "Setup"),
     "demo": ("occd.cli.demo_cmd:demo_cmd", "Run occd on a built-in demo OpenClaw state (no network).", "Setup"),
     "config": ("occd.cli.config_cmd:config_group", "Show the effective configuration and where it comes from.", "Setup"),
     "sessions": ("occd.cli.relevance_cmd:sessions_cmd", "Sessions of all OpenClaw agents and Claude Code, linked.", "Relevance"),
@@ -110,6 +111,23 @@ def cli(ctx, debug):
     """
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+
+
+@click.command("completion")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion_cmd(shell):
+    """Print the completion script for SHELL (commands, options, session ids, agents, presets).
+
+    \b
+    Examples:
+      occd completion bash > ~/.local/share/bash-completion/completions/occd
+      occd completion zsh > "${fpath[1]}/_occd"
+      occd completion fish > ~/.config/fish/completions/occd.fish
+    """
+    from click.shell_completion import get_completion_class
+
+    comp = get_completion_class(shell)(cli, {}, "occd", "_OCCD_COMPLETE")
+    click.echo(comp.source())
 
 
 def main(argv=None):

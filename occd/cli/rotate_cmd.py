@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
-from occd.cli.common import (agent_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx,
+from occd.cli.common import (agent_option, complete_session, console, emit_json, handle_errors, json_option, load_settings_from_ctx,
                              ok_mark, require_session, state_option)
 
 
 @click.command("rotate")
-@click.argument("session", required=False)
+@click.argument("session", required=False, shell_complete=complete_session)
 @agent_option
 @state_option
 @click.option("--dry-run", is_flag=True, help="Print the plan and the exact content the new session starts with.")

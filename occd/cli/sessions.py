@@ -7,14 +7,15 @@ from datetime import datetime, timezone
 import click
 
 from occd.cli.common import (
-    agent_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx, looks_like_session_id,
-    ok_mark, require_session, state_option, verbose_option,
+    agent_option, complete_preset, complete_session, console, emit_json, handle_errors, json_option,
+    load_settings_from_ctx, looks_like_session_id, ok_mark, require_session, state_option, verbose_option,
 )
 from occd.cli.render import human_bytes, human_tokens, percent_change, relative_time, short_id
 from occd.paths import display_path
 
 _strip_option = click.option(
     "--strip-tools", "strip_tools", is_flag=False, flag_value="", default=None, metavar="[=PRESET]",
+    shell_complete=complete_preset,
     help="Strip old tool calls with a preset: default, aggressive, extreme, or one from the config "
          "(without a value: the configured default).")
 
@@ -76,7 +77,7 @@ def list_cmd(agent, state_dir, limit, archived, as_json, verbose):
 
 
 @click.command("info")
-@click.argument("session", required=False)
+@click.argument("session", required=False, shell_complete=complete_session)
 @agent_option
 @state_option
 @json_option
@@ -157,7 +158,7 @@ def _render_turns(c, stats):
 
 
 @click.command("edit")
-@click.argument("session", required=False)
+@click.argument("session", required=False, shell_complete=complete_session)
 @_strip_option
 @agent_option
 @state_option
@@ -204,7 +205,7 @@ def edit_cmd(session, strip_tools, agent, state_dir, dry_run, force, drop_malfor
 
 
 @click.command("clone")
-@click.argument("session")
+@click.argument("session", shell_complete=complete_session)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the clone here (default: beside the source, as <new id>.jsonl).")
 @_strip_option
@@ -245,7 +246,7 @@ def clone_cmd(session, output, strip_tools, no_register, agent, state_dir, as_js
 
 
 @click.command("restore")
-@click.argument("session")
+@click.argument("session", shell_complete=complete_session)
 @agent_option
 @state_option
 @click.option("--force", is_flag=True, help="Skip only the 'changed recently' idle check.")
@@ -278,7 +279,7 @@ def restore_cmd(session, agent, state_dir, force, backup, as_json):
 
 
 @click.command("backups")
-@click.argument("session", required=False)
+@click.argument("session", required=False, shell_complete=complete_session)
 @agent_option
 @state_option
 @json_option
