@@ -457,3 +457,29 @@ def test_completion_offers_session_ids_agents_and_presets(isolated_env):
     assert sid in complete(f"occd info {sid[9:13]}", 2)
     assert complete("occd edit x --strip-tools ", 4) == ["aggressive", "default", "extreme"]
     assert complete("occd list --agent ", 3) == ["main"]
+
+
+def test_demo_story_holds_up_to_a_look(tmp_path):
+    """Tokens match the text, compaction counts match the transcript, channels match the key."""
+    import json as _json
+
+    from occd.demo import DEMO_WINDOW, build_state
+
+    made = build_state(tmp_path, now=time.time())
+    for key, s in made["sessions"].items():
+        lines = [_json.loads(x) for x in s["path"].read_text().splitlines()]
+        index = _json.loads((s["path"].parent / "sessions.json").read_text())[key]
+        assert index["compactionCount"] == sum(1 for x in lines if x["type"] == "compaction")
+        users = [x["message"]["content"] for x in lines if x["type"] == "message" and x["message"]["role"] == "user"]
+        channel = key.split(":")[2]
+        assert all(("[Telegram" in u) == (channel == "telegram") for u in users)
+        assert all(("[Discord" in u) == (channel == "discord") for u in users)
+        assert all(("[cron" in u) == (channel == "cron") for u in users)
+        # the last usage is the context the text makes: within 15% of chars/4 after the last compaction
+        after = lines[max([i for i, x in enumerate(lines) if x["type"] == "compaction"], default=0) + 1:]
+        usage = [x["message"]["usage"]["totalTokens"] for x in after
+                 if x["type"] == "message" and x["message"].get("usage")][-1]
+        chars = sum(len(_json.dumps(x["message"].get("content"))) for x in after if x["type"] == "message")
+        assert usage <= DEMO_WINDOW
+        if not lines[-1]["message"]["role"] == "toolResult" and "cron" not in key:
+            assert 0.85 * (chars / 4) <= usage <= 1.15 * (chars / 4) + 10_000, (key, usage, chars / 4)

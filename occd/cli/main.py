@@ -56,7 +56,7 @@ Presets (--strip-tools=NAME):
 
 Common commands:
   occd list                          sessions of the agent, newest first
-  occd info ID                       tokens, tool calls, compactions of a session (partial ids work)
+  occd info ID                       tokens, tool calls, compactions (any unique part of an id works)
   occd edit ID --strip-tools         clean in place (session must be idle)
   occd clone ID --strip-tools=extreme  cleaned copy under a new id; prints how to resume it
   occd restore ID                    undo the last edit from its backup
