@@ -483,3 +483,40 @@ def test_demo_story_holds_up_to_a_look(tmp_path):
         assert usage <= DEMO_WINDOW
         if not lines[-1]["message"]["role"] == "toolResult" and "cron" not in key:
             assert 0.85 * (chars / 4) <= usage <= 1.15 * (chars / 4) + 10_000, (key, usage, chars / 4)
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_status_summary_wraps_at_spaces(isolated_env, width):
+    from occd.ledger import Ledger
+
+    now = time.time()
+    with Ledger.open() as led:
+        led.record_observation("main", IDS[0], session_key="agent:main:telegram:dm:42", compaction_count=2,
+                               context_tokens=150_000, context_window=200_000, now=now)
+        for kind in ("strip", "rotate", "archive", "clone", "restore"):
+            for outcome in ("ok", "deferred", "failed", "skipped"):
+                led.record_action(kind, "main", IDS[0], trigger="auto", outcome=outcome, now=now - 5)
+    out = run("status", env={"COLUMNS": str(width)}).output
+    summary = [line for line in out.splitlines() if not line.startswith((" SESSION", "SESSION", "Daemon", "Last"))]
+    block = out[out.index("Agent main"):out.index("SESSION")]
+    assert all(len(line) <= width for line in block.splitlines()), block
+    joined = " ".join(x.strip() for x in block.splitlines())
+    assert "restore 1 ok, 1 failed, 1 skipped, 1 deferred" in joined  # nothing cut inside a word
+    assert summary
+
+
+def test_list_archived_shows_key_and_compactions_from_the_ledger(isolated_env):
+    from occd.ledger import Ledger
+
+    state = make_state(isolated_env, {"agent:main:main": {"turns": 4}})
+    sid, path = only_session(state)
+    arch = path.parent / "archive"
+    arch.mkdir()
+    old = "01a20771-dead-7000-8000-000000000009"
+    (arch / f"{old}.jsonl").write_bytes(path.read_bytes())
+    with Ledger.open() as led:
+        led.record_observation("main", old, session_key="agent:main:cron:nightly", compaction_count=6, now=time.time())
+        led.mark_session_archived("main", old, str(arch / f"{old}.jsonl"))
+    out = json.loads(run("list", "--archived", "--json").stdout)["sessions"]
+    row = next(r for r in out if r["id"] == old)
+    assert row["key"] == "agent:main:cron:nightly" and row["compactions"] == 6

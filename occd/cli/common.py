@@ -251,6 +251,13 @@ def handle_errors(f: Callable) -> Callable:
             _fail(e.message, e.hint, e.code, e.exit_code, as_json, e.details)
         except click.exceptions.Exit:
             raise
+        except BrokenPipeError:  # `occd status | head`: the reader left; stop quietly like other Unix tools
+            try:
+                fd = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(fd, sys.stdout.fileno())
+            except (OSError, ValueError):
+                pass
+            sys.exit(141)
         except click.ClickException:
             raise
         except (KeyboardInterrupt, SystemExit):
