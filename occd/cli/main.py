@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "info": ("occd.cli.sessions:info_cmd", "Analyse one session: messages, tools, tokens, compactions.", "Sessions"),
     "edit": ("occd.cli.sessions:edit_cmd", "Strip or truncate old tool calls in place (with a backup).", "Sessions"),
     "clone": ("occd.cli.sessions:clone_cmd", "Copy a session under a new id, optionally stripped.", "Sessions"),
-    "restore": ("occd.cli.sessions:restore_cmd", "Put a session back to its newest backup.", "Sessions"),
+    "restore": ("occd.cli.sessions:restore_cmd", "Put a session back to its newest backup (or backup N).", "Sessions"),
     "backups": ("occd.cli.sessions:backups_cmd", "List the backups of a session (or of all): number, size, age.", "Sessions"),
     "rotate": ("occd.cli.rotate_cmd:rotate_cmd", "Archive a session that keeps compacting; start it afresh, seeded.", "Sessions"),
     "db": ("occd.cli.db_cmd:db_group", "Ledger database: path, info, schema upgrade.", "Daemon"),
@@ -37,7 +37,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "sessions": ("occd.cli.relevance_cmd:sessions_cmd", "Sessions of all OpenClaw agents and Claude Code, linked.", "Relevance"),
     "project-status": ("occd.cli.relevance_cmd:project_status_cmd", "Git (and GitHub) status of a repository.", "Relevance"),
     "select": ("occd.cli.relevance_cmd:select_cmd", "Resume a session, start fresh or queue, for a task, and why.", "Relevance"),
-    "mcp": ("occd.cli.relevance_cmd:mcp_cmd", "MCP server over stdio: project status and session list tools.", "Relevance"),
+    "mcp": ("occd.cli.relevance_cmd:mcp_cmd", "MCP server over stdio for agents (needs occd[mcp]).", "Relevance"),
 }
 
 SECTIONS = ["Sessions", "Daemon", "Relevance", "Setup"]
