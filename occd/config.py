@@ -7,10 +7,11 @@ Per-agent overrides live under [agents.<id>] and are merged over [policy] by `po
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel as _PydanticModel, ConfigDict, Field, ValidationError
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -21,6 +22,12 @@ from pydantic_settings import (
 
 from occd import paths
 from occd.errors import OccdError
+
+
+class BaseModel(_PydanticModel):
+    """Every settings table: an unknown key is an error (a typo must not silently disable a policy)."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class PresetConfig(BaseModel):
@@ -95,7 +102,6 @@ class LLMSettings(BaseModel):
 class AgentOverrides(BaseModel):
     """Any PolicySettings field, per agent (plus the agent's own LLM model)."""
 
-    model_config = {"extra": "forbid"}
     mode: Literal["observe", "act"] | None = None
     strip_preset: str | None = None
     strip_at_context_percent: float | None = None
@@ -112,7 +118,7 @@ class AgentOverrides(BaseModel):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="OCCD_", env_nested_delimiter="__", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="OCCD_", env_nested_delimiter="__", extra="forbid")
 
     agent: str | None = Field(None, description="agent used when --agent is not given (else 'main')")
     state_dir: Path | None = Field(None, description="OpenClaw state dir (else resolved as OpenClaw does)")
@@ -179,41 +185,100 @@ def _drop_none(d: dict) -> dict:
 
 
 def load_settings(overrides: dict[str, Any] | None = None, config_path: Path | None = None) -> Settings:
-    """Build the effective settings. `overrides` are CLI flags (nested dicts allowed; None values ignored)."""
+    """Build the effective settings: defaults < TOML file < OCCD_* environment < `overrides` (CLI flags; nested
+    dicts allowed; None values ignored), layered by pydantic-settings. An unknown key anywhere is an error naming
+    the nearest known one, and every error says where the value came from (the file, a variable, a flag)."""
     path = config_path or paths.config_file()
-    _CURRENT_TOML["path"] = path
+    shown = paths.display_path(path)
     cli = _drop_none(overrides or {})
+    file_data: dict = {}
+    if path.is_file():
+        try:
+            file_data = _read_toml(path)
+        except Exception as e:  # a TOML syntax error, an unreadable file
+            raise OccdError(f"Cannot read config {shown}: {e}".splitlines()[0], "fix the file or set OCCD_CONFIG",
+                            code="BAD_CONFIG") from None
+    _CURRENT_TOML["path"] = path if file_data else None
     try:
         s = Settings(**cli)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err.get("loc", ()))
-        raise OccdError(f"Invalid setting {loc}: {err.get('msg')}", f"check {paths.display_path(path)} and OCCD_* variables",
-                        code="BAD_CONFIG") from None
-    except Exception as e:  # a TOML syntax error
-        raise OccdError(f"Cannot read config {paths.display_path(path)}: {e}".splitlines()[0], "fix the file or set OCCD_CONFIG",
-                        code="BAD_CONFIG") from None
+        raise _config_error(e, shown, file_data, cli) from None
     finally:
         _CURRENT_TOML["path"] = None
     s._config_path = path
-    s._sources = _sources(path, cli)
+    s._sources = _sources(file_data, cli)
     return s
 
 
-def _sources(path: Path, cli: dict) -> dict[str, str]:
+def _read_toml(path: Path) -> dict:
+    import tomllib
+
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+def _config_error(e: ValidationError, shown: str, file_data: dict, cli: dict) -> OccdError:
+    """One line for the first problem: which setting, from where, and (for an unknown key) the nearest known one."""
+    err = e.errors()[0]
+    loc = [str(x) for x in err.get("loc", ())]
+    dotted = ".".join(loc)
+    if _has(cli, loc):
+        where = "the command line"
+    elif _has(file_data, loc):
+        where = shown
+    else:
+        where = "OCCD_" + "__".join(loc).upper()
+    if err.get("type") == "extra_forbidden":
+        known = _known_at(loc[:-1])
+        near = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.5)
+        prefix = ".".join(loc[:-1]) + "." if len(loc) > 1 else ""
+        hint = f"did you mean {prefix}{near[0]}?" if near else ("known here: " + ", ".join(known) if known else
+                                                                "`occd config show` lists every setting")
+        return OccdError(f"Unknown setting {dotted} in {where}", hint, code="BAD_CONFIG")
+    return OccdError(f"Invalid setting {dotted} in {where}: {err.get('msg')}", f"check {where}; `occd config show` "
+                     "lists every setting with its default", code="BAD_CONFIG")
+
+
+def _has(data: Any, loc: list[str]) -> bool:
+    for part in loc:
+        if not isinstance(data, dict) or part not in data:
+            return False
+        data = data[part]
+    return True
+
+
+def _known_at(loc: list[str]) -> list[str]:
+    """The setting names allowed at a (dotted) place: a table's fields; dict-valued tables (presets, agents) by
+    their value model."""
+    import typing
+
+    model: Any = Settings
+    for part in loc:
+        fields = getattr(model, "model_fields", None)
+        if fields is None:
+            return []
+        if part in fields:
+            ann = fields[part].annotation
+        elif typing.get_origin(model) is dict or model is None:
+            return []
+        else:  # a key of a dict-valued table (presets.<name>, agents.<id>): the value model
+            continue
+        args = [a for a in typing.get_args(ann) if a is not type(None)]
+        if typing.get_origin(ann) is dict:
+            model = args[1] if len(args) == 2 else None
+            continue
+        model = next((a for a in ([ann] + args) if isinstance(a, type) and issubclass(a, _PydanticModel)), None)
+    return sorted(getattr(model, "model_fields", {}) or [])
+
+
+def _sources(file_data: dict, cli: dict) -> dict[str, str]:
     """For each dotted setting, the source that set it: default, file, env or flag."""
-    found: dict[str, str] = {}
-    if path.is_file():
-        try:
-            for k in _flatten(TomlConfigSettingsSource(Settings, toml_file=path)()):
-                found[k] = "file"
-        except Exception:
-            pass
+    found: dict[str, str] = {k: "file" for k in _flatten(file_data)}
     try:
         env = EnvSettingsSource(Settings, env_prefix="OCCD_", env_nested_delimiter="__")()
         for k in _flatten(env):
             found[k] = "env"
-    except Exception:
+    except Exception:  # noqa: BLE001 - the settings loaded; the sources are informative only
         pass
     for k in _flatten(cli):
         found[k] = "flag"
@@ -230,6 +295,24 @@ def effective_items(s: Settings) -> list[tuple[str, Any, str]]:
             src = next((v for kk, v in s._sources.items() if k.startswith(kk + ".")), "default")
         rows.append((k, flat[k], src))
     return rows
+
+
+def descriptions(model: Any = None, prefix: str = "") -> dict[str, str]:
+    """Dotted setting name -> its description (config show, config init)."""
+    import typing
+
+    model = model or Settings
+    out: dict[str, str] = {}
+    for name, f in model.model_fields.items():
+        key = f"{prefix}{name}"
+        ann = f.annotation
+        sub = next((a for a in [ann, *typing.get_args(ann)] if isinstance(a, type) and issubclass(a, _PydanticModel)),
+                   None)
+        if sub is not None and typing.get_origin(ann) is not dict:
+            out.update(descriptions(sub, key + "."))
+        elif f.description:
+            out[key] = f.description
+    return out
 
 
 BUILTIN_PRESETS: dict[str, PresetConfig] = {

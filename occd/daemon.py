@@ -34,7 +34,6 @@ import fcntl
 import logging
 import os
 import signal
-import socket
 import threading
 import time
 from datetime import datetime, timezone
@@ -77,6 +76,8 @@ def sd_notify(message: str, env=None) -> bool:
     elif not addr.startswith("/"):
         log.debug("NOTIFY_SOCKET %r is not a unix socket path", addr)
         return False
+    import socket  # lazily: `occd status` imports this module for the lock and status file only
+
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as s:
             s.connect(addr)
@@ -128,8 +129,8 @@ class InstanceLock:
             finally:
                 os.close(fd)
             raise BusyError(f"occd is already running (pid {holder})",
-                            "stop it first (`occd service uninstall`, `systemctl --user stop occd`, or kill that "
-                            "pid); `occd status` shows what it is doing", code="ALREADY_RUNNING") from None
+                            "`occd scan-now` asks it to scan now; `occd status` shows what it is doing (to stop it: "
+                            "`systemctl --user stop occd` or kill that pid)", code="ALREADY_RUNNING") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self.fd = fd
@@ -231,6 +232,7 @@ class Daemon:
         self.stop = threading.Event()
         self.wake = threading.Event()
         self.reload_requested = threading.Event()
+        self.scan_requested = threading.Event()  # SIGUSR1 (`occd scan-now`)
         self.cycle_lock = threading.Lock()
         self.scheduler = None
         self.ctx = None
@@ -425,6 +427,8 @@ class Daemon:
         # Only flags here; the supervisor loop does the work.
         if signum == signal.SIGHUP:
             self.reload_requested.set()
+        elif signum == signal.SIGUSR1:
+            self.scan_requested.set()
         elif self.stop.is_set():
             log.warning("already stopping: waiting for %s to finish (SIGKILL forces it)", self.running or "the scheduler")
         else:
@@ -464,6 +468,14 @@ class Daemon:
             job = self.scheduler.get_job("scan")
             if job is not None:
                 job.modify(next_run_time=_utc(time.time()))
+
+    def scan_now(self) -> None:
+        """SIGUSR1: run the scan (and the jobs chained after it) now; a scan in progress is not started twice."""
+        job = self.scheduler.get_job("scan") if self.scheduler is not None else None
+        if job is None:
+            return
+        log.info("scan requested (SIGUSR1)%s", f"; {self.running} is running, the scan follows" if self.running else "")
+        job.modify(next_run_time=_utc(time.time()))
 
     def reload(self) -> None:
         from occd import logging_setup
@@ -506,6 +518,9 @@ class Daemon:
             if self.reload_requested.is_set():
                 self.reload_requested.clear()
                 self.reload()
+            if self.scan_requested.is_set():
+                self.scan_requested.clear()
+                self.scan_now()
             offset = self.check_clock(offset)
             self.check_overdue()
 
@@ -518,7 +533,7 @@ class Daemon:
         self.job_times = {k: float(v) for k, v in (_read_json(job_times_file()) or {}).items()
                           if isinstance(v, (int, float))}
         if install_signals:
-            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
                 signal.signal(sig, self._on_signal)
         try:
             self.run_id = ledger.daemon_started(os.getpid(), mode=self.settings.policy.mode, now=self.clock())

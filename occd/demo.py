@@ -16,7 +16,6 @@ def build_state(root: Path, now: float | None = None) -> dict:
     """Write a file-era OpenClaw state under root/.openclaw. Returns what was made (for tests)."""
     from occd.openclaw import new_session_id
     from occd.openclaw.locks import proc_starttime
-    from occd.transcript import synth
 
     now = time.time() if now is None else now
     state = root / ".openclaw"
@@ -27,50 +26,59 @@ def build_state(root: Path, now: float | None = None) -> dict:
         "models": {"providers": {"anthropic": {"models": [{"id": "claude-opus-4-6", "contextWindow": DEMO_WINDOW}]}}},
     }, indent=2))
     made: dict = {"state": state, "sessions": {}}
+    # key, topic, channel, context tokens when last measured, compactions, minutes idle, running
     plan = {
         "main": [
-            # key, synth options, compactionCount, minutes idle, running
-            ("agent:main:main", dict(turns=40, tools_per_turn=3, thinking=True, seed=11), 1, 45, False),
-            ("agent:main:telegram:dm:42", dict(turns=24, seed=12, images=True), 0, 300, False),
-            ("agent:main:cron:nightly", dict(turns=40, compactions=4, seed=13), 6, 90, False),
-            ("agent:main:discord:dm:7", dict(turns=45, tools_per_turn=3, seed=14), 0, 1, True),
+            ("agent:main:main", "webhook", "main", 154_000, 1, 45, False),          # near its limit: stripped
+            ("agent:main:telegram:dm:42", "chat", "telegram", 83_000, 0, 300, False),
+            ("agent:main:cron:nightly", "report", "cron", 60_000, 6, 90, False),     # keeps compacting: rotated
+            ("agent:main:discord:dm:7", "billing", "discord", 138_000, 0, 1, True),  # a run in progress: deferred
         ],
         "research": [
-            ("agent:research:main", dict(turns=45, tools_per_turn=2, seed=21), 2, 30, False),
-            ("agent:research:slack:c:general", dict(turns=6, tools_per_turn=0, seed=22), 0, 2000, False),
+            ("agent:research:main", "research", "main", 128_000, 2, 30, False),
+            ("agent:research:slack:c:general", "chat", "slack", 5_000, 0, 2000, False),
         ],
         "ops": [
-            ("agent:ops:main", dict(turns=12, seed=31, custom=True, branch=True), 0, 600, False),
+            ("agent:ops:main", "ops", "main", 43_000, 0, 600, False),
         ],
     }
+    from occd.demo_story import CHANNELS, write_story
+
     for agent, sessions in plan.items():
         sdir = state / "agents" / agent / "sessions"
         sdir.mkdir(parents=True, exist_ok=True)
         index = {}
-        for key, opts, compactions, idle_min, running in sessions:
-            info = synth.generate_transcript(sdir, session_id=new_session_id(), **opts)
-            os.chmod(info.path, 0o644)
+        for n, (key, topic, channel, tokens, compactions, idle_min, running) in enumerate(sessions):
+            sid = new_session_id()
             t = now - idle_min * 60
+            started_ms = int((t - 86400) * 1000)
+            info = write_story(sdir / f"{sid}.jsonl", sid, topic=topic, channel=channel, target_tokens=tokens,
+                               compactions=compactions, start_ms=started_ms, seed=n + 10 * len(index) + len(agent),
+                               open_call=running, tools=channel != "slack")
+            os.chmod(info.path, 0o644)
             os.utime(info.path, (t, t))
-            index[key] = {"sessionId": info.id, "sessionFile": str(info.path), "updatedAt": int(t * 1000),
-                          "sessionStartedAt": int((t - 86400) * 1000), "compactionCount": compactions,
-                          "model": "claude-opus-4-6", "modelProvider": "anthropic", "chatType": "direct",
-                          "lastChannel": key.split(":")[2] if key.count(":") >= 3 else "main"}
+            index[key] = {"sessionId": sid, "sessionFile": str(info.path), "updatedAt": int(t * 1000),
+                          "sessionStartedAt": started_ms, "compactionCount": info.compactions,
+                          "model": "claude-opus-4-6", "modelProvider": "anthropic", "chatType": CHANNELS[channel][1],
+                          "lastChannel": channel if channel not in ("main", "cron") else "webchat"}
             if running:  # a run in progress: OpenClaw's transcript lock, held by a live process (this one)
                 lock = Path(str(info.path) + ".lock")
                 lock.write_text(json.dumps({"pid": os.getpid(), "createdAt": "2026-11-22T10:00:00.000Z",
                                             "maxHoldMs": 300000, "starttime": proc_starttime(os.getpid())}))
-            made["sessions"][key] = {"agent": agent, "id": info.id, "path": info.path, "running": running}
+            made["sessions"][key] = {"agent": agent, "id": sid, "path": info.path, "running": running,
+                                     "tokens": info.tokens, "compactions": info.compactions, "size": info.size}
         p = sdir / "sessions.json"
         p.write_text(json.dumps(index, indent=2))
         os.chmod(p, 0o600)
     return made
 
 
-def run(keep: Path | None = None, cycles: int = 3, echo=print) -> int:
+def run(keep: Path | None = None, cycles: int = 3, echo=print, root: Path | None = None) -> Path:
+    """Build the state under `keep` (or `root`, or a new temporary directory) and run the cycles. Returns the
+    directory; the caller removes it unless it was asked to keep it."""
     import tempfile
 
-    root = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="occd-demo-"))
+    root = Path(keep or root or tempfile.mkdtemp(prefix="occd-demo-")).resolve()
     root.mkdir(parents=True, exist_ok=True)
     os.environ["OCCD_HOME"] = str(root / "occd-home")
     os.environ["OPENCLAW_STATE_DIR"] = str(root / ".openclaw")
@@ -107,4 +115,12 @@ def run(keep: Path | None = None, cycles: int = 3, echo=print) -> int:
                     parts.append(f"rotated {s.get('rotated', 0)}" + (f" (deferred {s['deferred']})" if s.get("deferred") else ""))
             echo(f"cycle {i}: " + "; ".join(parts))
     echo(f"\n({time.monotonic() - t0:.1f}s) `occd status` for the demo state:\n")
-    return 0
+    return root
+
+
+def explore_line(root: Path) -> str:
+    """A command line that works when pasted: the real paths, quoted for the shell."""
+    import shlex
+
+    return (f"OCCD_HOME={shlex.quote(str(root / 'occd-home'))} "
+            f"OPENCLAW_STATE_DIR={shlex.quote(str(root / '.openclaw'))} occd list --agent main")

@@ -116,8 +116,34 @@ def list_sessions(settings, *, agent: str | None = None, limit: int | None = Non
     chosen = infos[:limit] if limit else infos
     marks = rewrite_marks(aid) if not archived else {}
     rows = [_row(store, i, window_for, marks) for i in chosen]
+    if archived:
+        _fill_from_ledger(aid, rows)
     return Listing(aid, getattr(store, "era", "file"), getattr(store, "sessions_dir", None), rows, total,
                    list(getattr(store, "warnings", []) or []))
+
+
+def _fill_from_ledger(agent: str, rows: list[SessionRow]) -> None:
+    """An archived transcript has left the index: its key and compaction count are what the ledger saw last."""
+    from occd import paths
+
+    if not rows or not paths.ledger_path().exists():
+        return
+    try:
+        from occd.ledger import Ledger
+
+        with Ledger.open(readonly=True) as led:
+            known = {o["session_id"]: o for o in led.latest_observations(agent, include_archived=True)}
+    except Exception:  # noqa: BLE001 - informative only
+        return
+    for r in rows:
+        o = known.get(r.session_id)
+        if o is None:
+            continue
+        if r.key is None and o.get("session_key"):
+            r.key = o["session_key"]
+            r.label = r.label or f"{o['session_key']} (archived)"
+        if r.compaction_count is None:
+            r.compaction_count = o.get("compaction_count")
 
 
 def _window_lookup(state_dir: Path, agent: str):

@@ -3,8 +3,8 @@
 - Always a rotating file log, `<log dir>/occd.log` (5 MB x 3), with timestamps.
 - stderr: on a terminal, short lines with the time; under systemd (INVOCATION_ID or JOURNAL_STREAM set),
   plain lines with a `<N>` syslog priority prefix and no timestamp (journald adds its own and parses the
-  prefix, so `journalctl -p warning --user -u occd` works); otherwise (launchd, cron, a pipe) warnings and
-  errors only, since the file already has everything.
+  prefix, so `journalctl -p warning --user -u occd` works); under launchd (whose plist sends stderr to a file
+  beside the log) warnings and errors only; otherwise (a pipe, docker, a terminal) everything, with timestamps.
 - APScheduler's own logger goes to the same places at WARNING (a missed run, an executor problem).
 """
 
@@ -67,7 +67,8 @@ def setup(level: str = "INFO", *, quiet_stderr: bool = False, env=None, stream=N
             sh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%H:%M:%S"))
         else:
             sh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-            sh.setLevel(logging.WARNING)
+            if env.get("XPC_SERVICE_NAME", "0") not in ("0", ""):  # launchd: the log file has everything
+                sh.setLevel(logging.WARNING)
         handlers.append(sh)
     for name in LOGGERS:
         lg = logging.getLogger(name)

@@ -255,6 +255,33 @@ def status_command(platform: str | None = None, uid: int | None = None) -> list[
     return ["launchctl", "print", f"gui/{os.getuid() if uid is None else uid}/{LABEL}"]
 
 
+def service_state(platform: str | None = None, home: Path | None = None, runner=None, environ=None) -> dict:
+    """What the service manager says about occd, without printing: installed (unit file), active, enabled, and
+    on Linux whether the user lingers (a user unit only runs while logged in otherwise). For `service status
+    --json` and `occd doctor`."""
+    runner = runner or run_command
+    platform = _check_platform(platform)
+    f = installed_path(platform, home)
+    out: dict = {"platform": platform, "installed": f.exists(), "unitPath": str(f), "active": None,
+                 "enabled": None, "lingering": None}
+    if not out["installed"]:
+        return out
+    if platform == "linux":
+        r = runner(["systemctl", "--user", "is-active", UNIT_NAME])
+        out["active"] = (r.stdout or "").strip() == "active"
+        out["activeState"] = (r.stdout or "").strip() or None
+        r = runner(["systemctl", "--user", "is-enabled", UNIT_NAME])
+        out["enabled"] = (r.stdout or "").strip() == "enabled"
+        env = os.environ if environ is None else environ
+        user = env.get("USER") or env.get("LOGNAME") or ""
+        out["lingering"] = bool(user) and Path("/var/lib/systemd/linger", user).exists()
+    else:
+        r = runner(status_command(platform))
+        out["active"] = r.returncode == 0 and "state = running" in (r.stdout or "")
+        out["enabled"] = True
+    return out
+
+
 def logs_command(platform: str | None = None, lines: int = 100, follow: bool = False, which=shutil.which) -> list[str]:
     if _check_platform(platform) == "linux" and which("journalctl"):
         return ["journalctl", "--user", "-u", UNIT_NAME, "-n", str(lines), "--no-pager"] + (["-f"] if follow else [])

@@ -10,17 +10,33 @@ from occd.errors import OccdError, UsageError
 
 
 def parse_since(text: str | None, now: float) -> float | None:
-    """'7d', '12h', '30m', '90s' → epoch seconds that long ago."""
+    """'7d', '12h', '30m', '90s', '2w'; 'today', 'yesterday'; a date '2026-11-22' or a time '2026-11-22T10:00'
+    (local time unless it says otherwise) → epoch seconds."""
     if not text:
         return None
+    from datetime import datetime
+
     t = text.strip().lower()
     mult = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+    if t in ("today", "yesterday"):
+        start = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+        return start - (86400 if t == "yesterday" else 0)
     try:
         if t[-1] in mult:
             return now - float(t[:-1]) * mult[t[-1]]
         return now - float(t)
     except (ValueError, IndexError):
-        raise UsageError(f"--since {text!r} is not a duration like 7d, 12h, 30m", "e.g. --since 7d") from None
+        pass
+    try:
+        dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        return dt.timestamp()  # naive: local time, as people mean it
+    except ValueError:
+        raise UsageError(f"--since {text!r} is not a duration, a day or a date",
+                         "e.g. --since 7d, 12h, 30m, today, yesterday, 2026-11-22, 2026-11-22T10:00") from None
+
+
+# Action kinds occd records (the ledger may hold more from newer versions; those are accepted too).
+ACTION_KINDS = ("edit", "strip", "clone", "restore", "rotate", "rotate-undo", "archive", "compact")
 
 
 def _open_ledger():
@@ -66,7 +82,7 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
             by_agent.setdefault(o["agent"], []).append(o)
         breakers = led.breakers()
         day = led.history(since=now - 86400, limit=5000)
-        would = [a for a in day if a["dry_run"]]
+        would = [a for a in day if a["dry_run"] and a["trigger"] == "auto"]
         emergencies = _emergencies(day)
         marks = {(e["agent"], e["sessionId"]): e for e in emergencies}
         from occd.policy.savings import summarize
@@ -166,31 +182,82 @@ def session_status(settings, ref: str, now: float | None = None, since_days: flo
     if led is None:
         raise OccdError("No ledger yet", "run `occd run --once` first", code="LEDGER_MISSING")
     with led:
-        cands = [s for s in led.sessions() if s["session_id"].startswith(ref) or s.get("session_key") == ref]
-        if not cands:
-            raise OccdError(f"Session '{ref}' not found in the ledger", "the daemon has not seen it yet: `occd run --once`",
-                            code="SESSION_NOT_FOUND")
-        ids = {c["session_id"] for c in cands}
-        if len(ids) > 1:
-            raise OccdError(f"Multiple sessions match '{ref}'", "use a longer prefix: " + ", ".join(sorted(i[:13] for i in ids)),
-                            code="AMBIGUOUS_SESSION")
-        s = cands[0]
+        from occd.ids import resolve
+
+        s = resolve(led.sessions(), ref, id_of=lambda r: r["session_id"], key_of=lambda r: r.get("session_key"),
+                    hint_list="the ledger knows the sessions the daemon has scanned (`occd run --once` scans now)")
         buckets = led.series_buckets(s["agent_id"], s["session_id"], since=now - since_days * 86400, until=now, buckets=60)
         series = led.series(s["agent_id"], s["session_id"], since=now - since_days * 86400, limit=2000)
         return {"sessionId": s["session_id"], "key": s.get("session_key"), "agent": s["agent_id"], "path": s.get("path"),
-                "firstSeen": s.get("first_seen"), "lastSeen": s.get("last_seen"), "archivedAt": s.get("archived_at"),
+                "firstSeen": s.get("first_seen"), "lastSeen": _last_seen(led, s), "archivedAt": s.get("archived_at"),
                 "buckets": buckets, "observations": series[-50:],
                 "actions": led.history(session=s["session_id"], limit=50),
                 "backups": led.backups(session_id=s["session_id"], include_pruned=True)}
 
 
-def history(settings, *, agent=None, session=None, kind=None, since=None, limit=200, now=None) -> list[dict]:
-    now = time.time() if now is None else now
+def _last_seen(led, s: dict):
+    """When the daemon last saw the session: its newest observation, or the row's last_seen (which is only
+    refreshed hourly for an unchanged session), whichever is later."""
+    rows = led._rows("SELECT MAX(o.ts) AS ts FROM observations o WHERE o.session_pk = ?", (s["id"],))
+    newest = rows[0]["ts"] if rows else None
+    return max(x for x in (newest, s.get("last_seen")) if x is not None) if (newest or s.get("last_seen")) else None
+
+
+def new_actions(*, after_id: int, agent=None, session=None, kind=None, limit=1000) -> list[dict]:
+    """Actions recorded after `after_id`, oldest first (history --follow polls this)."""
     led = _open_ledger()
     if led is None:
         return []
     with led:
-        return led.history(agent=agent, session=session, kind=kind, since=parse_since(since, now), limit=limit)
+        return list(reversed(led.history(agent=agent, session=session, kind=kind, limit=limit, after_id=after_id)))
+
+
+def history(settings, *, agent=None, session=None, kind=None, since=None, limit=200, now=None,
+            with_total: bool = False):
+    """Actions newest first; with_total: (rows, how many match without the limit). An unknown kind or agent is
+    an error (a typo would otherwise look like 'nothing happened')."""
+    now = time.time() if now is None else now
+    since_ts = parse_since(since, now)
+    if kind and kind not in ACTION_KINDS:
+        _check_known("kind", kind, ACTION_KINDS)
+    led = _open_ledger()
+    if led is None:
+        return ([], 0) if with_total else []
+    with led:
+        if kind and kind not in ACTION_KINDS:
+            _check_known("kind", kind, led.action_kinds())
+        if agent:
+            known = [a["id"] for a in led.agents()]
+            if agent not in known:
+                import difflib
+
+                near = difflib.get_close_matches(agent, known, n=1)
+                raise OccdError(f"Agent '{agent}' not found in the ledger",
+                                (f"did you mean {near[0]}? " if near else "") + "agents: " + (", ".join(known) or "none yet"),
+                                code="AGENT_NOT_FOUND")
+        rows = led.history(agent=agent, session=session, kind=kind, since=since_ts, limit=limit)
+        if not with_total:
+            return rows
+        total = len(rows) if len(rows) < limit else led.history_count(agent=agent, session=session, kind=kind,
+                                                                      since=since_ts)
+        return rows, total
+
+
+def _check_known(what: str, value: str, known) -> None:
+    if value in known:
+        return
+    import difflib
+
+    near = difflib.get_close_matches(value, list(known), n=1)
+    raise UsageError(f"--{what} {value!r} is not one of {', '.join(sorted(set(known)))}",
+                     f"did you mean {near[0]}?" if near else f"e.g. --{what} {sorted(known)[0]}")
+
+
+def _stat_obj(v):
+    """The machine's (size, mtime_ns, inode) file identity as an object for people and scripts."""
+    if isinstance(v, (list, tuple)) and len(v) == 3:
+        return {"size": v[0], "mtimeNs": v[1], "inode": v[2]}
+    return v
 
 
 def rotations(settings, now=None) -> list[dict]:
@@ -198,7 +265,14 @@ def rotations(settings, now=None) -> list[dict]:
     if led is None:
         return []
     with led:
-        return led.rotations(limit=100)
+        rows = led.rotations(limit=100)
+    for r in rows:
+        d = r.get("details")
+        if isinstance(d, dict):
+            for k in ("archivedStat", "oldStat", "newStat"):
+                if k in d:
+                    d[k] = _stat_obj(d[k])
+    return rows
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -209,3 +283,32 @@ def pid_alive(pid: int | None) -> bool:
         return True
     except OSError:
         return False
+
+
+def health_problems(settings, now: float | None = None) -> list[dict]:
+    """What `occd status --check` fails on: the daemon down or stale, an open breaker, a failed last scan.
+    Each problem is {code, message, hint}; an empty list is healthy."""
+    now = time.time() if now is None else now
+    data = status(settings, now=now)
+    d = data["daemon"]
+    interval = settings.daemon.scan_interval_seconds
+    out = []
+    if not d["running"]:
+        out.append({"code": "DAEMON_DOWN", "message": "the daemon is not running",
+                    "hint": "occd service install (or systemctl --user start occd)"})
+    else:
+        last = d.get("lastCycle") or d.get("started")
+        if last is None or now - last > 3 * interval:
+            age = "never" if last is None else f"{(now - last) / 60:.0f} min ago"
+            out.append({"code": "DAEMON_STALE", "message": f"the daemon's last cycle was {age} "
+                        f"(scan every {interval}s)", "hint": "occd logs; systemctl --user restart occd"})
+    for a in data["agents"]:
+        for b in a["breakers"]:
+            if b["state"] != "closed":
+                out.append({"code": "BREAKER_OPEN", "message": f"breaker {a['id']}/{b['kind']} is {b['state']}"
+                            + (f": {b['reason']}" if b.get("reason") else ""), "hint": f"occd breaker reset {a['id']}"})
+    ls = data.get("lastScan")
+    if ls and ls.get("errors"):
+        out.append({"code": "SCAN_FAILED", "message": f"the last scan had {ls['errors']} error(s)",
+                    "hint": "occd logs --since 1h"})
+    return out

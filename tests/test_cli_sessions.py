@@ -52,7 +52,7 @@ def test_list_json_and_human(isolated_env):
                               "agent:main:telegram:dm:42": {"turns": 4, "seed": 4}})
     r = run("list", "--json")
     assert r.exit_code == 0, r.output
-    rows = json.loads(r.stdout)
+    rows = json.loads(r.stdout)["sessions"]
     assert len(rows) == 2
     assert {row["key"] for row in rows} == {"agent:main:main", "agent:main:telegram:dm:42"}
     assert all(row["tokens"] and row["tokensSource"] == "usage" for row in rows)
@@ -87,14 +87,15 @@ def test_edit_strips_keeps_backup_and_restore_undoes(isolated_env):
     assert path.read_bytes() == original
     assert Path(json.loads(r.stdout)["backupPath"]).read_bytes() == before
     # backups are never listed as sessions
-    rows = json.loads(run("list", "--json").stdout)
+    rows = json.loads(run("list", "--json").stdout)["sessions"]
     assert [row["id"] for row in rows] == [sid]
 
 
 def test_edit_records_in_ledger(isolated_env):
     state = make_state(isolated_env, {"agent:main:main": {"turns": 30}})
     sid, _ = only_session(state)
-    assert run("edit", "--strip-tools=extreme").exit_code == 0
+    assert run("edit", "--strip-tools=extreme").exit_code == 2  # which session? never guessed
+    assert run("edit", sid, "--strip-tools=extreme").exit_code == 0
     from occd.ledger import Ledger
 
     with Ledger.open() as led:
@@ -140,7 +141,8 @@ def test_clone_registers_new_session(isolated_env, oracle):
     assert idx[res["registeredKey"]]["sessionId"] == res["clonedSessionId"]
     assert idx["agent:main:main"]["someFutureField"] == {"kept": True}
     assert oracle.compare(path, new, clone=True)["ok"]
-    assert res["clonedSessionId"][:13] in run("list").output
+    line = next(x for x in run("list").output.splitlines() if "occd-clone" in x)
+    assert line.split()[0] in res["clonedSessionId"]  # the short form shown is a part of the id
     # --no-register: a file only
     r = run("clone", sid, "--no-register", "-o", str(isolated_env / "copy.jsonl"), "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["registeredKey"] is None
@@ -235,7 +237,9 @@ def test_array_and_object_ids_do_not_crash(isolated_env):
 @pytest.mark.parametrize("args,code,text", [
     (["info", "zzzz"], 1, "Session 'zzzz' not found"),
     (["edit", "zzzz", "--strip-tools"], 1, "Session 'zzzz' not found"),
-    (["edit", "--strip-tools=nope"], 1, "Unknown preset 'nope'"),
+    (["edit", "agent:main:main", "--strip-tools=nope"], 1, "Unknown preset 'nope'"),
+    (["edit", "--strip-tools"], 2, "needs the session"),
+    (["edit", "--strip-tools", "01a2ffff"], 2, "looks like a session id"),
     (["list", "--agent", "ghost"], 1, "Agent 'ghost' not found"),
     (["restore", "PLACEHOLDER"], 1, "No backup found"),
     (["edit", "--bogus"], 2, "No such option"),

@@ -232,7 +232,7 @@ def test_run_once_cli_and_status_history(isolated_env):
     r = CliRunner().invoke(cli, ["status", sid[:8]])
     assert r.exit_code == 0 and "compactions" in r.output and "Backups: 1 kept" in r.output
     r = CliRunner().invoke(cli, ["history", "--kind", "strip", "--since", "1h", "--json"])
-    assert len(json.loads(r.stdout)) == 1
+    assert len(json.loads(r.stdout)["actions"]) == 1
     r = CliRunner().invoke(cli, ["history", "--since", "banana"])
     assert r.exit_code == 2
 

@@ -192,6 +192,9 @@ def test_run_once_cli_exit_codes_and_summary(isolated_env, monkeypatch):
            spec("prune", rec.job("prune", {"removed": 2}), lambda s: 86400),
            spec("maintain", rec.job("maintain"), lambda s: 7 * 86400)]
     _patch_registry(monkeypatch, reg)
+    r = CliRunner().invoke(cli, ["run", "--once"])  # no OpenClaw state at all: one line, no job runs
+    assert r.exit_code == 1 and "does not exist" in r.stderr and rec.events == []
+    (isolated_env / ".openclaw").mkdir()
     r = CliRunner().invoke(cli, ["run", "--once"])
     assert r.exit_code == 0, r.output
     assert rec.events == ["scan start", "scan end", "apply start", "apply end", "prune start", "prune end",
@@ -520,7 +523,8 @@ def test_sighup_in_a_real_process_rereads_the_config_file(fake_proc):
     assert p.wait(timeout=30) == 0
 
 
-def test_once_with_the_real_jobs_never_imports_litellm(fake_proc):
+def test_once_with_the_real_jobs_never_imports_litellm(fake_proc, isolated_env):
+    (isolated_env / ".openclaw").mkdir()
     p = fake_proc("--once", FAKE_REAL_JOBS="1")
     out, err = p.communicate(timeout=120)
     assert p.returncode in (0, 1), err
@@ -546,12 +550,15 @@ class _Stream:
         return "".join(self.parts)
 
 
-@pytest.mark.parametrize("kind", ["journald", "tty", "pipe"])
+@pytest.mark.parametrize("kind", ["journald", "tty", "pipe", "launchd"])
 def test_logging_destinations(isolated_env, kind):
     from occd import logging_setup, paths
 
     env = {**os.environ, **({"INVOCATION_ID": "abc"} if kind == "journald" else {})}
     env.pop("JOURNAL_STREAM", None)
+    env.pop("XPC_SERVICE_NAME", None)
+    if kind == "launchd":
+        env["XPC_SERVICE_NAME"] = "io.occd.daemon"
     if kind != "journald":
         env.pop("INVOCATION_ID", None)
     stream = _Stream(tty=kind == "tty")
@@ -568,7 +575,9 @@ def test_logging_destinations(isolated_env, kind):
             assert not any(ch.isdigit() for ch in out.split("cycle done")[0][3:])  # no timestamp of our own
         elif kind == "tty":
             assert "INFO cycle done" in out and "ERROR scan failed" in out
-        else:  # launchd/cron/pipe: the file has everything, stderr only what needs attention
+        elif kind == "pipe":  # a foreground `occd run` in a pipe or a container: everything, with timestamps
+            assert "INFO occd.daemon: cycle done" in out and "ERROR occd.daemon: scan failed" in out
+        else:  # launchd: its plist sends stderr to a file beside the log, which has everything already
             assert "cycle done" not in out and "ERROR occd.daemon: scan failed" in out
         assert "Added job" not in out and "Run time of job was missed" in out
         text = (paths.log_dir() / "occd.log").read_text()
@@ -583,3 +592,19 @@ def test_logging_destinations(isolated_env, kind):
                 h.close()
             logging.getLogger(name).propagate = True
             logging.getLogger(name).setLevel(logging.NOTSET)
+
+
+def test_scan_now_makes_the_running_daemon_scan(fake_proc):
+    from click.testing import CliRunner
+
+    from occd.cli.main import cli
+
+    r = CliRunner().invoke(cli, ["scan-now"])
+    assert r.exit_code == 1 and "No occd daemon is running" in r.stderr
+    p = fake_proc("--interval", "1h")
+    assert wait_for(lambda: fake_proc.events().count("apply") == 1)
+    r = CliRunner().invoke(cli, ["scan-now", "--json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)["pid"] == p.pid
+    assert wait_for(lambda: fake_proc.events().count("apply") == 2)  # a second cycle, an hour early
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=30) == 0

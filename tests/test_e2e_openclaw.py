@@ -30,7 +30,7 @@ def test_file_era_edit_then_real_turn(need_e2e, tmp_path, version):
         oc.turn("plain question alpha")
         before = oc.requests()[-1]["body"]["messages"]
         assert any(m.get("role") == "tool" for m in before), "the real turns made real tool calls"
-        r = oc.occd("edit", "--strip-tools=extreme", "--force", "--json")
+        r = oc.occd("edit", _newest(oc), "--strip-tools=extreme", "--force", "--json")
         assert r.returncode == 0, r.stderr
         res = json.loads(r.stdout)
         assert res["statistics"]["toolCallsRemoved"] == 3 and Path(res["backupPath"]).exists()
@@ -48,6 +48,13 @@ def test_file_era_edit_then_real_turn(need_e2e, tmp_path, version):
         # OpenClaw kept appending to the cleaned file: it is still one valid session
         lst = oc.sessions_list()
         assert lst["sessions"][0]["sessionId"] == res["sessionId"]
+
+
+def _newest(oc) -> str:
+    """The newest session's id (edit needs the session named; it never guesses)."""
+    r = oc.occd("list", "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["sessions"][0]["id"]
 
 
 def _ledger_latest(oc) -> dict:
@@ -83,5 +90,5 @@ def test_scan_matches_openclaw_sessions_list(need_e2e, tmp_path, version):
             if s.get("totalTokens") is not None:
                 assert o["contextTokens"] == s["totalTokens"]
         if era == "db":  # occd never writes OpenClaw's database
-            r = oc.occd("edit", "--strip-tools", "--json")
+            r = oc.occd("edit", _newest(oc), "--strip-tools", "--json")
             assert r.returncode == 1 and "openclaw sessions compact" in r.stderr

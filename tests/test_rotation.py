@@ -410,7 +410,10 @@ def test_undo(state, settings, oracle):
     assert (state.sessions / "archive" / Path(res["newPath"]).name).exists() and not Path(res["newPath"]).exists()
     assert not (state.sessions / "archive" / old_path.name).exists()
     led = ledger()
-    assert led.rotations(limit=1)[0]["state"] == "IDLE"
+    assert led.rotations(limit=1)[0]["state"] == "UNDONE"
+    by_id = {r["session_id"]: r for r in led.sessions()}
+    assert by_id[old_path.stem]["archived_at"] is None  # live again: status lists it
+    assert by_id[Path(res["newPath"]).stem]["archived_at"] is not None
     led.close()
 
 
@@ -472,7 +475,7 @@ def test_cli_dry_run_and_rotate_json(state):
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["state"] == "COOLDOWN"
     r = CliRunner().invoke(cli, ["status", "--rotations", "--json"])
-    assert r.exit_code == 0 and json.loads(r.output)[0]["state"] == "COOLDOWN"
+    assert r.exit_code == 0 and json.loads(r.output)["rotations"][0]["state"] == "COOLDOWN"
     r = CliRunner().invoke(cli, ["history", "--kind", "rotate", "--json"])
     assert r.exit_code == 0 and "rotate" in r.output
     r = CliRunner().invoke(cli, ["rotate", KEY, "--undo", "--json"])

@@ -205,8 +205,8 @@ def test_db_era_rotate_twice_then_real_turn(need_e2e, tmp_path, version):
             assert len(seed_msgs) == 1 and "oldturn1" in seed_msgs[0] and "Zanzibar" not in seed_msgs[0]
             # the ledger knows where the old history lives (behind OpenClaw's reset marker)
             led = oc.occd("status", "--rotations", "--json")
-            rows = json.loads(led.stdout)
-            assert rows[0]["state"] == "COOLDOWN" and "before its reset" in rows[0]["archive_path"]
+            rows = json.loads(led.stdout)["rotations"]
+            assert rows[0]["state"] == "COOLDOWN" and "before its reset" in rows[0]["archivePath"]
             # occd's view is the context after the reset: info counts what OpenClaw sends, not the old history
             info = json.loads(oc.occd("info", "agent:main:main", "--json").stdout)["analysis"]
             # (before: 10 messages, the old turns and their tool call counted too)

@@ -37,7 +37,7 @@ def test_fresh_machine_json_and_human(isolated_env):
     data = json.loads(r.stdout)
     assert data["ledger"] is None and data["agents"] == [] and data["daemon"]["running"] is False
     r = run("history", "--json")
-    assert r.exit_code == 0 and json.loads(r.stdout) == []
+    assert r.exit_code == 0 and json.loads(r.stdout)["actions"] == []
     r = run("status", "--rotations")
     assert r.exit_code == 0 and "No rotations" in r.output
 
@@ -50,7 +50,7 @@ def test_status_overview_and_session_sparklines_ascii_on_a_pipe(isolated_env):
     assert a["id"] == "main" and a["era"] == "file" and a["sessions"] == 1
     assert a["biggest"][0]["contextPercent"] == 60.0 and a["compactionsTotal"] == 3
     assert a["wouldDo"] and "would strip" in a["wouldDo"][0]["reason"]
-    assert data["lastScan"]["bytes_read"] == 1234
+    assert data["lastScan"]["bytesRead"] == 1234
     r = run("status")
     assert r.exit_code == 0 and "Agent main" in r.output and "60%" in r.output and "observe mode would" in r.output
     assert "\x1b[" not in r.output  # no colour on a pipe
@@ -59,7 +59,7 @@ def test_status_overview_and_session_sparklines_ascii_on_a_pipe(isolated_env):
     line = next(x for x in r.output.splitlines() if "context tokens" in x)
     assert all(ord(ch) < 128 for ch in line)  # ASCII sparkline when not a terminal
     js = json.loads(run("status", sid[:8], "--json").stdout)
-    assert js["sessionId"] == sid and js["buckets"] and js["actions"][0]["dry_run"]
+    assert js["sessionId"] == sid and js["buckets"] and js["actions"][0]["dryRun"]
     assert run("status", "ffffffff").exit_code == 1
 
 
@@ -69,8 +69,9 @@ def test_history_filters(isolated_env):
     with Ledger.open() as led:
         led.record_action("restore", "main", "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", trigger="manual", outcome="ok",
                           now=now - 10 * 86400)
-    assert len(json.loads(run("history", "--json").stdout)) == 2
-    assert len(json.loads(run("history", "--since", "7d", "--json").stdout)) == 1
-    assert [a["kind"] for a in json.loads(run("history", "--kind", "restore", "--json").stdout)] == ["restore"]
-    assert json.loads(run("history", "--agent", "other", "--json").stdout) == []
-    assert len(json.loads(run("history", "--session", "0190a1b2", "--json").stdout)) == 2
+    assert len(json.loads(run("history", "--json").stdout)["actions"]) == 2
+    assert len(json.loads(run("history", "--since", "7d", "--json").stdout)["actions"]) == 1
+    assert [a["kind"] for a in json.loads(run("history", "--kind", "restore", "--json").stdout)["actions"]] == ["restore"]
+    r = run("history", "--agent", "other", "--json")  # an agent the ledger never saw: an error, not "nothing"
+    assert r.exit_code == 1 and json.loads(r.stdout)["error"]["code"] == "AGENT_NOT_FOUND"
+    assert len(json.loads(run("history", "--session", "0190a1b2", "--json").stdout)["actions"]) == 2

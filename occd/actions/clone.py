@@ -86,12 +86,18 @@ def _clone_locked(settings, target, *, output, preset, register, trigger, ledger
         raise
     stats = stats_from(plan, t, window=context_window_for(target), size_after=dest.stat().st_size, target=target)
     stats.tokens_after_estimate = tokens_after(scanned.get("new") or dest, stats)
+    if preset is False and stats.turns:  # copied as is: no preset's limits to report
+        stats.turns = {**stats.turns, "keepTurnsWithTools": None, "truncatePercent": None}
     # the clone's own figure: an unchanged copy measures what the source measures; a stripped one is an estimate
     # until its first reply (its usage measured the source)
     record_figure(target, dest, stats.tokens_after_estimate,
                   "estimate" if plan.changed else stats.tokens_before_source, stats.context_window,
                   session_id=new_id, key=key, ledger=ledger)
-    res = CloneResult(target.session_id, new_id, dest, resume_command(target.agent, key, new_id), key, name, stats)
+    if key is None and dest.parent != src.parent:
+        resume = None  # OpenClaw only resumes sessions in the agent's sessions folder that its index names
+    else:
+        resume = resume_command(target.agent, key, new_id)
+    res = CloneResult(target.session_id, new_id, dest, resume, key, name, stats)
     record_action("clone", target, outcome="ok", trigger=trigger, before={"size": stats.size_original},
                   after=res.to_json()["statistics"] | {"clonedSessionId": new_id, "clonedPath": str(dest)},
                   duration_ms=(time.monotonic() - t0) * 1000, ledger=ledger)

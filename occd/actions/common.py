@@ -234,7 +234,10 @@ def record_action(kind: str, target: Target | None, *, outcome: str, trigger: st
                   duration_ms: float | None = None, ledger=None, agent: str | None = None,
                   session_id: str | None = None) -> None:
     """Record the action (and its backups) in the ledger. A manual command whose work succeeded is not failed
-    by a ledger problem: it warns instead. The daemon passes its own open ledger."""
+    by a ledger problem: it warns instead. The daemon passes its own open ledger. A manual --dry-run promises
+    to write nothing, so it records nothing (observe mode's automatic "would" rows are the daemon's record)."""
+    if dry_run and trigger == "manual":
+        return
     own = ledger is None
     try:
         if own:

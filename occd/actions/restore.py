@@ -20,7 +20,8 @@ def _nonempty(p) -> bool:
 
 
 def restore_session(settings, *, agent=None, ref=None, force=False, trigger="manual", ledger=None,
-                    now: float | None = None) -> RestoreResult:
+                    now: float | None = None, backup: int | None = None) -> RestoreResult:
+    """Restore the newest backup, or backup number `backup` (`occd backups` lists them)."""
     target = resolve_target(settings, agent, ref, action="restore")
     path = target.path
     # (an empty backup can only be the name a copy-mode backup reserved before a crash: never restored)
@@ -29,6 +30,12 @@ def restore_session(settings, *, agent=None, ref=None, force=False, trigger="man
         raise OccdError(f"No backup found for session '{target.session_id}'",
                         "the session was never edited by occd", code="NO_BACKUP")
     source = found[-1]
+    if backup is not None:
+        source = next((b for b in found if b.number == backup), None)
+        if source is None:
+            raise OccdError(f"No backup {backup} for session '{target.session_id}'",
+                            "backups: " + ", ".join(str(b.number) for b in found) + " (`occd backups SESSION`)",
+                            code="NO_BACKUP")
     t0 = time.monotonic()
     size_before = path.stat().st_size
     try:

@@ -66,7 +66,7 @@ class CloneResult:
     source_session_id: str
     cloned_session_id: str
     cloned_path: Path
-    resume_command: str
+    resume_command: str | None
     registered_key: str | None
     preset: str | None
     stats: StripStats
@@ -75,6 +75,8 @@ class CloneResult:
         return {"success": True, "mode": "clone", "sourceSessionId": self.source_session_id,
                 "clonedSessionId": self.cloned_session_id, "clonedSessionPath": str(self.cloned_path),
                 "resumeCommand": self.resume_command, "registeredKey": self.registered_key,
+                "resumeNote": None if self.resume_command else "not registered and outside the agent's sessions "
+                "folder: OpenClaw cannot resume it there; clone again without -o/--no-register to resume it",
                 "preset": self.preset, "statistics": self.stats.to_json(clone=True)}
 
 

@@ -308,7 +308,9 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
             new_path.replace(archive.parent / new_path.name)
         archive.unlink()
         fsync_dir(old_path.parent)
-        led.rotation_transition(r["id"], "IDLE", now=now, note="undone: the old session is back under its key")
+        led.rotation_transition(r["id"], "UNDONE", now=now, note="undone: the old session is back under its key")
+        led.mark_session_unarchived(aid, r["old_session_id"], str(old_path), now=now)
+        led.mark_session_archived(aid, r["new_session_id"], str(archive.parent / new_path.name), now=now)
         led.record_action("rotate-undo", aid, r["old_session_id"], r["session_key"], outcome="ok",
                           after={"restored": str(old_path), "seededSessionArchived": str(archive.parent / new_path.name)})
         return {"success": True, "mode": "rotate-undo", "sessionKey": r["session_key"], "sessionId": r["old_session_id"],

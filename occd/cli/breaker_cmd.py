@@ -45,11 +45,15 @@ def status_cmd(agent, as_json):
     from occd.ledger import Ledger
     from occd.policy import breaker as b
 
+    from occd import paths
+
     s = load_settings_from_ctx()
     now = time.time()
-    with Ledger.open() as led:
-        recs = led.breakers(agent)
-        trans = led.breaker_transitions(agent, limit=20)
+    recs, trans = [], []
+    if paths.ledger_path().exists():  # a read command: never creates the ledger
+        with Ledger.open(readonly=True) as led:
+            recs = led.breakers(agent)
+            trans = led.breaker_transitions(agent, limit=20)
     rows = [b.describe(_to_state(r), _settings_for(s, r.agent, r.kind), now) for r in recs]
     if as_json:
         emit_json({"success": True, "breakers": rows,
@@ -60,7 +64,7 @@ def status_cmd(agent, as_json):
     if not rows:
         c.print("No breakers yet" + (f" for agent '{agent}'" if agent else "") + ": every one is closed.")
         return
-    from rich.table import Table
+    from occd.cli.render import Table
 
     t = Table(show_edge=False, box=None)
     for col in ("agent", "kind", "state", "failures", "cool-off", "retry at", "reason"):

@@ -14,8 +14,63 @@ import click
 from occd.errors import EXIT_USER, OccdError
 
 
+# ---- shell completion (`occd completion bash|zsh|fish`): ids, agents and presets ----
+
+def _completion_settings():
+    from occd.config import load_settings
+
+    return load_settings()
+
+
+def complete_session(ctx, param, incomplete: str):
+    """Session ids (any part matches) and keys of the agent given so far (else the configured one)."""
+    from click.shell_completion import CompletionItem
+
+    try:
+        from occd.actions.common import open_agent_store
+
+        agent = ctx.params.get("agent")
+        _s, _aid, store = open_agent_store(_completion_settings(), agent)
+        low = incomplete.lower()
+        out = []
+        for info in store.sessions():
+            if low in info.session_id.lower():
+                out.append(CompletionItem(info.session_id, help=info.key or ""))
+            elif info.key and info.key.startswith(incomplete):
+                out.append(CompletionItem(info.key, help=info.session_id))
+        return out
+    except Exception:  # noqa: BLE001 - completion never prints errors into the user's shell
+        return []
+
+
+def complete_agent(ctx, param, incomplete: str):
+    from click.shell_completion import CompletionItem
+
+    try:
+        from occd.openclaw.state import list_agents, resolve_state_dir
+
+        s = _completion_settings()
+        return [CompletionItem(a.id, help=f"{a.era} era") for a in list_agents(resolve_state_dir(state_dir=s.state_dir))
+                if a.id.startswith(incomplete)]
+    except Exception:  # noqa: BLE001
+        return []
+
+
+def complete_preset(ctx, param, incomplete: str):
+    from click.shell_completion import CompletionItem
+
+    try:
+        from occd.config import BUILTIN_PRESETS
+
+        names = sorted(set(BUILTIN_PRESETS) | set(_completion_settings().presets))
+        return [CompletionItem(n) for n in names if n.startswith(incomplete)]
+    except Exception:  # noqa: BLE001
+        return []
+
+
 def json_option(f):
-    return click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout, nothing else.")(f)
+    return click.option("--json", "as_json", is_flag=True,
+                        help="Machine-readable: one JSON object (the envelope in the README) on stdout, nothing else.")(f)
 
 
 def verbose_option(f):
@@ -23,13 +78,39 @@ def verbose_option(f):
 
 
 def agent_option(f):
-    return click.option("-a", "--agent", "agent", metavar="AGENT", default=None,
+    return click.option("-a", "--agent", "agent", metavar="AGENT", default=None, shell_complete=complete_agent,
                         help="OpenClaw agent id (default: config `agent`, else main).")(f)
+
+
+def agent_filter_option(f):
+    """--agent for commands that cover every agent unless told otherwise (history, sessions, select)."""
+    return click.option("-a", "--agent", "agent", metavar="AGENT", default=None, shell_complete=complete_agent,
+                        help="Only this agent (default: all agents).")(f)
 
 
 def state_option(f):
     return click.option("--state-dir", "state_dir", type=click.Path(file_okay=False), default=None,
                         help="OpenClaw state directory (default: resolved as OpenClaw does).")(f)
+
+
+def require_session(session: str | None, command: str, example: str) -> str:
+    """Commands that change a session act on the one named: without SESSION they ask on a terminal and
+    otherwise stop with a usage error (never guess the newest: it is usually the one the user talks to)."""
+    if session:
+        return session
+    from occd.errors import UsageError
+
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        return click.prompt(f"Which session should `occd {command}` act on? (id, any unique part of it, or key; "
+                            "`occd list` shows them)").strip()
+    raise UsageError(f"`occd {command}` needs the session: an id, any unique part of it, or a session key",
+                     f"`occd list` shows them; e.g. {example}")
+
+
+def looks_like_session_id(text: str | None) -> bool:
+    import re
+
+    return bool(text) and bool(re.fullmatch(r"[0-9a-fA-F]{4,}(-[0-9a-fA-F]*)*…?|[0-9a-fA-F-]{8,}", text))
 
 
 def load_settings_from_ctx(**overrides):
@@ -46,19 +127,110 @@ def use_color(stream=None) -> bool:
 
 
 def console(stderr: bool = False):
-    """A rich console that only uses colour and symbols on a terminal."""
-    from rich.console import Console
+    """The human renderers' output: plain text, tables fitted to the terminal (occd.cli.render.Console)."""
+    from occd.cli.render import Console
 
-    stream = sys.stderr if stderr else sys.stdout
-    tty = use_color(stream)
-    return Console(file=stream, no_color=not tty, force_terminal=tty, highlight=False, soft_wrap=True,
-                   width=None if tty else 200)
+    return Console(stderr=stderr)
 
 
-def emit_json(obj: Any) -> None:
+# ---- the JSON contract: every command's --json goes through emit_json (tests/test_json_contract.py checks it) ----
+
+SCHEMA_VERSION = 1
+ENVELOPE_KEYS = ("schemaVersion", "command", "success")
+# Keys whose value is a time: epoch seconds (or ms, or an ISO string) become ISO-8601 UTC with a Z.
+TIME_KEYS = frozenset({"ts", "started", "stopped", "heartbeat", "created", "updated", "finished", "firstSeen",
+                       "lastSeen", "lastCycle", "lastActivity", "nextScan", "since", "until", "time", "when"})
+# Keys whose value is a map keyed by data (table names, action kinds, roles): its keys are kept as they are.
+DATA_MAPS = frozenset({"tables", "actions24h", "messagesByRole", "countsByOutcome", "files"})
+
+
+def camel(key: str) -> str:
+    if "_" not in key or key.startswith("_"):
+        return key
+    head, *rest = key.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest if p)
+
+
+def is_time_key(key: str) -> bool:
+    return key in TIME_KEYS or (key.endswith("At") and len(key) > 2)
+
+
+def iso_time(v: Any) -> Any:
+    """Epoch seconds or ms, a datetime, or an ISO string → '2026-11-25T17:18:31.123Z' (others unchanged)."""
+    from datetime import datetime, timezone
+
+    if isinstance(v, bool) or v is None:
+        return v
+    if isinstance(v, (int, float)):
+        secs = v / 1000.0 if v > 1e11 else float(v)
+        if secs < 1e8:  # not an epoch time (a duration, a count): leave it
+            return v
+        dt = datetime.fromtimestamp(secs, tz=timezone.utc)
+    elif isinstance(v, datetime):
+        dt = v if v.tzinfo else v.replace(tzinfo=timezone.utc)
+    elif isinstance(v, str):
+        try:
+            dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
+        except ValueError:
+            return v
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=timezone.utc)
+    else:
+        return v
+    return dt.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def normalize(obj: Any, key: str | None = None) -> Any:
+    """The contract's shape: camelCase keys, ISO-8601 UTC times, lists (never tuples), paths as strings."""
+    if isinstance(obj, dict):
+        keep = key in DATA_MAPS
+        out = {}
+        for k, v in obj.items():
+            k2 = str(k) if keep else camel(str(k))
+            out[k2] = iso_time(v) if (not keep and is_time_key(k2)) else normalize(v, k2)
+        return out
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [normalize(v) for v in obj]
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    if hasattr(obj, "isoformat"):
+        return iso_time(obj)
+    return obj
+
+
+def command_name() -> str | None:
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return None
+    parts = ctx.command_path.split(" ")
+    return " ".join(parts[1:]) or parts[0]
+
+
+def envelope(payload: Any = None, *, success: bool = True, key: str = "items", error: dict | None = None) -> dict:
+    """{"schemaVersion": 1, "command": "db info", "success": true, ...payload} — an object payload's fields sit
+    beside the envelope's (the edit/clone shapes of the CLI contract); a list goes under `key`."""
+    out: dict[str, Any] = {"schemaVersion": SCHEMA_VERSION, "command": command_name(), "success": success}
+    if isinstance(payload, dict):
+        body = dict(payload)
+        if body.get("success") is False:
+            out["success"] = False
+        for k in ENVELOPE_KEYS:
+            body.pop(k, None)
+        out.update(normalize(body))
+    elif payload is not None:
+        out[key] = normalize(payload)
+    if error is not None:
+        out["error"] = normalize(error)
+    return out
+
+
+def emit_json(obj: Any, *, key: str = "items", success: bool = True, error: dict | None = None) -> None:
+    """Write one command's --json answer: the envelope around `obj` (a dict, or a list under `key`). A command
+    that reports a failure itself (doctor) passes success=False and error={code, message, hint}."""
     import orjson
 
-    sys.stdout.buffer.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
+    data = envelope(obj, success=success, key=key, error=error)
+    sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
     sys.stdout.flush()
 
 
@@ -79,6 +251,13 @@ def handle_errors(f: Callable) -> Callable:
             _fail(e.message, e.hint, e.code, e.exit_code, as_json, e.details)
         except click.exceptions.Exit:
             raise
+        except BrokenPipeError:  # `occd status | head`: the reader left; stop quietly like other Unix tools
+            try:
+                fd = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(fd, sys.stdout.fileno())
+            except (OSError, ValueError):
+                pass
+            sys.exit(141)
         except click.ClickException:
             raise
         except (KeyboardInterrupt, SystemExit):
@@ -99,7 +278,11 @@ def _fail(message, hint, code, exit_code, as_json, details):
         err = {"code": code, "message": message, "hint": hint}
         if details:
             err["details"] = details
-        emit_json({"success": False, "error": err})
+        import orjson
+
+        data = envelope(None, success=False, error=err)
+        sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
+        sys.stdout.flush()
     line = f"Error: {message}"
     if hint:
         line += f" (hint: {hint})"

@@ -16,7 +16,7 @@ def parse_duration(text: str) -> int:
 
 # ------------------------------------------------------------------------------------------------------ run
 @click.command("run")
-@click.option("--once", is_flag=True, help="Run one full cycle (scan, apply, prune, maintain, score) and exit.")
+@click.option("--once", is_flag=True, help="Run one full cycle (scan, apply, rotate, prune, maintain, score) and exit.")
 @click.option("--act", is_flag=True, help="Act (policy.mode = act) instead of only observing.")
 @click.option("--interval", default=None, help="Scan interval, e.g. 30s, 5m (default: daemon.scan_interval_seconds).")
 @state_option
@@ -26,8 +26,16 @@ def parse_duration(text: str) -> int:
 def run_cmd(once, act, interval, state_dir, log_level, as_json):
     """Run the daemon in the foreground (what the service manager starts).
 
-    SIGTERM/SIGINT finish the running step and exit 0; SIGHUP reloads the config. With --once: one cycle,
-    exit 0, or 1 when a job failed. A second `occd run` exits 75 while one is running.
+    SIGTERM/SIGINT finish the running step and exit 0; SIGHUP reloads the config; SIGUSR1 (or
+    `occd scan-now`) starts a scan now. Logs go to the log file and to stderr. With --once: one cycle,
+    exit 0, or 1 when a job failed. A second `occd run` exits 75 while one is running (`occd scan-now` asks
+    that one to scan instead).
+
+    \b
+    Examples:
+      occd run --once              one cycle in observe mode, a line per job
+      occd run --once --act --json
+      occd run --act --interval 2m
     """
     from occd import logging_setup
     from occd.cli.common import load_settings_from_ctx
@@ -46,12 +54,25 @@ def run_cmd(once, act, interval, state_dir, log_level, as_json):
     settings = loader()
     logging_setup.setup(settings.log_level, quiet_stderr=as_json)
     with InstanceLock():
+        if once:
+            _require_state_dir(settings)
         with Ledger.open() as ledger:
             d = Daemon(loader)
             if not once:
                 raise SystemExit(d.run_forever(ledger))
             code = _once(d, ledger, as_json)
     raise SystemExit(code)
+
+
+def _require_state_dir(settings) -> None:
+    """--once without an OpenClaw state: one clear line instead of every job logging the same error."""
+    from occd.errors import OccdError
+    from occd.openclaw.state import resolve_state_dir
+
+    sd = resolve_state_dir(state_dir=settings.state_dir)
+    if not sd.is_dir():
+        raise OccdError(f"OpenClaw state directory {sd} does not exist",
+                        "set OPENCLAW_STATE_DIR or occd's state_dir, or run OpenClaw once", code="STATE_NOT_FOUND")
 
 
 def _once(d, ledger, as_json: bool) -> int:
@@ -152,12 +173,18 @@ def uninstall(dry_run, platform, as_json):
 
 @service_group.command("status")
 @_platform
+@json_option
 @handle_errors
-def status(platform):
-    """The service manager's view of occd (see also `occd status`)."""
+def status(platform, as_json):
+    """The service manager's view of occd (see also `occd status`).
+
+    --json: installed, unitPath, active, enabled and (Linux) lingering, without systemctl's own output."""
     from occd import paths, service
     from occd.errors import NotFoundError
 
+    if as_json:
+        emit_json(service.service_state(platform))
+        return
     f = service.installed_path(platform)
     if not f.exists():
         raise NotFoundError(f"The occd service is not installed ({paths.display_path(f)} does not exist)",
@@ -177,3 +204,42 @@ def logs(lines, follow, platform):
     from occd import service
 
     raise SystemExit(service.run_command(service.logs_command(platform, lines, follow), capture=False).returncode)
+
+
+# --------------------------------------------------------------------------------------------------- scan-now
+@click.command("scan-now")
+@json_option
+@handle_errors
+def scan_now_cmd(as_json):
+    """Ask the running daemon to scan now (SIGUSR1), instead of waiting for its next interval.
+
+    Without a running daemon: `occd run --once` does one cycle in this process.
+
+    \b
+    Examples:
+      occd scan-now && sleep 2 && occd status
+    """
+    import os
+    import signal
+
+    from occd.daemon import InstanceLock
+    from occd.errors import OccdError
+
+    pid = InstanceLock.holder()
+    if pid is None:
+        raise OccdError("No occd daemon is running", "`occd run --once` runs one cycle here; `occd service install` "
+                        "starts the daemon", code="DAEMON_NOT_RUNNING")
+    if pid <= 0:
+        raise OccdError("The daemon's lock file does not say its pid", "`occd status` shows what it is doing",
+                        code="DAEMON_UNKNOWN")
+    try:
+        os.kill(pid, signal.SIGUSR1)
+    except ProcessLookupError:
+        raise OccdError(f"The daemon (pid {pid}) is gone", "`occd status`", code="DAEMON_NOT_RUNNING") from None
+    except PermissionError:
+        raise OccdError(f"Not allowed to signal the daemon (pid {pid})", "it runs as another user",
+                        code="PERMISSION") from None
+    if as_json:
+        emit_json({"pid": pid, "requested": True})
+        return
+    click.echo(f"Asked the daemon (pid {pid}) to scan now; `occd status` shows the result.")

@@ -13,12 +13,17 @@ def db_group():
 
 
 @db_group.command("path")
+@json_option
 @handle_errors
-def path_cmd():
+def path_cmd(as_json):
     """Print the ledger's path (OCCD_HOME moves it)."""
     from occd import paths
 
-    click.echo(str(paths.ledger_path()))
+    p = paths.ledger_path()
+    if as_json:
+        emit_json({"path": str(p), "exists": p.exists()})
+        return
+    click.echo(str(p))
 
 
 @db_group.command("upgrade")
@@ -55,7 +60,7 @@ def info_cmd(as_json):
     from occd.ledger import migrate
 
     p = paths.ledger_path()
-    head = migrate.head_revision()
+    head = migrate.HEAD_REVISION
     out: dict = {"success": True, "path": str(p), "exists": p.exists(), "headRevision": head}
     if p.exists():
         from occd.ledger.engine import guarded, make_engine

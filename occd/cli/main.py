@@ -19,22 +19,27 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "info": ("occd.cli.sessions:info_cmd", "Analyse one session: messages, tools, tokens, compactions.", "Sessions"),
     "edit": ("occd.cli.sessions:edit_cmd", "Strip or truncate old tool calls in place (with a backup).", "Sessions"),
     "clone": ("occd.cli.sessions:clone_cmd", "Copy a session under a new id, optionally stripped.", "Sessions"),
-    "restore": ("occd.cli.sessions:restore_cmd", "Put a session back to its newest backup.", "Sessions"),
+    "restore": ("occd.cli.sessions:restore_cmd", "Put a session back to its newest backup (or backup N).", "Sessions"),
+    "backups": ("occd.cli.sessions:backups_cmd", "List the backups of a session (or of all): number, size, age.", "Sessions"),
     "rotate": ("occd.cli.rotate_cmd:rotate_cmd", "Archive a session that keeps compacting; start it afresh, seeded.", "Sessions"),
     "db": ("occd.cli.db_cmd:db_group", "Ledger database: path, info, schema upgrade.", "Daemon"),
     "lean": ("occd.cli.lean_cmd:lean_group", "The lean view: OpenClaw context engine hiding old tool calls (enable/status).", "Daemon"),
     "breaker": ("occd.cli.breaker_cmd:breaker_group", "Show or reset the circuit breakers of automatic actions.", "Daemon"),
     "run": ("occd.cli.daemon_cmd:run_cmd", "Run the daemon in the foreground (--once: one cycle).", "Daemon"),
+    "scan-now": ("occd.cli.daemon_cmd:scan_now_cmd", "Ask the running daemon to scan now (SIGUSR1).", "Daemon"),
     "status": ("occd.cli.status_cmd:status_cmd", "What the daemon saw and did; one session's history.", "Daemon"),
     "history": ("occd.cli.status_cmd:history_cmd", "Actions from the ledger, filtered.", "Daemon"),
     "stats": ("occd.cli.status_cmd:stats_cmd", "What the daemon saved: tokens, compactions, money.", "Daemon"),
+    "logs": ("occd.cli.logs_cmd:logs_cmd", "occd's own log (-f follows, -n lines, --since).", "Daemon"),
     "service": ("occd.cli.daemon_cmd:service_group", "Install/remove the background service; its status and logs.", "Daemon"),
+    "doctor": ("occd.cli.doctor_cmd:doctor_cmd", "Check config, OpenClaw state, ledger, service, heartbeat, breakers.", "Setup"),
+    "completion": ("occd.cli.main:completion_cmd", "Shell completion script: bash, zsh or fish.", "Setup"),
     "demo": ("occd.cli.demo_cmd:demo_cmd", "Run occd on a built-in demo OpenClaw state (no network).", "Setup"),
     "config": ("occd.cli.config_cmd:config_group", "Show the effective configuration and where it comes from.", "Setup"),
     "sessions": ("occd.cli.relevance_cmd:sessions_cmd", "Sessions of all OpenClaw agents and Claude Code, linked.", "Relevance"),
     "project-status": ("occd.cli.relevance_cmd:project_status_cmd", "Git (and GitHub) status of a repository.", "Relevance"),
     "select": ("occd.cli.relevance_cmd:select_cmd", "Resume a session, start fresh or queue, for a task, and why.", "Relevance"),
-    "mcp": ("occd.cli.relevance_cmd:mcp_cmd", "MCP server over stdio: project status and session list tools.", "Relevance"),
+    "mcp": ("occd.cli.relevance_cmd:mcp_cmd", "MCP server over stdio for agents (needs occd[mcp]).", "Relevance"),
 }
 
 SECTIONS = ["Sessions", "Daemon", "Relevance", "Setup"]
@@ -53,7 +58,7 @@ Presets (--strip-tools=NAME):
 
 Common commands:
   occd list                          sessions of the agent, newest first
-  occd info ID                       tokens, tool calls, compactions of a session (partial ids work)
+  occd info ID                       tokens, tool calls, compactions (any unique part of an id works)
   occd edit ID --strip-tools         clean in place (session must be idle)
   occd clone ID --strip-tools=extreme  cleaned copy under a new id; prints how to resume it
   occd restore ID                    undo the last edit from its backup
@@ -108,6 +113,23 @@ def cli(ctx, debug):
     """
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+
+
+@click.command("completion")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion_cmd(shell):
+    """Print the completion script for SHELL (commands, options, session ids, agents, presets).
+
+    \b
+    Examples:
+      occd completion bash > ~/.local/share/bash-completion/completions/occd
+      occd completion zsh > "${fpath[1]}/_occd"
+      occd completion fish > ~/.config/fish/completions/occd.fish
+    """
+    from click.shell_completion import get_completion_class
+
+    comp = get_completion_class(shell)(cli, {}, "occd", "_OCCD_COMPLETE")
+    click.echo(comp.source())
 
 
 def main(argv=None):

@@ -8,9 +8,9 @@ from datetime import datetime, timezone
 
 import click
 
-from occd.cli.common import agent_option, emit_json, handle_errors, json_option, load_settings_from_ctx, state_option
+from occd.cli.common import agent_filter_option, emit_json, handle_errors, json_option, load_settings_from_ctx, state_option
+from occd.cli.render import format_table, human_bytes, human_tokens, relative_time, short_id
 from occd.figure import percent_text, tokens_text
-from occd.cli.render import format_table, human_bytes, relative_time, short_id
 
 _repo_option = click.option("--repo", "repo", type=click.Path(file_okay=False), default=None,
                             help="Only sessions whose working directory is inside this repository.")
@@ -29,7 +29,7 @@ def _warn(warnings):
 
 @click.command("sessions")
 @_repo_option
-@agent_option
+@agent_filter_option
 @state_option
 @json_option
 @handle_errors
@@ -112,7 +112,7 @@ def project_status_cmd(path, as_json):
 @click.command("select")
 @click.option("--task", "task", required=True, help="What the work is, in a sentence.")
 @_repo_option
-@agent_option
+@agent_filter_option
 @state_option
 @click.option("--label", "label", default=None, help="Pick the session with this label (or key / id) directly.")
 @click.option("--no-llm", "no_llm", is_flag=True, help="Keyword relevance only; no model call.")
@@ -125,8 +125,9 @@ def select_cmd(task, repo, agent, state_dir, label, no_llm, cost_budget, as_json
     from occd.relevance.select import select_session
 
     s = load_settings_from_ctx(state_dir=state_dir)
+    # --no-llm: keyword scores cost nothing to recompute, so no ledger (no score cache) and no SQLAlchemy import
     r = select_session(s, task=task, repo=repo, agent=agent, label=label, use_model=not no_llm,
-                       cost_budget_usd=cost_budget, now=time.time())
+                       cost_budget_usd=cost_budget, now=time.time(), open_ledger=not no_llm)
     if as_json:
         emit_json(r.to_json())
         return
@@ -159,7 +160,12 @@ def select_cmd(task, repo, agent, state_dir, label, no_llm, cost_budget, as_json
 @click.command("mcp")
 @handle_errors
 def mcp_cmd():
-    """Serve openclaw_project_status and openclaw_session_list over stdio (MCP) for agents."""
+    """Serve openclaw_project_status and openclaw_session_list over stdio (MCP) for agents.
+
+    Needs the optional part: pip install 'occd[mcp]'."""
+    from occd.extras import require
+
+    require("mcp", "occd mcp")
     from occd.mcp_server import serve
 
     serve()

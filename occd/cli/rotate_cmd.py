@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
-from occd.cli.common import (agent_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx,
-                             ok_mark, state_option)
+from occd.cli.common import (agent_option, complete_session, console, emit_json, handle_errors, json_option, load_settings_from_ctx,
+                             ok_mark, require_session, state_option)
 
 
 @click.command("rotate")
-@click.argument("session", required=False)
+@click.argument("session", required=False, shell_complete=complete_session)
 @agent_option
 @state_option
 @click.option("--dry-run", is_flag=True, help="Print the plan and the exact content the new session starts with.")
@@ -21,11 +21,18 @@ def rotate_cmd(session, agent, state_dir, dry_run, undo, force, as_json):
     """Archive a session that keeps compacting and start a fresh one for the same session key, seeded with the
     workspace MEMORY.md, today's and yesterday's memory notes and the last exchanges.
 
-    Without SESSION: the agent's most recently updated session. The old transcript stays in
+    SESSION is an id, any unique part of one, or a session key (required). The old transcript stays in
     sessions/archive/ (`occd list --archived`).
+
+    \b
+    Examples:
+      occd rotate agent:main:main --dry-run    the plan and the seed, nothing written
+      occd rotate 3640                         rotate that session
+      occd rotate --undo agent:main:main       put the old session back (before the new one's first turn)
     """
     from occd.actions.rotate import rotate_session, undo_rotation
 
+    session = require_session(session, "rotate", "occd rotate agent:main:main --dry-run")
     s = load_settings_from_ctx(agent=agent, state_dir=state_dir)
     c = console()
     if undo:

@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 import click
 
 from occd.cli.common import (
-    agent_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx, ok_mark, state_option,
-    verbose_option,
+    agent_option, complete_preset, complete_session, console, emit_json, handle_errors, json_option,
+    load_settings_from_ctx, looks_like_session_id, ok_mark, require_session, state_option, verbose_option,
 )
 from occd.cli.render import human_bytes, human_tokens, percent_change, relative_time, short_id
 from occd.figure import percent_text, tokens_text
@@ -27,8 +27,20 @@ def headroom(fig) -> str:
 
 _strip_option = click.option(
     "--strip-tools", "strip_tools", is_flag=False, flag_value="", default=None, metavar="[=PRESET]",
+    shell_complete=complete_preset,
     help="Strip old tool calls with a preset: default, aggressive, extreme, or one from the config "
          "(without a value: the configured default).")
+
+
+def _check_preset_not_id(strip_tools: str | None, session: str | None, command: str) -> None:
+    """`occd edit --strip-tools 01a2…` makes the id the preset's value: say how to write it."""
+    from occd.config import BUILTIN_PRESETS
+    from occd.errors import UsageError
+
+    if strip_tools and strip_tools not in BUILTIN_PRESETS and looks_like_session_id(strip_tools):
+        where = f"occd {command} {strip_tools} --strip-tools" if not session else f"--strip-tools=PRESET"
+        raise UsageError(f"'{strip_tools}' looks like a session id, but --strip-tools takes it as its preset",
+                         f"put the id before the option: `{where}` (a preset is given as --strip-tools=NAME)")
 
 
 def _settings(agent, state_dir):
@@ -50,7 +62,7 @@ def list_cmd(agent, state_dir, limit, archived, as_json, verbose):
     s = _settings(agent, state_dir)
     listing = list_sessions(s, agent=agent, limit=limit, archived=archived)
     if as_json:
-        emit_json([row.to_json() for row in listing.sessions])
+        emit_json([row.to_json() for row in listing.sessions], key="sessions")
         return
     from occd.cli.render import format_table
 
@@ -60,12 +72,13 @@ def list_cmd(agent, state_dir, limit, archived, as_json, verbose):
         click.echo(f"No {'archived ' if archived else ''}sessions for agent '{listing.agent}'{era}.")
         return
     rows = []
+    ids = [row.session_id for row in listing.sessions]
     for row in listing.sessions:
         tokens = tokens_text(row.tokens, row.tokens_source)
         if row.tokens is not None and row.context_window:
             tokens += f" ({percent_text(row.context_percent)})"
         flags = (" [running]" if row.running else "") + (" [unindexed]" if row.unindexed else "")
-        rows.append([short_id(row.session_id), relative_time(row.updated_at, now), human_bytes(row.size), tokens,
+        rows.append([short_id(row.session_id, ids), relative_time(row.updated_at, now), human_bytes(row.size), tokens,
                      headroom(row.figure), str(row.compaction_count if row.compaction_count is not None else "-"),
                      (row.label or "") + flags])
     click.echo(format_table(["ID", "UPDATED", "SIZE", "TOKENS", "TO COMPACT", "COMPACT", "LABEL / ORIGIN"], rows,
@@ -78,7 +91,7 @@ def list_cmd(agent, state_dir, limit, archived, as_json, verbose):
 
 
 @click.command("info")
-@click.argument("session", required=False)
+@click.argument("session", required=False, shell_complete=complete_session)
 @agent_option
 @state_option
 @json_option
@@ -168,15 +181,16 @@ def _render_turns(c, stats):
     t = stats.turns
     if not t:
         return
-    c.print(f"  Turns:      {t.get('turns', 0)} on the active path, {t.get('turnsWithTools', 0)} with tools "
-            f"(preset keeps {t.get('keepTurnsWithTools')}, truncates the oldest {t.get('truncatePercent'):g}% of those)")
+    limits = ("copied as is" if t.get("keepTurnsWithTools") is None else
+              f"preset keeps {t.get('keepTurnsWithTools')}, truncates the oldest {t.get('truncatePercent'):g}% of those")
+    c.print(f"  Turns:      {t.get('turns', 0)} on the active path, {t.get('turnsWithTools', 0)} with tools ({limits})")
     for r in t.get("ranges") or []:
         span = f"{r['from']}-{r['to']}" if r["from"] != r["to"] else f"{r['from']}"
         c.print(f"    turns {span:<9} {r['status']:<9} ({r['turnsWithTools']} with tools)")
 
 
 @click.command("edit")
-@click.argument("session", required=False)
+@click.argument("session", required=False, shell_complete=complete_session)
 @_strip_option
 @agent_option
 @state_option
@@ -190,15 +204,23 @@ def _render_turns(c, stats):
 @verbose_option
 @handle_errors
 def edit_cmd(session, strip_tools, agent, state_dir, dry_run, force, drop_malformed, crashed_run, as_json, verbose):
-    """Strip or truncate old tool calls of a session in place, after a backup.
+    """Strip or truncate old tool calls of a session in place, after a backup. The session keeps its id.
 
-    Without SESSION: the agent's most recently updated session. The session keeps its id.
+    SESSION is an id, any unique part of one (what `occd list` shows), or a session key.
+
+    \b
+    Examples:
+      occd edit 3640 --strip-tools              strip with the configured preset
+      occd edit 3640 --strip-tools=aggressive   keep 10 turns with tools
+      occd edit 3640 --strip-tools --dry-run    show what would change
     """
     from occd.actions.edit import edit_session
     from occd.errors import UsageError
 
     if strip_tools is None:
         raise UsageError("Nothing to do: edit needs --strip-tools[=PRESET]", "e.g. occd edit ID --strip-tools")
+    _check_preset_not_id(strip_tools, session, "edit")
+    session = require_session(session, "edit", "occd edit 3640 --strip-tools")
     s = _settings(agent, state_dir)
     res = edit_session(s, agent=agent, ref=session, preset=strip_tools or None, force=force,
                        drop_malformed=drop_malformed, dry_run=dry_run, crashed_run=crashed_run)
@@ -218,7 +240,7 @@ def edit_cmd(session, strip_tools, agent, state_dir, dry_run, force, drop_malfor
 
 
 @click.command("clone")
-@click.argument("session")
+@click.argument("session", shell_complete=complete_session)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the clone here (default: beside the source, as <new id>.jsonl).")
 @_strip_option
@@ -229,9 +251,16 @@ def edit_cmd(session, strip_tools, agent, state_dir, dry_run, force, drop_malfor
 @verbose_option
 @handle_errors
 def clone_cmd(session, output, strip_tools, no_register, agent, state_dir, as_json, verbose):
-    """Copy a session under a new session id (optionally stripped) and register it for resuming."""
+    """Copy a session under a new session id (optionally stripped) and register it for resuming.
+
+    \b
+    Examples:
+      occd clone 3640 --strip-tools=extreme     a clean copy without tool calls; prints how to resume it
+      occd clone 3640 -o /tmp/copy.jsonl --no-register
+    """
     from occd.actions.clone import clone_session
 
+    _check_preset_not_id(strip_tools, session, "clone")
     s = _settings(agent, state_dir)
     res = clone_session(s, agent=agent, ref=session, output=output,
                         preset=(strip_tools or None) if strip_tools is not None else False,
@@ -243,25 +272,36 @@ def clone_cmd(session, output, strip_tools, no_register, agent, state_dir, as_js
     extra = [f"  New id:     {res.cloned_session_id}", f"  Path:       {display_path(res.cloned_path)}"]
     if res.registered_key:
         extra.append(f"  Key:        {res.registered_key}")
-    extra.append(f"  Resume:     {res.resume_command}")
+    extra.append(f"  Resume:     {res.resume_command}" if res.resume_command else
+                 "  Resume:     not possible from there: OpenClaw only resumes sessions in the agent's sessions "
+                 "folder that its index names (clone without -o/--no-register)")
     _render_strip(c, "Session cloned", res.source_session_id, res.stats, extra)
     if verbose:
         _render_turns(c, res.stats)
 
 
 @click.command("restore")
-@click.argument("session")
+@click.argument("session", shell_complete=complete_session)
 @agent_option
 @state_option
 @click.option("--force", is_flag=True, help="Skip only the 'changed recently' idle check.")
+@click.option("--backup", "backup", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Restore backup number N (`occd backups SESSION` lists them; default: the newest).")
 @json_option
 @handle_errors
-def restore_cmd(session, agent, state_dir, force, as_json):
-    """Put a session back to its newest backup (the current file is backed up first: restore can be undone)."""
+def restore_cmd(session, agent, state_dir, force, backup, as_json):
+    """Put a session back to its newest backup, or to backup N (the current file is backed up first: restore
+    can be undone).
+
+    \b
+    Examples:
+      occd restore 3640
+      occd backups 3640 && occd restore 3640 --backup 2
+    """
     from occd.actions.restore import restore_session
 
     s = _settings(agent, state_dir)
-    res = restore_session(s, agent=agent, ref=session, force=force)
+    res = restore_session(s, agent=agent, ref=session, force=force, backup=backup)
     if as_json:
         emit_json(res.to_json())
         return
@@ -271,3 +311,47 @@ def restore_cmd(session, agent, state_dir, force, as_json):
     c.print(f"  Size:       {human_bytes(res.size_before)} → {human_bytes(res.size_after)}")
     if res.backup_of_current:
         c.print(f"  Undo:       the replaced file is in {display_path(res.backup_of_current)} (occd restore again)")
+
+
+@click.command("backups")
+@click.argument("session", required=False, shell_complete=complete_session)
+@agent_option
+@state_option
+@json_option
+@handle_errors
+def backups_cmd(session, agent, state_dir, as_json):
+    """The backups occd keeps beside the transcripts: number, size, age (one session's, or all of the agent's).
+
+    \b
+    Examples:
+      occd backups
+      occd backups 3640 && occd restore 3640 --backup 2
+    """
+    from occd.backup_list import list_backups
+
+    s = _settings(agent, state_dir)
+    out = list_backups(s, agent=agent, ref=session)
+    if as_json:
+        emit_json(out)
+        return
+    c = console()
+    if out.get("note"):
+        c.print(out["note"])
+        return
+    if not out["backups"]:
+        c.print(f"No backups{' of that session' if session else ''} for agent '{out['agent']}'.")
+        return
+    from occd.cli.render import Table
+
+    now = datetime.now(timezone.utc)
+    ids = [b["sessionId"] for b in out["backups"]]
+    t = Table()
+    for col, j in (("SESSION", "left"), ("KEY", "left"), ("N", "right"), ("SIZE", "right"), ("AGE", "right")):
+        t.add_column(col, justify=j, no_wrap=True)
+    t.add_column("PATH", overflow="path")
+    for b in out["backups"]:
+        t.add_row(short_id(b["sessionId"], ids), b.get("key") or "-", str(b["number"]), human_bytes(b["size"]),
+                  relative_time(b["createdAt"], now), display_path(b["path"]))
+    c.print(t)
+    c.print(f"{len(out['backups'])} backup(s), {human_bytes(out['totalBytes'])}; `occd restore SESSION --backup N` "
+            "restores one")

@@ -7,9 +7,54 @@ from datetime import datetime, timezone
 
 import click
 
-from occd.cli.common import agent_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx, use_color
+from occd.cli.common import agent_filter_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx, use_color
 from occd.figure import percent_text, tokens_text
 from occd.cli.render import human_bytes, human_tokens, relative_time, short_id, sparkline
+
+
+def _check(settings, as_json: bool) -> None:
+    from occd import status as st
+
+    problems = st.health_problems(settings)
+    if as_json:
+        err = None
+        if problems:
+            err = {"code": problems[0]["code"], "message": "; ".join(p["message"] for p in problems),
+                   "hint": problems[0]["hint"]}
+        emit_json({"healthy": not problems, "problems": problems}, success=not problems, error=err)
+    elif problems:
+        for p in problems:
+            click.echo(f"CRITICAL {p['message']} (hint: {p['hint']})", err=True)
+    else:
+        click.echo("OK occd is running and healthy")
+    if problems:
+        raise SystemExit(1)
+
+
+def _watch(ctx, session, rotations, days, agent_filter, interval: float) -> None:
+    """Redraw the status until Ctrl-C (like `watch occd status`, without a second process per frame)."""
+    try:
+        while True:
+            click.clear()
+            click.echo(f"every {interval:g}s — {time.strftime('%H:%M:%S')} — Ctrl-C stops\n")
+            ctx.invoke(status_cmd, session=session, rotations=rotations, days=days, as_json=False,
+                       agent_filter=agent_filter)
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        pass
+
+
+OUTCOME_WORDS = {"ok": "ok", "failed": "failed", "skipped": "skipped", "deferred": "deferred", "dry_run": "would"}
+
+
+def counts_summary(acts: dict) -> str:
+    """{kind: {outcome: n}} → 'strip 1 ok, 1 deferred, 1 would; rotate 1 ok' (dry runs are what observe mode
+    would have done, never added to what was done)."""
+    parts = []
+    for kind, outcomes in sorted(acts.items()):
+        order = [o for o in OUTCOME_WORDS if o in outcomes] + sorted(set(outcomes) - set(OUTCOME_WORDS))
+        parts.append(f"{kind} " + ", ".join(f"{outcomes[o]} {OUTCOME_WORDS.get(o, o)}" for o in order))
+    return "; ".join(parts) or "none"
 
 
 def _when(ts, now_dt):
@@ -22,33 +67,53 @@ def _when(ts, now_dt):
 @click.argument("session", required=False)
 @click.option("--rotations", is_flag=True, help="List session rotations.")
 @click.option("--days", type=float, default=30, show_default=True, help="History window for SESSION.")
+@click.option("-a", "--agent", "agent_filter", metavar="AGENT", default=None, help="Only this agent (default: all).")
+@click.option("--check", is_flag=True, help="Exit 1 (one line per problem) when the daemon is down or stale, a "
+              "breaker is open or the last scan failed; for monitoring.")
+@click.option("--watch", is_flag=True, help="Redraw every --interval seconds until Ctrl-C.")
+@click.option("--interval", type=click.FloatRange(min=0.5), default=2.0, show_default=True, help="For --watch.")
 @json_option
 @handle_errors
-def status_cmd(session, rotations, days, as_json):
-    """Is the daemon running, what did it see and do. With SESSION: that session's history."""
+def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False, watch=False, interval=2.0):
+    """Is the daemon running, what did it see and do. With SESSION: that session's history.
+
+    \b
+    Examples:
+      occd status
+      occd status --agent main --watch
+      occd status --check || notify-send "occd needs a look"
+      occd status 3640 --days 7
+    """
     from occd import status as st
 
     settings = load_settings_from_ctx()
+    if check:
+        _check(settings, as_json)
+        return
+    if watch and not as_json:
+        _watch(click.get_current_context(), session, rotations, days, agent_filter, interval)
+        return
     now = time.time()
     now_dt = datetime.fromtimestamp(now, tz=timezone.utc)
     c = console()
     if rotations:
         rows = st.rotations(settings)
         if as_json:
-            emit_json(rows)
+            emit_json(rows, key="rotations")
             return
         if not rows:
             c.print("No rotations recorded.")
             return
-        from rich.table import Table
+        from occd.cli.render import Table
 
         t = Table(show_edge=False, box=None)
         for col in ("WHEN", "AGENT", "KEY", "OLD", "NEW", "STATE", "ARCHIVE"):
-            t.add_column(col)
+            t.add_column(col, no_wrap=col != "ARCHIVE", overflow="path")
+        ids = [x for r in rows for x in (r.get("old_session_id"), r.get("new_session_id")) if x]
         for r in rows:
-            t.add_row(_when(r.get("created") or r.get("updated"), now_dt), str(r.get("agent_id") or ""),
-                      str(r.get("session_key") or ""), short_id(r.get("old_session_id") or ""),
-                      short_id(r.get("new_session_id") or ""), str(r.get("state")), str(r.get("archive_path") or ""))
+            t.add_row(_when(r.get("started") or r.get("updated"), now_dt), str(r.get("agent_id") or ""),
+                      str(r.get("session_key") or ""), short_id(r.get("old_session_id"), ids),
+                      short_id(r.get("new_session_id"), ids), str(r.get("state")), str(r.get("archive_path") or ""))
         c.print(t)
         return
     if session:
@@ -82,6 +147,14 @@ def status_cmd(session, rotations, days, as_json):
                 c.print(f"    {x['path']}  {human_bytes(x.get('size'))}")
         return
     data = st.status(settings, now=now)
+    if agent_filter:
+        known = [a["id"] for a in data["agents"]]
+        if data["agents"] and agent_filter not in known:
+            from occd.errors import OccdError
+
+            raise OccdError(f"Agent '{agent_filter}' not found in the ledger", "agents: " + ", ".join(known),
+                            code="AGENT_NOT_FOUND")
+        data["agents"] = [a for a in data["agents"] if a["id"] == agent_filter]
     if as_json:
         emit_json(data)
         return
@@ -107,21 +180,22 @@ def status_cmd(session, rotations, days, as_json):
                 c.print(f"  ! {line}", markup=False, highlight=False)
             if len(lines) > 5:
                 c.print(f"  ... and {len(lines) - 5} more: `occd status --json`")
-    from rich.table import Table
+    from occd.cli.render import Table
 
+    ids = [s["sessionId"] for a in data["agents"] for s in a["biggest"]] + [
+        w["sessionId"] for a in data["agents"] for w in a["wouldDo"] if w.get("sessionId")]
     for a in data["agents"]:
-        acts = a["actions24h"]
-        summary = ", ".join(f"{k} {sum(v.values())}" for k, v in sorted(acts.items())) or "none"
+        summary = counts_summary(a["actions24h"])
         brk = ", ".join(f"{b['kind']} {b['state']}" for b in a["breakers"]) or "closed"
         src = "" if a.get("modeSource") == "daemon" else ", from the config: the daemon is not running"
         c.print(f"\nAgent {a['id']} ({a.get('era') or '?'} era, {a['mode']} mode{src}): {a['sessions']} sessions, "
-                f"{a['compactionsTotal']} compactions; actions 24h: {summary}; breakers: {brk}")
+                f"{a['compactionsTotal']} compactions; actions 24h: {summary}; breakers: {brk}", wrap=True, indent=2)
         for e in a.get("emergencies") or []:
-            c.print(f"  [bold red]{e['kind']}[/] {short_id(e['sessionId'] or '')} ({e.get('key') or '-'}): "
-                    f"{e['action']} {_when(e.get('ts'), now_dt)} — {e.get('reason') or ''}", highlight=False)
+            c.print(f"  {e['kind']} {short_id(e['sessionId'] or '', ids)} ({e.get('key') or '-'}): "
+                    f"{e['action']} {_when(e.get('ts'), now_dt)} — {e.get('reason') or ''}", wrap=True, indent=4)
         sv = a.get("savings7d")
         if sv and (sv["strips"] or sv["rotations"]):
-            c.print("  saved (7 days): " + _savings_line(sv))
+            c.print("  saved (7 days): " + _savings_line(sv), wrap=True, indent=4)
         if a["biggest"]:
             t = Table(show_edge=False, box=None)
             for col, j in (("SESSION", "left"), ("KEY", "left"), ("CONTEXT", "right"), ("COMPACT", "right"),
@@ -135,7 +209,7 @@ def status_cmd(session, rotations, days, as_json):
                 if s.get("contextPercent") is not None:
                     ctx += f" ({percent_text(s['contextPercent'])})"
                 mark = f" {s['emergency']}" if s.get("emergency") else ""
-                row = [short_id(s["sessionId"]) + mark, s.get("key") or "-", ctx, str(s.get("compactions") or 0),
+                row = [short_id(s["sessionId"], ids) + mark, s.get("key") or "-", ctx, str(s.get("compactions") or 0),
                        human_bytes(s.get("size"))]
                 if lean_on:
                     lv = s.get("lean")
@@ -146,13 +220,14 @@ def status_cmd(session, rotations, days, as_json):
             if any(s.get("tokensSource") == "estimate" for s in a["biggest"]):
                 c.print("  ~ estimated (chars/4) after cleaning: the exact figure returns with the next reply")
         for w in a["wouldDo"][:5]:
-            c.print(f"  observe mode would {w['kind']} {short_id(w['sessionId'] or '')}: {w['reason']}")
+            c.print(f"  observe mode would {w['kind']} {short_id(w['sessionId'], ids)}: {w['reason'] or ''}".rstrip(": "),
+                    wrap=True, indent=4)
     lean = data.get("lean") or {}
     if lean.get("enabled"):
         on = [k for k, v in lean["sessions"].items() if v["active"]]
         saved = sum(v.get("tokensSaved", 0) for v in lean["sessions"].values() if v["active"])
         c.print(f"\nLean view: on for {len(on)} sessions, the model is sent ~{human_tokens(saved)} fewer tokens per turn "
-                f"(`occd lean status`)")
+                f"(`occd lean status`)", wrap=True)
     if data.get("llmSpendToday"):
         c.print(f"\nModel spend today: ${data['llmSpendToday']:.4f}")
     sv = data.get("savings7d")
@@ -185,7 +260,7 @@ def stats_cmd(since, as_json):
         return
     c.print(f"Since {since}: " + _savings_line(data["total"]))
     if data["sessions"]:
-        from rich.table import Table
+        from occd.cli.render import Table
 
         t = Table(show_edge=False, box=None)
         for col, j in (("AGENT", "left"), ("SESSION", "left"), ("STRIPS", "right"), ("TOKENS REMOVED", "right"),
@@ -202,29 +277,42 @@ def stats_cmd(since, as_json):
 
 
 @click.command("history")
-@agent_option
+@agent_filter_option
 @click.option("--session", default=None, help="Session id, key, or a prefix.")
-@click.option("--kind", default=None, help="edit, strip, clone, restore, rotate, archive, compact ...")
-@click.option("--since", default=None, help="e.g. 7d, 12h, 30m.")
+@click.option("--kind", default=None, help="edit, strip, clone, restore, rotate, rotate-undo, archive, compact.")
+@click.option("--since", default=None, help="A duration (7d, 12h, 30m), today, yesterday, or a date (2026-11-22).")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=200, show_default=True)
+@click.option("-f", "--follow", is_flag=True, help="Then keep printing new actions as they are recorded (Ctrl-C stops).")
 @json_option
 @handle_errors
-def history_cmd(agent, session, kind, since, limit, as_json):
-    """Actions recorded in the ledger, newest first (manual and automatic, with outcome and reason)."""
+def history_cmd(agent, session, kind, since, limit, as_json, follow=False):
+    """Actions recorded in the ledger, newest first (manual and automatic, with outcome and reason), for every
+    agent unless --agent is given.
+
+    \b
+    Examples:
+      occd history --since yesterday --kind strip
+      occd history --session 3640 --json
+      occd history -f                              new actions as they happen
+    """
     from occd import status as st
 
     settings = load_settings_from_ctx()
-    rows = st.history(settings, agent=agent, session=session, kind=kind, since=since, limit=limit)
+    rows, total = st.history(settings, agent=agent, session=session, kind=kind, since=since, limit=limit,
+                             with_total=True)
     if as_json:
-        emit_json(rows)
+        emit_json({"actions": rows, "total": total, "limit": limit})
         return
     c = console()
     if not rows:
         c.print("No actions recorded" + (" for that filter." if any((agent, session, kind, since)) else "."))
+        if follow:
+            _follow_actions(_max_action_id(), agent, session, kind)
         return
-    from rich.table import Table
+    from occd.cli.render import Table
 
     now_dt = datetime.now(timezone.utc)
+    ids = [a["session_id"] for a in rows if a.get("session_id")]
     t = Table(show_edge=False, box=None)
     for col in ("WHEN", "AGENT", "SESSION", "KIND", "OUTCOME", "TRIGGER", "DETAIL"):
         t.add_column(col, no_wrap=col != "DETAIL")
@@ -232,6 +320,33 @@ def history_cmd(agent, session, kind, since, limit, as_json):
         detail = a.get("reason") or a.get("error") or ""
         if a["dry_run"]:
             detail = "(dry run) " + detail
-        t.add_row(_when(a["ts"], now_dt), a.get("agent_id") or "-", short_id(a.get("session_id") or "-"), a["kind"],
+        t.add_row(_when(a["ts"], now_dt), a.get("agent_id") or "-", short_id(a.get("session_id"), ids), a["kind"],
                   a["outcome"], a["trigger"], detail)
     c.print(t)
+    if total > len(rows):
+        c.print(f"(showing {len(rows)} of {total}; -n {total} shows all, --since/--kind/--session narrow it)")
+    if follow:
+        _follow_actions(max((a["id"] for a in rows), default=0), agent, session, kind)
+
+
+def _max_action_id() -> int:
+    from occd import status as st
+
+    rows = st.new_actions(after_id=0, limit=1)
+    return rows[-1]["id"] if rows else 0
+
+
+def _follow_actions(after_id: int, agent, session, kind, poll: float = 2.0) -> None:
+    from occd import status as st
+
+    try:
+        while True:
+            time.sleep(poll)
+            for a in st.new_actions(after_id=after_id, agent=agent, session=session, kind=kind):
+                after_id = max(after_id, a["id"])
+                when = time.strftime("%H:%M:%S", time.localtime(a["ts"]))
+                detail = ("(dry run) " if a["dry_run"] else "") + (a.get("reason") or a.get("error") or "")
+                click.echo(f"{when}  {a.get('agent_id') or '-'}  {short_id(a.get('session_id'))}  {a['kind']}  "
+                           f"{a['outcome']}  {a['trigger']}  {detail}".rstrip())
+    except KeyboardInterrupt:
+        pass

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import time
 from dataclasses import dataclass, fields
 from datetime import datetime
@@ -23,7 +22,7 @@ from occd.ledger import migrate as _mig
 
 # An unchanged session's last_seen is refreshed at most this often, so a quiet scan writes (almost) nothing.
 LAST_SEEN_RESOLUTION_S = 3600.0
-ROTATION_STATES = ("IDLE", "PENDING", "ARCHIVING", "ARCHIVED", "INJECTED", "COOLDOWN")
+ROTATION_STATES = ("IDLE", "PENDING", "ARCHIVING", "ARCHIVED", "INJECTED", "COOLDOWN", "UNDONE")  # UNDONE: rotate --undo
 ROTATION_UNFINISHED = ("PENDING", "ARCHIVING", "ARCHIVED", "INJECTED")
 ACTION_OUTCOMES = ("ok", "failed", "skipped", "deferred")
 
@@ -57,6 +56,12 @@ class BreakerRecord:
     trial_started_at: float | None = None
     reason: str | None = None
     updated_at: float | None = None
+
+
+def _hostname() -> str:
+    import socket  # only the daemon's run records need it: read commands skip the import
+
+    return socket.gethostname()
 
 
 def _dumps(obj: Any) -> str | None:
@@ -190,6 +195,14 @@ class Ledger:
             pk = self._session_pk(c, agent, session_id, None, None, now, touch=False)
             c.exec_driver_sql("UPDATE sessions SET archived_at = ?, archive_path = ? WHERE id = ?",
                               (now, archive_path, pk))
+
+    def mark_session_unarchived(self, agent: str, session_id: str, path: str | None = None, now=None) -> None:
+        """The session is live again (rotate --undo put it back): clear its archived state."""
+        now = ts(now)
+        with self._w() as c:
+            self._upsert_agent(c, agent, None, now)
+            pk = self._session_pk(c, agent, session_id, None, path, now)
+            c.exec_driver_sql("UPDATE sessions SET archived_at = NULL, archive_path = NULL WHERE id = ?", (pk,))
 
     def sessions(self, agent: str | None = None, include_archived: bool = True) -> list[dict]:
         sql = "SELECT * FROM sessions WHERE (? IS NULL OR agent_id = ?)"
@@ -367,17 +380,32 @@ class Ledger:
         r["dry_run"] = bool(r["dry_run"])
         return r
 
-    def history(self, agent: str | None = None, session: str | None = None, kind: str | None = None,
-                since=None, limit: int = 500) -> list[dict]:
-        """Actions newest first. `session` matches a session id or key, or a prefix of either."""
+    @staticmethod
+    def _history_where(agent, session, kind, since) -> tuple[str, tuple]:
         since_ts = ts(since) if since is not None else None
         like = (session.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%") if session else None
-        rows = self._rows(
-            "SELECT * FROM actions WHERE (? IS NULL OR agent_id = ?) AND (? IS NULL OR kind = ?) "
-            "AND (? IS NULL OR ts >= ?) AND (? IS NULL OR session_id LIKE ? ESCAPE '\\' "
-            "OR session_key LIKE ? ESCAPE '\\') ORDER BY ts DESC, id DESC LIMIT ?",
-            (agent, agent, kind, kind, since_ts, since_ts, like, like, like, limit))
+        return ("(? IS NULL OR agent_id = ?) AND (? IS NULL OR kind = ?) "
+                "AND (? IS NULL OR ts >= ?) AND (? IS NULL OR session_id LIKE ? ESCAPE '\\' "
+                "OR session_key LIKE ? ESCAPE '\\')", (agent, agent, kind, kind, since_ts, since_ts, like, like, like))
+
+    def history(self, agent: str | None = None, session: str | None = None, kind: str | None = None,
+                since=None, limit: int = 500, after_id: int | None = None) -> list[dict]:
+        """Actions newest first. `session` matches a session id or key, or a prefix of either; `after_id`: only
+        actions recorded after that one (history --follow)."""
+        where, params = self._history_where(agent, session, kind, since)
+        where += " AND (? IS NULL OR id > ?)"
+        params = (*params, after_id, after_id)
+        rows = self._rows(f"SELECT * FROM actions WHERE {where} ORDER BY ts DESC, id DESC LIMIT ?", (*params, limit))
         return [self._action_dict(r) for r in rows]
+
+    def history_count(self, agent: str | None = None, session: str | None = None, kind: str | None = None,
+                      since=None) -> int:
+        """How many actions `history` with the same filters would return without a limit."""
+        where, params = self._history_where(agent, session, kind, since)
+        return self._rows(f"SELECT COUNT(*) AS n FROM actions WHERE {where}", params)[0]["n"]
+
+    def action_kinds(self) -> list[str]:
+        return [r["kind"] for r in self._rows("SELECT DISTINCT kind FROM actions ORDER BY kind")]
 
     def actions_since(self, since, agent: str | None = None) -> list[dict]:
         return self.history(agent=agent, since=since, limit=100000)
@@ -427,10 +455,10 @@ class Ledger:
         with self._w() as c:
             # a previous run that never said goodbye (killed, crashed) is closed here
             c.exec_driver_sql("UPDATE daemon_runs SET stopped = heartbeat, exit_reason = 'no clean stop' "
-                              "WHERE stopped IS NULL AND host = ?", (socket.gethostname(),))
+                              "WHERE stopped IS NULL AND host = ?", (_hostname(),))
             return c.exec_driver_sql(
                 "INSERT INTO daemon_runs (pid, host, version, mode, started, heartbeat) VALUES (?, ?, ?, ?, ?, ?) "
-                "RETURNING id", (pid or os.getpid(), socket.gethostname(), version, mode, now, now)).scalar_one()
+                "RETURNING id", (pid or os.getpid(), _hostname(), version, mode, now, now)).scalar_one()
 
     def heartbeat(self, run_id: int, now=None, *, last_cycle=None, next_scan=None) -> None:
         with self._w() as c:
@@ -555,7 +583,7 @@ class Ledger:
         for k in ("old_path", "new_path", "archive_path"):
             if fields_.get(k) is not None:
                 fields_[k] = str(fields_[k])
-        if to_state in ("COOLDOWN", "IDLE"):
+        if to_state in ("COOLDOWN", "IDLE", "UNDONE"):
             fields_.setdefault("finished", now)
         with self._w() as c:
             cur = c.exec_driver_sql("SELECT state FROM rotations WHERE id = ?", (rotation_id,)).scalar()

@@ -5,32 +5,138 @@ the first write), which defeats BEGIN IMMEDIATE. So the driver is put in autocom
 and SQLAlchemy's "begin" event emits the BEGIN we choose: DEFERRED for readers, IMMEDIATE for writers (the
 write lock is taken up front and waited for up to the busy timeout, instead of a deadlock-prone upgrade later).
 With WAL, readers (`occd status`) never block the daemon's writer and vice versa.
+
+Read-only opens (`occd status`, `history`, `db info`, ...) use `ReadOnlyDB`: the stdlib sqlite3 driver behind
+the same small interface (connect / exec_driver_sql / rows with `_mapping`), so they never import SQLAlchemy
+(~0.15 s of a command that should take 0.2 s). The schema is fixed by the migrations; the queries are plain SQL.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sqlite3
+import sys
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 from urllib.parse import quote
-
-from sqlalchemy import Connection, Engine, create_engine, event
-from sqlalchemy.exc import DBAPIError, OperationalError
-from sqlalchemy.pool import QueuePool
 
 from occd import paths
 from occd.errors import BusyError, OccdError
 
+if TYPE_CHECKING:  # pragma: no cover
+    from sqlalchemy import Connection, Engine
+
 BUSY_TIMEOUT_S = 5.0
 
 
-def make_engine(path: Path, *, readonly: bool = False, busy_timeout: float = BUSY_TIMEOUT_S) -> Engine:
+class _Row:
+    """A result row: unpacks like a tuple, `_mapping` like SQLAlchemy's."""
+
+    __slots__ = ("_t", "_mapping")
+
+    def __init__(self, t: tuple, names: tuple[str, ...]):
+        self._t = t
+        self._mapping = dict(zip(names, t))
+
+    def __iter__(self):
+        return iter(self._t)
+
+    def __getitem__(self, i):
+        return self._t[i]
+
+    def __len__(self):
+        return len(self._t)
+
+
+class _Result:
+    def __init__(self, cur: sqlite3.Cursor):
+        self._cur = cur
+        self._names = tuple(d[0] for d in cur.description or ())
+        self.rowcount = cur.rowcount
+
+    def __iter__(self):
+        for t in self._cur:
+            yield _Row(t, self._names)
+
+    def first(self) -> _Row | None:
+        t = self._cur.fetchone()
+        return _Row(t, self._names) if t is not None else None
+
+    def scalar(self) -> Any:
+        t = self._cur.fetchone()
+        return t[0] if t is not None else None
+
+    def scalar_one(self) -> Any:
+        t = self._cur.fetchone()
+        if t is None:
+            raise sqlite3.OperationalError("no row where one was expected")
+        return t[0]
+
+
+class _RawConn:
+    """What `conn.connection.dbapi_connection` gives under SQLAlchemy: the sqlite3 connection."""
+
+    def __init__(self, raw: sqlite3.Connection):
+        self.dbapi_connection = raw
+
+
+class _ROConn:
+    def __init__(self, raw: sqlite3.Connection):
+        self._raw = raw
+        self.connection = _RawConn(raw)
+        self._begin = "DEFERRED"
+
+    def execution_options(self, sqlite_begin: str = "DEFERRED", **_kw) -> "_ROConn":
+        self._begin = sqlite_begin
+        return self
+
+    def exec_driver_sql(self, sql: str, params: Any = ()) -> _Result:
+        return _Result(self._raw.execute(sql, params))
+
+    @contextlib.contextmanager
+    def begin(self) -> Iterator["_ROConn"]:
+        self._raw.execute(f"BEGIN {self._begin}")
+        try:
+            yield self
+        finally:
+            self._raw.execute("ROLLBACK")  # nothing to keep: this connection only reads
+
+
+class ReadOnlyDB:
+    """The ledger opened read-only (`mode=ro`) through the stdlib driver: one connection, opened on first use."""
+
+    def __init__(self, path: Path, busy_timeout: float = BUSY_TIMEOUT_S):
+        self.path = path
+        self.busy_timeout = busy_timeout
+        self._raw: sqlite3.Connection | None = None
+
+    @contextlib.contextmanager
+    def connect(self) -> Iterator[_ROConn]:
+        if self._raw is None:
+            raw = sqlite3.connect(f"file:{quote(str(self.path))}?mode=ro", uri=True, timeout=self.busy_timeout,
+                                  check_same_thread=False, isolation_level=None)
+            raw.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            self._raw = raw
+        yield _ROConn(self._raw)
+
+    def dispose(self) -> None:
+        if self._raw is not None:
+            self._raw.close()
+            self._raw = None
+
+
+def make_engine(path: Path, *, readonly: bool = False, busy_timeout: float = BUSY_TIMEOUT_S):
+    """A SQLAlchemy engine for writers; a ReadOnlyDB (stdlib sqlite3, no SQLAlchemy import) when `readonly`."""
+    if readonly:
+        return ReadOnlyDB(path, busy_timeout)
+    from sqlalchemy import create_engine, event
+    from sqlalchemy.pool import QueuePool
+
     # The connection is made here rather than from a URL: a path with spaces, '#' or '?' survives intact.
-    target = f"file:{quote(str(path))}?mode=ro" if readonly else str(path)
+    target = str(path)
 
     def connect() -> sqlite3.Connection:
-        return sqlite3.connect(target, uri=readonly, timeout=busy_timeout, check_same_thread=False)
+        return sqlite3.connect(target, timeout=busy_timeout, check_same_thread=False)
 
     eng = create_engine("sqlite+pysqlite://", creator=connect, poolclass=QueuePool, pool_size=5, max_overflow=10)
 
@@ -41,9 +147,8 @@ def make_engine(path: Path, *, readonly: bool = False, busy_timeout: float = BUS
         try:
             cur.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             cur.execute("PRAGMA foreign_keys = ON")
-            if not readonly:
-                cur.execute("PRAGMA journal_mode = WAL")
-                cur.execute("PRAGMA synchronous = NORMAL")
+            cur.execute("PRAGMA journal_mode = WAL")
+            cur.execute("PRAGMA synchronous = NORMAL")
         finally:
             cur.close()
 
@@ -82,7 +187,10 @@ def translate(e: BaseException, path: Path) -> OccdError | None:
 def guarded(path: Path) -> Iterator[None]:
     try:
         yield
-    except (OperationalError, DBAPIError, sqlite3.OperationalError, sqlite3.DatabaseError) as e:
+    except Exception as e:
+        sa = sys.modules.get("sqlalchemy.exc")
+        if not isinstance(e, sqlite3.Error) and not (sa is not None and isinstance(e, sa.DBAPIError)):
+            raise
         err = translate(e, path)
         if err is None:
             raise
@@ -102,6 +210,12 @@ def write_tx(engine: Engine, path: Path) -> Iterator[Connection]:
 @contextlib.contextmanager
 def read_tx(engine: Engine, path: Path) -> Iterator[Connection]:
     """A read snapshot (deferred BEGIN: takes no write lock)."""
+    if isinstance(engine, ReadOnlyDB):
+        with guarded(path):
+            with engine.connect() as conn:
+                with conn.begin():
+                    yield conn
+        return
     with guarded(path):
         with engine.connect() as conn:
             with conn.begin():

@@ -12,13 +12,13 @@ import fcntl
 import os
 import time
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
-from typing import Iterator
-
-from sqlalchemy import Engine, inspect
+from typing import TYPE_CHECKING, Iterator
 
 from occd.errors import OccdError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sqlalchemy import Engine
 
 BACKUPS_KEPT = 3
 # The newest migration's revision, so the read-only path (`occd status`) needs no alembic import (~0.13 s).
@@ -40,6 +40,8 @@ class UpgradeResult:
 
 
 def script_location() -> str:
+    from importlib import resources
+
     return str(resources.files("occd.migrations"))
 
 
@@ -120,6 +122,8 @@ def upgrade(engine: Engine, path: Path, target: str = "head", *, backup: bool = 
         head = head_revision() if target == "head" else target
         if before == head:
             return UpgradeResult(before, before, None, False)
+        from sqlalchemy import inspect
+
         has_tables = bool(inspect(engine).get_table_names())
         if before is None and has_tables:
             raise OccdError(f"{path} is not an occd ledger (it has tables but no schema revision)",

@@ -259,7 +259,19 @@ class FileStore:
         return out
 
     def resolve(self, ref: str, *, include_archived: bool = False) -> SessionInfo:
-        return resolve_ref(self.sessions() + (self.archived_sessions() if include_archived else []), ref, self.agent)
+        try:
+            return resolve_ref(self.sessions() + (self.archived_sessions() if include_archived else []), ref,
+                               self.agent)
+        except OccdError as e:
+            if include_archived or e.code != "SESSION_NOT_FOUND":
+                raise
+            try:  # an archived session is not "not found": say where it is
+                hit = resolve_ref(self.archived_sessions(), ref, self.agent)
+            except OccdError:
+                raise e from None
+            raise OccdError(f"Session '{ref}' is archived ({hit.session_id})",
+                            f"`occd list --archived --agent {self.agent}` shows it; its transcript is "
+                            f"{hit.path}", code="SESSION_ARCHIVED") from None
 
     def latest(self) -> SessionInfo:
         s = self.sessions()
@@ -282,28 +294,11 @@ class FileStore:
 
 
 def resolve_ref(sessions: list[SessionInfo], ref: str, agent: str) -> SessionInfo:
-    """Exact id, exact session key, or a unique prefix of the session id."""
-    ref = ref.strip()
-    for s in sessions:
-        if s.session_id == ref or (s.key and s.key == ref):
-            return s
-    if not ref:
-        raise OccdError("Empty session reference", f"run `occd list --agent {agent}` to see the sessions",
-                        code="SESSION_NOT_FOUND")
-    matches, seen = [], set()
-    for s in sessions:
-        if s.session_id.lower().startswith(ref.lower()) and s.session_id not in seen:
-            seen.add(s.session_id)  # two keys naming one transcript are one session
-            matches.append(s)
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
-        raise OccdError(f"Session '{ref}' not found", f"run `occd list --agent {agent}` to see the sessions",
-                        code="SESSION_NOT_FOUND")
-    shown = ", ".join(f"{m.session_id[:13]} ({m.key or 'unindexed'})" for m in matches[:8])
-    more = f" and {len(matches) - 8} more" if len(matches) > 8 else ""
-    raise OccdError(f"Multiple sessions match '{ref}'", f"use a longer prefix: {shown}{more}",
-                    code="AMBIGUOUS_SESSION", details={"matches": [m.session_id for m in matches]})
+    """Exact id, exact session key, a prefix of the session id or any unique part of it (occd.ids)."""
+    from occd.ids import resolve
+
+    return resolve(sessions, ref, id_of=lambda s: s.session_id, key_of=lambda s: s.key,
+                   hint_list=f"run `occd list --agent {agent}` to see the sessions")
 
 
 def _index_stat(path: Path):

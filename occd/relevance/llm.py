@@ -19,8 +19,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from pydantic import BaseModel, ValidationError
-
 from occd.relevance.keywords import keyword_relevance
 from occd.relevance.redact import squash
 
@@ -52,13 +50,23 @@ PROVIDER_KEYS: dict[str, tuple[str, ...]] = {
 KEYLESS = ("ollama", "ollama_chat", "lm_studio", "llamafile", "hosted_vllm", "vllm")
 
 
-class _Item(BaseModel):
-    index: int
-    relevance: float
+_ANSWER: list = []
 
 
-class _Answer(BaseModel):
-    scores: list[_Item]
+def _answer_model():
+    """The answer schema (pydantic, imported only when a model answered: `select --no-llm` stays light)."""
+    if not _ANSWER:
+        from pydantic import BaseModel
+
+        class _Item(BaseModel):
+            index: int
+            relevance: float
+
+        class _Answer(BaseModel):
+            scores: list[_Item]
+
+        _ANSWER.append(_Answer)
+    return _ANSWER[0]
 
 
 class BadAnswer(ValueError):
@@ -162,8 +170,10 @@ def parse_answer(content: Any, n: int) -> dict[int, float]:
             data = None
         if data is None:
             raise BadAnswer("answer is not JSON") from None
+    from pydantic import ValidationError
+
     try:
-        ans = _Answer.model_validate(data)
+        ans = _answer_model().model_validate(data)
     except ValidationError as e:
         raise BadAnswer(f"answer does not match the schema ({e.errors()[0].get('msg')})") from None
     out: dict[int, float] = {}
@@ -176,6 +186,12 @@ def parse_answer(content: Any, n: int) -> dict[int, float]:
 
 
 # ---- the worker -----------------------------------------------------------------------------------------
+
+def _llm_installed() -> bool:
+    from occd.extras import installed
+
+    return installed("llm")
+
 
 class WorkerFailed(Exception):
     pass
@@ -246,6 +262,10 @@ def rate_relevance(task: str, items: Sequence[RateItem], *, llm, model: str, led
             reason = "model not used (--no-llm)"
         elif not llm.enabled:
             reason = "model disabled (llm.enabled = false)"
+        elif worker is run_worker and not _llm_installed():
+            from occd.extras import missing_message
+
+            reason = missing_message("llm")
         else:
             reason = key_problem(model, llm.api_base, env)
         if reason is None and ledger is not None:

@@ -106,7 +106,12 @@ def handle(req: dict) -> dict:
     real_stdout = sys.stdout
     sys.stdout = sys.stderr
     try:
-        import litellm
+        try:
+            import litellm
+        except ImportError:
+            from occd.extras import missing_message
+
+            return {"error": missing_message("llm")}
 
         litellm.suppress_debug_info = True
         litellm.telemetry = False

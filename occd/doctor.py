@@ -1,0 +1,354 @@
+"""`occd doctor`: is everything in place for occd to do its job? A registry of small check functions.
+
+To add a check (from any module): write a function taking the DoctorContext and returning one Result or a list
+of them, and register it:
+
+    from occd.doctor import Result, check
+
+    @check("dbstore", order=35)
+    def _dbstore(ctx):
+        return Result("dbstore", "ok", "3 agent databases readable")
+
+A check that raises is reported as failed with its message; it never stops the others. Status "ok" (✓),
+"warn" (!: optional or informational, exit code unaffected) or "fail" (✗: `occd doctor` exits 1).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from occd import paths
+
+STATUSES = ("ok", "warn", "fail")
+
+
+@dataclass
+class Result:
+    name: str
+    status: str            # ok | warn | fail
+    detail: str
+    hint: str | None = None
+    data: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, not {self.status!r}")
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "status": self.status, "detail": self.detail, "hint": self.hint, **self.data}
+
+
+@dataclass
+class DoctorContext:
+    now: float
+    settings: Any = None            # None when the config could not be loaded
+    settings_error: Any = None
+    env: dict = field(default_factory=lambda: dict(os.environ))
+    cache: dict = field(default_factory=dict)
+
+    def ledger(self):
+        """The ledger opened read-only, or None when there is none (never created by the doctor)."""
+        if "ledger" not in self.cache:
+            led = None
+            if paths.ledger_path().exists():
+                from occd.ledger import Ledger
+
+                try:
+                    led = Ledger.open(readonly=True)
+                except Exception:  # noqa: BLE001 - the ledger check reports why
+                    led = None
+            self.cache["ledger"] = led
+        return self.cache["ledger"]
+
+    def state_dir(self) -> Path:
+        from occd.openclaw.state import resolve_state_dir
+
+        return resolve_state_dir(state_dir=getattr(self.settings, "state_dir", None))
+
+    def close(self) -> None:
+        led = self.cache.get("ledger")
+        if led is not None:
+            led.close()
+
+
+CHECKS: list[tuple[int, str, Callable[[DoctorContext], Any]]] = []
+
+
+def check(name: str, order: int = 50):
+    """Register a check function (see the module docstring)."""
+
+    def deco(fn):
+        CHECKS.append((order, name, fn))
+        CHECKS.sort(key=lambda x: x[0])
+        return fn
+
+    return deco
+
+
+def run_checks(ctx: DoctorContext, only: list[str] | None = None) -> list[Result]:
+    out: list[Result] = []
+    for _order, name, fn in list(CHECKS):
+        if only and name not in only:
+            continue
+        try:
+            res = fn(ctx)
+        except Exception as e:  # noqa: BLE001 - a broken check is a failed line, not a crashed doctor
+            msg = getattr(e, "message", None) or f"{type(e).__name__}: {e}"
+            res = Result(name, "fail", str(msg).splitlines()[0] if str(msg) else type(e).__name__,
+                         getattr(e, "hint", None))
+        if res is None:
+            continue
+        out.extend(res if isinstance(res, list) else [res])
+    return out
+
+
+def diagnose(now: float | None = None, only: list[str] | None = None) -> list[Result]:
+    from occd.config import load_settings
+    from occd.errors import OccdError
+
+    ctx = DoctorContext(now=time.time() if now is None else now)
+    try:
+        ctx.settings = load_settings()
+    except OccdError as e:
+        ctx.settings_error = e
+    try:
+        return run_checks(ctx, only)
+    finally:
+        ctx.close()
+
+
+def _age(secs: float) -> str:
+    secs = max(0.0, secs)
+    if secs < 120:
+        return f"{secs:.0f}s"
+    if secs < 7200:
+        return f"{secs / 60:.0f}m"
+    if secs < 172800:
+        return f"{secs / 3600:.1f}h"
+    return f"{secs / 86400:.0f}d"
+
+
+def _size(n: int) -> str:
+    from occd.cli.render import human_bytes
+
+    return human_bytes(n)
+
+
+# ---- the checks -----------------------------------------------------------------------------------------
+
+@check("config", order=10)
+def check_config(ctx: DoctorContext) -> Result:
+    p = paths.config_file()
+    if ctx.settings_error is not None:
+        e = ctx.settings_error
+        return Result("config", "fail", e.message, e.hint)
+    where = paths.display_path(p) if p.is_file() else f"{paths.display_path(p)} absent: defaults"
+    return Result("config", "ok", f"parsed ({where}; no unknown keys)")
+
+
+@check("openclaw", order=20)
+def check_openclaw(ctx: DoctorContext) -> list[Result]:
+    from occd.openclaw.state import list_agents
+
+    sd = ctx.state_dir()
+    agents = list_agents(sd)
+    if not agents:
+        return [Result("openclaw", "fail", f"no agents in {paths.display_path(sd)}",
+                       "run OpenClaw once, or point OPENCLAW_STATE_DIR at its state directory")]
+    out = [Result("openclaw", "ok", f"state dir {paths.display_path(sd)}, {len(agents)} agent(s)")]
+    for a in agents:
+        bad = a.era == "needs-migration"
+        out.append(Result(f"agent {a.id}", "fail" if bad else "ok", f"{a.era} era",
+                          "run `openclaw doctor --fix` to import the file-era sessions" if bad else None,
+                          data={"agent": a.id, "era": a.era}))
+    ctx.cache["agents"] = agents
+    return out
+
+
+@check("ledger", order=30)
+def check_ledger(ctx: DoctorContext) -> Result:
+    from occd.ledger import migrate
+
+    p = paths.ledger_path()
+    if not p.exists():
+        return Result("ledger", "warn", f"none yet at {paths.display_path(p)}",
+                      "the daemon creates it: `occd service install` or `occd run --once`")
+    from occd.ledger.engine import make_engine
+
+    eng = make_engine(p, readonly=True)
+    try:
+        rev = migrate.current_revision(eng)
+    finally:
+        eng.dispose()
+    if rev != migrate.HEAD_REVISION:
+        return Result("ledger", "fail", f"schema {rev}, this occd needs {migrate.HEAD_REVISION}", "run `occd db upgrade`")
+    return Result("ledger", "ok", f"revision {rev} at {paths.display_path(p)}")
+
+
+@check("service", order=40)
+def check_service(ctx: DoctorContext) -> Result:
+    from occd import service
+    from occd.daemon import InstanceLock
+
+    pid = InstanceLock.holder()
+    try:
+        st = service.service_state()
+    except Exception:  # noqa: BLE001 - an unsupported platform: only the lock tells
+        st = {"installed": False}
+    if not st.get("installed"):
+        if pid:
+            return Result("service", "ok", f"not installed; a foreground daemon runs (pid {pid})")
+        return Result("service", "fail", "not installed and no daemon running: nothing watches the sessions",
+                      "occd service install (observe mode; --act to let it act)")
+    bits = [f"installed ({paths.display_path(st['unitPath'])})", "active" if st.get("active") else "not active"]
+    status = "ok" if st.get("active") else "fail"
+    hint = None if st.get("active") else "systemctl --user start occd (or `occd service install` again)"
+    if st.get("lingering") is False:
+        bits.append("user not lingering: stops at logout")
+        hint = hint or "loginctl enable-linger $USER keeps it running after logout"
+    return Result("service", status, ", ".join(bits), hint, data={"service": st})
+
+
+@check("heartbeat", order=45)
+def check_heartbeat(ctx: DoctorContext) -> Result:
+    from occd.daemon import InstanceLock, read_status
+
+    pid = InstanceLock.holder()
+    st = read_status() or {}
+    last = st.get("lastCycle")
+    interval = ctx.settings.daemon.scan_interval_seconds if ctx.settings else 300
+    if not pid:
+        if last:
+            return Result("heartbeat", "warn", f"daemon not running; last cycle {_age(ctx.now - last)} ago")
+        return Result("heartbeat", "warn", "daemon not running (no cycle recorded)")
+    if not last:
+        return Result("heartbeat", "warn", f"daemon pid {pid} has not finished a cycle yet")
+    age = ctx.now - last
+    if age > 3 * interval:
+        return Result("heartbeat", "fail", f"last cycle {_age(age)} ago (scan every {_age(interval)})",
+                      "the daemon seems stuck: `occd logs`, then `systemctl --user restart occd`")
+    return Result("heartbeat", "ok", f"last cycle {_age(age)} ago (pid {pid})")
+
+
+@check("scan", order=50)
+def check_scan(ctx: DoctorContext) -> Result | None:
+    led = ctx.ledger()
+    if led is None:
+        return None
+    ls = led.last_scan()
+    if not ls:
+        return Result("scan", "warn", "no scan recorded yet")
+    if ls.get("errors"):
+        first = (ls.get("error_text") or "").splitlines()[:1]
+        return Result("scan", "fail", f"last scan ({_age(ctx.now - ls['started'])} ago) had {ls['errors']} error(s)"
+                      + (f": {first[0][:120]}" if first else ""), "`occd logs` shows them in full")
+    return Result("scan", "ok", f"last scan {_age(ctx.now - ls['started'])} ago, {ls['sessions_seen']} sessions, "
+                                "no errors")
+
+
+@check("breakers", order=55)
+def check_breakers(ctx: DoctorContext) -> Result | None:
+    led = ctx.ledger()
+    if led is None:
+        return None
+    open_ = [b for b in led.breakers() if b.state != "closed"]
+    if open_:
+        names = ", ".join(f"{b.agent}/{b.kind} {b.state}" for b in open_)
+        return Result("breakers", "fail", f"open: {names}", "`occd breaker status` says why; `occd breaker reset AGENT`")
+    return Result("breakers", "ok", "all closed")
+
+
+@check("locks", order=60)
+def check_locks(ctx: DoctorContext) -> Result | None:
+    from occd.openclaw.locks import read_lock
+
+    agents = ctx.cache.get("agents")
+    if agents is None:
+        return None
+    stale = []
+    for a in agents:
+        sdir = a.dir / "sessions"
+        try:
+            names = os.listdir(sdir)
+        except OSError:
+            continue
+        for n in names:
+            if n.endswith(".jsonl.lock"):
+                info = read_lock(sdir / n, now=ctx.now)
+                if info is not None and not info.alive:
+                    stale.append((sdir / n, info.reason))
+    if stale:
+        shown = ", ".join(f"{paths.display_path(p)} ({why})" for p, why in stale[:3])
+        return Result("locks", "fail", f"{len(stale)} stale transcript lock(s): {shown}",
+                      "OpenClaw removes them on its next run; occd treats them as not running",
+                      data={"stale": [str(p) for p, _ in stale]})
+    return Result("locks", "ok", "no stale transcript locks")
+
+
+@check("backups", order=65)
+def check_backups(ctx: DoctorContext) -> Result | None:
+    from occd.actions.backups import is_backup_name
+
+    agents = ctx.cache.get("agents")
+    if agents is None:
+        return None
+    n = total = 0
+    where = None
+    for a in agents:
+        sdir = a.dir / "sessions"
+        try:
+            with os.scandir(sdir) as it:
+                for e in it:
+                    if is_backup_name(e.name):
+                        n += 1
+                        total += e.stat().st_size
+        except OSError:
+            continue
+        where = where or sdir
+    free = shutil.disk_usage(where).free if where else None
+    detail = f"{n} backup file(s), {_size(total)}" + (f"; {_size(free)} free" if free is not None else "")
+    if free is not None and free < max(total, 1 << 30):
+        return Result("backups", "fail", detail, "low disk space: lower backups_keep or free space",
+                      data={"files": n, "bytes": total, "freeBytes": free})
+    return Result("backups", "ok", detail, data={"files": n, "bytes": total, "freeBytes": free})
+
+
+@check("llm", order=80)
+def check_llm(ctx: DoctorContext) -> Result:
+    from occd.extras import install_hint, installed
+
+    if ctx.settings is None:
+        return Result("llm", "warn", "config not loaded")
+    if not ctx.settings.llm.enabled:
+        return Result("llm", "warn", "disabled (llm.enabled = false): keyword relevance")
+    if not installed("llm"):
+        return Result("llm", "warn", "optional part 'llm' not installed: keyword relevance", install_hint("llm"))
+    from occd.relevance.llm import key_problem
+
+    model = ctx.settings.llm.model
+    problem = key_problem(model, ctx.settings.llm.api_base, ctx.env)
+    if problem:
+        return Result("llm", "warn", f"{problem}: keyword relevance until then")
+    return Result("llm", "ok", f"{model}: key present" + (f" ({ctx.settings.llm.api_base})" if ctx.settings.llm.api_base else ""))
+
+
+@check("mcp", order=85)
+def check_mcp(ctx: DoctorContext) -> Result:
+    from occd.extras import install_hint, installed
+
+    if installed("mcp"):
+        return Result("mcp", "ok", "installed (`occd mcp`)")
+    return Result("mcp", "warn", "optional part 'mcp' not installed", install_hint("mcp"))
+
+
+@check("gh", order=90)
+def check_gh(ctx: DoctorContext) -> Result:
+    gh = shutil.which("gh")
+    if gh:
+        return Result("gh", "ok", f"{gh} (pull requests in project-status and select)")
+    return Result("gh", "warn", "not on PATH: project status without pull requests", "https://cli.github.com")
