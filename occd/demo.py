@@ -9,7 +9,7 @@ import os
 import time
 from pathlib import Path
 
-DEMO_WINDOW = 128_000  # the demo model's context window (openclaw.json), so sessions reach it quickly
+DEMO_WINDOW = 200_000  # the demo model's context window (openclaw.json): demo_story's sessions are sized for it
 
 
 def build_state(root: Path, now: float | None = None) -> dict:

@@ -104,8 +104,8 @@ class Figure:
 
     def to_json(self) -> dict:
         return {"tokens": self.tokens, "source": self.source, "window": self.window, "percent": self.percent,
-                "measured": self.measured, "staleUsage": self.stale_usage, "compactAt": self.compact_at,
-                "compactAtSource": self.compact_at_source, "toCompaction": self.to_compaction,
+                "measured": self.measured, "staleUsage": self.stale_usage, "compactionPoint": self.compact_at,
+                "compactionPointSource": self.compact_at_source, "toCompaction": self.to_compaction,
                 "openclawEstimate": self.openclaw_estimate, "shouldCompact": self.should_compact,
                 "route": self.route, "lastCheckpoint": self.last_checkpoint}
 

@@ -40,7 +40,7 @@ class SessionRow:
                 "updatedAt": self.updated_at.isoformat() if self.updated_at else None,
                 "size": self.size, "tokens": self.tokens, "tokensSource": self.tokens_source,
                 "contextWindow": self.context_window, "contextPercent": self.context_percent,
-                "compactAt": f.compact_at if f else None, "toCompaction": f.to_compaction if f else None,
+                "compactionPoint": f.compact_at if f else None, "toCompaction": f.to_compaction if f else None,
                 "compactions": self.compaction_count, "label": self.label, "running": self.running,
                 "unindexed": self.unindexed, "archived": self.archived}
 

@@ -179,7 +179,8 @@ def test_core_install_has_no_litellm_or_mcp_and_test_extra_has_both():
 
     proj = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]
     core = " ".join(proj["dependencies"])
-    assert "litellm" not in core and "mcp" not in core and "pydantic-settings" not in core
+    assert "litellm" not in core and "mcp" not in core
+    assert "pydantic-settings" in core  # the settings are pydantic-settings (the project's chosen stack)
     extras = proj["optional-dependencies"]
     assert any("litellm" in d for d in extras["llm"]) and any(d.startswith("mcp") for d in extras["mcp"])
     assert any("litellm" in d for d in extras["test"]) and any(d.startswith("mcp") for d in extras["test"])
@@ -304,7 +305,6 @@ def test_clone_without_preset_reports_no_limits_and_no_false_resume_hint(isolate
 
 
 def test_config_init_is_every_default_commented_and_valid_when_uncommented(isolated_env, tmp_path, monkeypatch):
-    import dataclasses
     import tomllib
 
     from occd.config import Settings, load_settings
@@ -314,7 +314,7 @@ def test_config_init_is_every_default_commented_and_valid_when_uncommented(isola
     from occd import paths
 
     text = paths.config_file().read_text()
-    assert tomllib.loads(text) == {"daemon": {}, "policy": {"breaker": {}, "rotation": {}}, "llm": {}}
+    assert tomllib.loads(text) == {"daemon": {}, "policy": {"breaker": {}, "rotation": {}}, "llm": {}, "lean": {}}
     assert run("config", "init").exit_code == 1  # never overwrites without --force
     live = "\n".join(line[2:] if re.match(r"^# [a-z_]+ = ", line) and "(unset)" not in line else line
                      for line in text.splitlines())

@@ -85,7 +85,7 @@ def test_blocked_session_is_unblocked_by_one_cycle(tmp_path, monkeypatch):
         hist = json.loads(subprocess.run([sys.executable, "-m", "occd", "history", "--json"], capture_output=True,
                                          text=True, env=env, timeout=120).stdout)
         hist = hist if isinstance(hist, list) else hist.get("actions", hist.get("data", []))
-        acted = [a for a in hist if a.get("outcome") == "ok" and not a.get("dry_run") and a["kind"] in ("strip", "rotate")
+        acted = [a for a in hist if a.get("outcome") == "ok" and not (a.get("dryRun") or a.get("dry_run")) and a["kind"] in ("strip", "rotate")
                  and (a.get("before") or {}).get("emergency") == "BLOCKED"]
         assert acted, json.dumps(hist)[:3000]
         st = json.loads(subprocess.run([sys.executable, "-m", "occd", "status", "--json"], capture_output=True,

@@ -79,7 +79,7 @@ def test_zero_usage_reply_is_skipped_everywhere(isolated_env, last):
     assert summarize_range(p).tokens == 50_010 + trailing
     info = json.loads(run("info", "--json").stdout)
     assert info["context"]["tokens"] == 50_010 + trailing and info["context"]["source"] == "usage"
-    (row,) = json.loads(run("list", "--json").stdout)
+    (row,) = json.loads(run("list", "--json").stdout)["sessions"]
     assert row["tokens"] == 50_010 + trailing and row["tokensSource"] == "usage"
 
 
@@ -102,7 +102,7 @@ def test_index_zero_total_is_not_a_figure(isolated_env):
     b = measured_session("delivery-mirror")
     write_state(isolated_env, {"agent:main:main": b},
                 {"agent:main:main": {"totalTokens": 0, "totalTokensFresh": True}})
-    (row,) = json.loads(run("list", "--json").stdout)
+    (row,) = json.loads(run("list", "--json").stdout)["sessions"]
     assert row["tokensSource"] == "usage" and row["tokens"] > 50_010
 
 
@@ -190,7 +190,7 @@ def figures(sid: str) -> dict:
     from occd.mcp_server import session_list_tool
 
     out = {}
-    (row,) = [r for r in json.loads(run("list", "--json").stdout) if r["id"] == sid]
+    (row,) = [r for r in json.loads(run("list", "--json").stdout)["sessions"] if r["id"] == sid]
     out["list"] = (row["tokens"], row["tokensSource"])
     c = json.loads(run("info", sid, "--json").stdout)["context"]
     out["info"] = (c["tokens"], c["source"])
@@ -252,7 +252,7 @@ def test_after_edit_every_command_shows_the_same_figure(isolated_env):
 
 def test_clone_without_strip_saves_nothing_and_a_stripped_clone_is_an_estimate(isolated_env):
     write_state(isolated_env, {"agent:main:main": {"turns": 30, "tools_per_turn": 2, "seed": 8}})
-    sid = json.loads(run("list", "--json").stdout)[0]["id"]
+    sid = json.loads(run("list", "--json").stdout)["sessions"][0]["id"]
     plain = json.loads(run("clone", sid, "--json").stdout)
     st = plain["statistics"]
     assert st["tokensAfterEstimate"] == st["tokensBefore"] and st["estimateAfter"] == st["estimateBefore"]
@@ -264,7 +264,7 @@ def test_clone_without_strip_saves_nothing_and_a_stripped_clone_is_an_estimate(i
     assert st2["tokensAfterEstimate"] < st2["tokensBefore"]
     assert set(figures(stripped["clonedSessionId"]).values()) == {(st2["tokensAfterEstimate"], "estimate")}
     # the source is untouched: its own usage
-    (row,) = [r for r in json.loads(run("list", "--json").stdout) if r["id"] == sid]
+    (row,) = [r for r in json.loads(run("list", "--json").stdout)["sessions"] if r["id"] == sid]
     assert (row["tokens"], row["tokensSource"]) == (st["tokensBefore"], "usage")
 
 
@@ -275,7 +275,7 @@ def test_human_output_shows_compaction_distance_and_like_for_like(isolated_env):
     assert "Compaction:" in r.output and "before OpenClaw compacts (at 108k, OpenClaw's recorded budget)" in r.output
     r = run("list")
     assert "TO COMPACT" in r.output
-    r = run("edit", "--strip-tools", "--dry-run", "--force")
+    r = run("edit", "agent:main:main", "--strip-tools", "--dry-run", "--force")
     assert "Tokens:" in r.output and "→ ~" in r.output and "dry run" in r.output
 
 
@@ -287,7 +287,7 @@ def test_daemon_that_saw_the_old_file_keeps_the_post_edit_figure(isolated_env):
     from occd.ledger import Ledger
 
     state = write_state(isolated_env, {"agent:main:main": {"turns": 40, "tools_per_turn": 3, "seed": 6}})
-    sid = json.loads(run("list", "--json").stdout)[0]["id"]
+    sid = json.loads(run("list", "--json").stdout)["sessions"][0]["id"]
     with Ledger.open() as led:
         ctx = JobContext(settings=load_settings({"state_dir": str(state)}), ledger=led, state_dir=state)
         run_cycle(ctx, ["scan"])

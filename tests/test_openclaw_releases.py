@@ -300,9 +300,9 @@ def test_list_shows_no_compactions_yet_as_0_like_status(isolated_env, tmp_path):
     update_index(s.path.parent, drop)
     r = CliRunner().invoke(cli, ["list", "--json"])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout)[0]["compactions"] == 0
+    assert json.loads(r.stdout)["sessions"][0]["compactions"] == 0
     r = CliRunner().invoke(cli, ["list"])
-    row = next(x for x in r.output.splitlines() if s.session_id[:8] in x)
+    row = next(x for x in r.output.splitlines() if "agent:main:main" in x)
     assert " - " not in row.replace("agent:main:main", "")
 
 

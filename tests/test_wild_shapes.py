@@ -53,7 +53,7 @@ def test_no_header_is_reported_and_refused(isolated_env):
     r = run("info")
     assert "Warning:" in r.output and "new, empty session" in r.output
     before = p.read_bytes()
-    r = run("edit", "--strip-tools", "--force")
+    r = run("edit", "agent:main:main", "--strip-tools", "--force")
     assert r.exit_code == 1 and "not a session header" in r.output
     assert p.read_bytes() == before
 
@@ -63,7 +63,7 @@ def test_v1_file_without_ids(isolated_env, oracle):
     info = json.loads(run("info", "--json").stdout)
     assert info["analysis"]["version"] == 1 and "old-format" in codes(info)
     assert "version 1 (no entry ids)" in run("info").output
-    r = run("edit", "--strip-tools=aggressive", "--force", "--json")
+    r = run("edit", "agent:main:main", "--strip-tools=aggressive", "--force", "--json")
     assert r.exit_code == 0, r.output
     assert scan(p).version == 3 and oracle.check(p)["ok"]
 
@@ -73,7 +73,7 @@ def test_orphan_results_are_reported_and_removed_in_stripped_turns(isolated_env,
     info = json.loads(run("info", "--json").stdout)
     assert info["analysis"]["orphanResults"] == 3 and "orphan-results" in codes(info)
     assert oracle.check(p)["orphanResults"] == 3
-    r = run("edit", "--strip-tools=aggressive", "--force", "--json")
+    r = run("edit", "agent:main:main", "--strip-tools=aggressive", "--force", "--json")
     assert r.exit_code == 0, r.output
     chk = oracle.check(p)  # the three were in the oldest turns, which the preset strips
     assert chk["ok"] and chk["orphanResults"] == 0
@@ -84,7 +84,7 @@ def test_header_id_other_than_the_file_name(isolated_env, oracle):
     hid = orjson.loads(p.read_bytes().splitlines()[0])["id"]
     info = json.loads(run("info", "--json").stdout)
     assert "header-id-mismatch" in codes(info)
-    assert run("edit", "--strip-tools=aggressive", "--force").exit_code == 0
+    assert run("edit", "agent:main:main", "--strip-tools=aggressive", "--force").exit_code == 0
     assert orjson.loads(p.read_bytes().splitlines()[0])["id"] == hid and p.name == "renamed-by-hand.jsonl"
     assert oracle.check(p)["headerKept"]
 
@@ -97,9 +97,9 @@ def test_torn_lines(isolated_env, kind, malformed):
     if kind == "glued":  # the entry after the cut lost its parent: OpenClaw loses the history before it
         assert a["brokenParentLine"] is not None and "broken-parent" in {w["code"] for w in a["warnings"]}
     before = p.read_bytes()
-    r = run("edit", "--strip-tools", "--force")
+    r = run("edit", "agent:main:main", "--strip-tools", "--force")
     assert r.exit_code == 1 and "malformed" in r.output and p.read_bytes() == before
-    r = run("edit", "--strip-tools=aggressive", "--force", "--drop-malformed", "--json")
+    r = run("edit", "agent:main:main", "--strip-tools=aggressive", "--force", "--drop-malformed", "--json")
     assert r.exit_code == 0, r.output
     t = scan(p)
     assert not t.malformed and not t.missing_final_newline
@@ -143,9 +143,9 @@ def test_crashed_run_is_cleaned_only_on_request_and_keeps_the_open_call(isolated
     info = json.loads(run("info", "--json").stdout)
     assert info["analysis"]["openCall"] in ("call", "result") and info["analysis"]["runState"] == "crashed"
     assert "crashed-run" in codes(info)
-    r = run("edit", "--strip-tools", "--force")
+    r = run("edit", "agent:main:main", "--strip-tools", "--force")
     assert r.exit_code == 75 and "--crashed-run" in r.output
-    r = run("edit", "--strip-tools=aggressive", "--crashed-run", "--json")
+    r = run("edit", "agent:main:main", "--strip-tools=aggressive", "--crashed-run", "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["changed"]
     assert p.read_bytes().splitlines()[-1] == last_before  # the open call, exactly as it was
@@ -158,7 +158,7 @@ def test_recent_open_call_is_a_run_in_progress(isolated_env):
     info = json.loads(run("info", "--json").stdout)
     assert info["analysis"]["runState"] == "mid-run" and "mid-run" in codes(info)
     before = p.read_bytes()
-    r = run("edit", "--strip-tools", "--crashed-run")
+    r = run("edit", "agent:main:main", "--strip-tools", "--crashed-run")
     assert r.exit_code == 75 and "may still be running" in r.output and p.read_bytes() == before
 
 
@@ -168,7 +168,7 @@ def test_crashed_run_with_a_live_lock_is_refused(isolated_env):
     p = state_with(isolated_env, age_s=3600, turns=10, open_call=True)
     write_lock(Path(str(p) + ".lock"), os.getpid())
     before = p.read_bytes()
-    r = run("edit", "--strip-tools", "--crashed-run")
+    r = run("edit", "agent:main:main", "--strip-tools", "--crashed-run")
     assert r.exit_code == 75 and p.read_bytes() == before
     assert json.loads(run("info", "--json").stdout)["analysis"]["runState"] == "running"
 

@@ -132,12 +132,12 @@ def info_cmd(session, agent, state_dir, as_json, verbose):
         if ctx["source"] == "usage" and ctx.get("estimateNow") is not None and info.get("path"):
             now_est = f"; chars/4 estimate of the file as it is now ~{human_tokens(ctx['estimateNow'])}"
         c.print(f"  Context:     {tokens_text(ctx['tokens'], ctx['source'])} tokens ({label}{now_est}){share}")
-        if ctx.get("compactAt") is not None:
-            by = "OpenClaw's recorded budget" if ctx.get("compactAtSource") == "openclaw" else "OpenClaw's defaults"
+        if ctx.get("compactionPoint") is not None:
+            by = "OpenClaw's recorded budget" if ctx.get("compactionPointSource") == "openclaw" else "OpenClaw's defaults"
             left = ctx["toCompaction"]
             where = (f"{human_tokens(left)} tokens before OpenClaw compacts" if left >= 0
                      else f"{human_tokens(-left)} tokens past OpenClaw's compaction point")
-            c.print(f"  Compaction:  {where} (at {human_tokens(ctx['compactAt'])}, {by})")
+            c.print(f"  Compaction:  {where} (at {human_tokens(ctx['compactionPoint'])}, {by})")
     if info.get("running"):
         c.print("  Status:      running (transcript lock held by a live process)")
     if a.get("version") is not None and a["version"] < 3:
