@@ -99,7 +99,7 @@ class Gateway:
         return subprocess.Popen([self.oc.oc, "gateway", "run", "--port", str(self.port)], env=self.oc.env,
                                 stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
-    def wait_ready(self, timeout: float = 120) -> None:
+    def wait_ready(self, timeout: float = 300) -> None:
         import time
 
         retries = 2  # a loaded machine can make the gateway miss its 5 s start-up lease deadline: start again
