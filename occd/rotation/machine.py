@@ -406,10 +406,32 @@ class FileRotation:
         raise OccdError(f"Could not put {self.old_path.name} back: something keeps writing to it",
                         f"its content is in {held} and the archive", code="ROTATION_FAILED")
 
+    def _reswitch(self) -> None:
+        """After the switch, OpenClaw's lock-less index writer (read, change, rename; see update_index) may land an
+        image it read before the switch: the key names the old id again, whose transcript now lives only in the
+        archive. Point it at the new session again (only while it still names the old id)."""
+        from occd.openclaw import update_index
+
+        old_id, new_id = self.row["old_session_id"], self.row["new_session_id"]
+        now_ms = int(self.clock() * 1000)
+
+        def switch(index: dict) -> dict:
+            e = index.get(self.key)
+            if isinstance(e, dict) and e.get("sessionId") == old_id:
+                index[self.key] = switched_entry(e, new_id, self.new_path, now_ms)
+            return index
+
+        log.warning("rotation %s: a stale index write put %s back on the old session; switched again",
+                    self.rid, self.key)
+        update_index(self.old_path.parent, switch,
+                     done=lambda idx: (idx.get(self.key) or {}).get("sessionId") != old_id)
+
     def step_finish(self, old_session_policy: str = "archive") -> None:
         """INJECTED → COOLDOWN, after checking that the index points to the new, valid session."""
         from occd.transcript import check_invariants
 
+        if not self.switched() and self.new_path.exists() and self.current_id() == self.row["old_session_id"]:
+            self._reswitch()  # a writer that had read the index before the switch wrote its stale image back
         if not self.switched() or not self.new_path.exists():
             raise OccdError(f"After the rotation of '{self.key}' the index does not point to the new session",
                             "see `occd status --rotations`", code="ROTATION_FAILED")
