@@ -181,6 +181,7 @@ def test_core_install_has_no_litellm_or_mcp_and_test_extra_has_both():
     core = " ".join(proj["dependencies"])
     assert "litellm" not in core and "mcp" not in core
     assert "pydantic-settings" in core  # the settings are pydantic-settings (the project's chosen stack)
+    assert "rich>=13" in proj["dependencies"]  # human output is drawn by rich (the chosen stack)
     extras = proj["optional-dependencies"]
     assert any("litellm" in d for d in extras["llm"]) and any(d.startswith("mcp") for d in extras["mcp"])
     assert any("litellm" in d for d in extras["test"]) and any(d.startswith("mcp") for d in extras["test"])
@@ -236,6 +237,25 @@ def test_history_and_rotations_fit_the_width_without_mid_word_wraps(isolated_env
     row = out.splitlines()[1]
     assert len(row) <= width or IDS[0] + ".jsonl" in row
     assert row.rstrip().endswith(".jsonl")  # a cut path keeps its file name's end
+
+
+def test_rich_console_prints_data_literally_without_escape_codes_off_a_terminal(capsys, monkeypatch):
+    from occd.cli.render import Console, Table
+
+    monkeypatch.setenv("COLUMNS", "60")
+    t = Table(show_edge=False, box=None)
+    t.add_column("FLAGS", no_wrap=True)
+    t.add_column("PATH", overflow="path")
+    t.add_row("[running] [bold]x[/bold]", "/home/someone/.openclaw/agents/main/sessions/archive/" + IDS[0] + ".jsonl")
+    c = Console()
+    c.print("[running] :smile: [red]kept[/red]")
+    c.print(t)
+    out = capsys.readouterr().out
+    assert "\x1b[" not in out
+    lines = out.splitlines()
+    assert lines[0] == "[running] :smile: [red]kept[/red]"
+    assert lines[2].startswith("[running] [bold]x[/bold]  ") and lines[2].endswith(".jsonl") and len(lines[2]) <= 60
+    assert all(line == line.rstrip() for line in lines)
 
 
 # ---- doctor ----------------------------------------------------------------------------------------------

@@ -127,7 +127,8 @@ def use_color(stream=None) -> bool:
 
 
 def console(stderr: bool = False):
-    """The human renderers' output: plain text, tables fitted to the terminal (occd.cli.render.Console)."""
+    """The human renderers' output through rich (occd.cli.render.Console; rich is imported at the first print):
+    text and tables fitted to the terminal, colour only on a terminal without NO_COLOR."""
     from occd.cli.render import Console
 
     return Console(stderr=stderr)

@@ -1,4 +1,5 @@
-"""Small formatting helpers shared by the human renderers (no heavy imports)."""
+"""Formatting helpers shared by the human renderers, and their Table/Console drawn by rich (imported lazily,
+inside the methods: importing this module costs nothing)."""
 
 from __future__ import annotations
 
@@ -86,8 +87,8 @@ def sparkline(values: list[float | int | None], width: int = 40, ascii_only: boo
 
 
 def format_table(headers: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> str:
-    """A plain aligned table (no rich import: `occd list` must start fast). Columns in `right` are right-aligned;
-    the last column is never padded."""
+    """A plain aligned table, printed without importing rich (`occd list` must start fast). Columns in `right`
+    are right-aligned; the last column is never padded."""
     widths = [len(h) for h in headers]
     for r in rows:
         for i, cell in enumerate(r):
@@ -105,7 +106,11 @@ def format_table(headers: list[str], rows: list[list[str]], right: set[int] = fr
     return "\n".join([line(headers)] + [line(r) for r in rows])
 
 
-# ---- layout: tables and lines that fit the terminal (no rich import: read commands must start fast) ----
+# ---- layout: tables and lines that fit the terminal, drawn by rich (imported lazily, inside the methods, so
+# read commands and `occd --help` do not pay for it: tests/test_cli_help.py checks) ----
+
+PIPE_WIDTH = 100_000  # on a pipe (no TTY, no $COLUMNS) rich gets a width no line reaches: lines stay whole
+
 
 def terminal_width(stream=None) -> int | None:
     """Columns to fit: $COLUMNS when set, else the terminal's width; None on a pipe (lines stay whole)."""
@@ -143,11 +148,16 @@ def cut_path(path: str, width: int) -> str:
     return ("…" + head[len(head) - room:] if room > 0 else "…") + "/" + name
 
 
-class Table:
-    """The small part of rich.table.Table that occd uses, rendered as plain aligned text fitted to the width:
-    columns that may wrap do so at spaces, path columns are cut before the file name, others never change."""
+GAP = 2  # columns between two table columns (rich: padding (0, 1) on each side, no edge padding)
 
-    def __init__(self, *_, **__):
+
+class Table:
+    """The part of rich.table.Table that occd uses. Cells are kept as plain strings and handed to rich as Text
+    (no markup: '[running]' in data stays as it is) when the table is drawn, at the console's width: columns that
+    may wrap do so at spaces (rich), path columns (overflow="path") are cut before the file name first."""
+
+    def __init__(self, *_, **options):
+        self.options = options  # rich.table.Table keywords (show_edge, box, ...): passed on when drawn
         self.columns: list[dict] = []
         self.rows: list[list[str]] = []
 
@@ -157,61 +167,97 @@ class Table:
     def add_row(self, *cells) -> None:
         self.rows.append(["" if c is None else str(c) for c in cells])
 
-    def render(self, width: int | None = None) -> str:
-        n = len(self.columns)
+    def _path_widths(self, width: int | None) -> dict[int, int]:
+        """Widths for the path columns so the table fits `width`: the widest flexible columns give way first,
+        never below their header or 12 columns (the file name stays readable)."""
+        paths = [i for i, c in enumerate(self.columns) if c["overflow"] == "path"]
+        if width is None or not paths:
+            return {}
         widths = [max([len(c["header"])] + [len(r[i]) for r in self.rows]) for i, c in enumerate(self.columns)]
-        gap = 2
-        if width is not None:
-            excess = sum(widths) + gap * (n - 1) - width
-            flex = [i for i, c in enumerate(self.columns) if c["overflow"]]
-            # shrink the widest flexible columns first, never below their header or 12 columns
-            while excess > 0 and flex:
-                i = max(flex, key=lambda j: widths[j])
-                floor = max(len(self.columns[i]["header"]), 12)
-                if widths[i] <= floor:
-                    flex.remove(i)
-                    continue
-                step = min(excess, widths[i] - floor)
-                widths[i] -= step
-                excess -= step
-        lines = []
-        for cells in [[c["header"] for c in self.columns]] + self.rows:
-            parts = []
-            for i, cell in enumerate(cells):
-                ov = self.columns[i]["overflow"]
-                if len(cell) > widths[i] and ov == "path":
-                    parts.append([cut_path(cell, widths[i])])
-                elif len(cell) > widths[i]:
-                    parts.append(wrap_words(cell, widths[i]))
-                else:
-                    parts.append([cell])
-            for k in range(max(len(p) for p in parts)):
-                out = []
-                for i, p in enumerate(parts):
-                    text = p[k] if k < len(p) else ""
-                    last = i == n - 1
-                    if self.columns[i]["justify"] == "right":
-                        out.append(text.rjust(widths[i]))
-                    else:
-                        out.append(text if last else text.ljust(widths[i]))
-                lines.append((" " * gap).join(out).rstrip())
-        return "\n".join(lines)
+        excess = sum(widths) + GAP * (len(widths) - 1) - width
+        flex = [i for i, c in enumerate(self.columns) if c["overflow"]]
+        while excess > 0 and flex:
+            i = max(flex, key=lambda j: widths[j])
+            floor = max(len(self.columns[i]["header"]), 12)
+            if widths[i] <= floor:
+                flex.remove(i)
+                continue
+            step = min(excess, widths[i] - floor)
+            widths[i] -= step
+            excess -= step
+        return {i: widths[i] for i in paths}
+
+    def to_rich(self, width: int | None):
+        """The rich.table.Table for a console `width` columns wide (None: unlimited)."""
+        from rich.table import Table as RichTable
+        from rich.text import Text
+
+        cut = self._path_widths(width)
+        opts = {"box": None, "show_edge": False, "pad_edge": False, "padding": (0, GAP // 2)}
+        opts.update(self.options)
+        t = RichTable(**opts)
+        for i, c in enumerate(self.columns):
+            if i in cut:  # already cut to fit: rich must not wrap or cut it again
+                t.add_column(c["header"], justify=c["justify"], no_wrap=True, overflow="ignore")
+            elif c["overflow"]:  # wraps at spaces; a word longer than the column is folded
+                t.add_column(c["header"], justify=c["justify"], overflow="fold")
+            else:
+                t.add_column(c["header"], justify=c["justify"], no_wrap=True, overflow="ignore")
+        for r in self.rows:
+            t.add_row(*(Text(cut_path(cell, cut[i]) if i in cut else cell) for i, cell in enumerate(r)))
+        return t
+
+    def render(self, width: int | None = None) -> str:
+        """The table as plain text (no colour), lines without trailing spaces."""
+        import io
+
+        from rich.console import Console as RichConsole
+
+        con = RichConsole(file=io.StringIO(), width=width or PIPE_WIDTH, color_system=None, force_terminal=False,
+                          highlight=False, soft_wrap=False)
+        con.print(self.to_rich(width))
+        return "\n".join(line.rstrip() for line in con.file.getvalue().rstrip("\n").split("\n"))
 
 
 class Console:
-    """Plain output for the human renderers: `print` of strings (no markup is interpreted, so '[running]' in
-    data stays as it is) and of Tables, fitted to the terminal width."""
+    """Output for the human renderers through rich: `print` of strings (as rich Text: no markup is interpreted,
+    so '[running]' in data stays as it is) and of Tables, fitted to the terminal width (whole lines on a pipe);
+    colour and styles only on a terminal without NO_COLOR."""
 
     def __init__(self, stderr: bool = False):
         import sys
 
         self.stream = sys.stderr if stderr else sys.stdout
         self.width = terminal_width(self.stream)
+        self._rich = None
 
-    def print(self, *objs, wrap: bool = False, indent: int = 0, **_) -> None:
-        """`wrap`: a long line is wrapped at spaces to the terminal width, continuation lines indented."""
-        import click
+    @property
+    def rich(self):
+        if self._rich is None:
+            from rich.console import Console as RichConsole
 
+            from occd.cli.common import use_color
+
+            color = use_color(self.stream)
+            self._rich = RichConsole(file=self.stream, width=self.width or PIPE_WIDTH, force_terminal=color,
+                                     color_system="auto" if color else None, no_color=not color,
+                                     highlight=False, markup=False, emoji=False, soft_wrap=True)
+        return self._rich
+
+    def print(self, *objs, wrap: bool = False, indent: int = 0, style: str | None = None, **_) -> None:
+        """`wrap`: a long line is wrapped at spaces to the terminal width, continuation lines indented by `indent`
+        (without it a line is printed whole). `style`: a rich style, shown on a terminal only."""
+        from rich.text import Text
+
+        con = self.rich
+        if len(objs) == 1 and isinstance(objs[0], Table):
+            # drawn into a buffer first so that lines lose the padding rich leaves after the last column
+            with con.capture() as cap:
+                con.print(objs[0].to_rich(self.width), soft_wrap=False, crop=False)
+            lines = cap.get().rstrip("\n").split("\n")
+            con.file.write("\n".join(line.rstrip() for line in lines) + "\n")
+            con.file.flush()
+            return
         text = " ".join(o.render(self.width) if isinstance(o, Table) else str(o) for o in objs)
         if wrap and self.width and any(len(x) > self.width for x in text.split("\n")):
             import textwrap
@@ -220,4 +266,4 @@ class Console:
             body = text[lead:]
             text = "\n" * lead + "\n".join(textwrap.wrap(body, self.width, subsequent_indent=" " * indent,
                                                           break_long_words=False, break_on_hyphens=False))
-        click.echo(text, file=self.stream)
+        con.print(Text(text, style=style or ""), soft_wrap=True)
