@@ -226,6 +226,7 @@ def test_locked_ledger_makes_run_once_exit_75(isolated_env):
     from occd import paths
     from occd.ledger import Ledger
 
+    (isolated_env / ".openclaw").mkdir()  # a state to scan: the ledger is what is locked
     Ledger.open().close()
     con = sqlite3.connect(paths.ledger_path())
     con.execute("BEGIN EXCLUSIVE")
@@ -241,6 +242,7 @@ def test_locked_ledger_makes_run_once_exit_75(isolated_env):
 def test_ledger_path_that_is_a_directory(isolated_env, args):
     from occd import paths
 
+    (isolated_env / ".openclaw").mkdir()  # a state to scan: the ledger path is what is wrong
     paths.ledger_path().mkdir(parents=True)
     r = occd(*args, timeout=60)
     assert r.returncode == 1 and "is a directory" in r.stderr and "disk space" not in r.stderr, r.stderr
