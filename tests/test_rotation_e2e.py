@@ -180,7 +180,7 @@ def test_db_era_rotate_twice_then_real_turn(need_e2e, tmp_path, version):
         _scan_matches(oc)
         st = json.loads(oc.occd("status", "--json").stdout)
         assert st["agents"][0]["era"] == "db" and st["lastScan"]["errors"] == 0, st["lastScan"]
-        r = oc.occd("edit", "--strip-tools", "--json")  # occd never writes OpenClaw's database
+        r = oc.occd("edit", "agent:main:main", "--strip-tools", "--json")  # occd never writes OpenClaw's database
         assert r.returncode == 1 and "openclaw sessions compact" in r.stderr
         from e2e_harness import free_port
 
