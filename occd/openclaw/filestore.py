@@ -315,8 +315,14 @@ def _index_stat(path: Path):
 def write_index_atomic(path: Path, data: dict, expect=False) -> bool:
     """Write sessions.json as OpenClaw does (2-space JSON, temp file + rename, mode 0600), fsync'ed. expect: the
     _index_stat the index had when it was read (None: it did not exist); when given and the index is another
-    file (or other bytes) right before the rename, nothing is written and False is returned."""
+    file (or other bytes) at the moment of the rename, the index is left as it is and False is returned.
+
+    Where the platform can (occd.openclaw.swap), the check and the rename are one step: the temp file and the
+    index are exchanged and what came out is compared with what was read; a write that landed in between is
+    swapped back in, so it is never lost. Elsewhere the check comes right before the rename."""
     import tempfile
+
+    from occd.openclaw.swap import exchange
 
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     fd, tmp = tempfile.mkstemp(prefix=".sessions.json.", suffix=".tmp", dir=path.parent)
@@ -326,15 +332,26 @@ def write_index_atomic(path: Path, data: dict, expect=False) -> bool:
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o600)
-        if expect is not False and _index_stat(path) != expect:
-            return False
-        os.replace(tmp, path)
-        tmp = None
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        if expect is None:
+            try:
+                os.link(tmp, path)  # create only if there still is none
+            except FileExistsError:
+                return False
+            except OSError:
+                if path.exists():
+                    return False
+                os.replace(tmp, path)
+                tmp = None
+        elif expect is not False and exchange(tmp, path):
+            if not _displaced_is(tmp, expect):
+                _swap_back(tmp, path, text)
+                return False
+        else:
+            if expect is not False and _index_stat(path) != expect:
+                return False
+            os.replace(tmp, path)
+            tmp = None
+        _fsync_dir(path.parent)
         return True
     finally:
         if tmp is not None:
@@ -342,6 +359,36 @@ def write_index_atomic(path: Path, data: dict, expect=False) -> bool:
                 os.unlink(tmp)
             except OSError:
                 pass
+
+
+def _displaced_is(displaced: str, expect) -> bool:
+    """The file an exchange took out of the index is the one occd read (same bytes: nothing of it is lost)."""
+    try:
+        return Path(displaced).read_bytes() == expect[3]
+    except OSError:
+        return False
+
+
+def _swap_back(tmp: str, path: Path, ours: str) -> None:
+    """A writer landed between occd's read and its exchange: put the index back as the writers left it. If yet
+    another write came in during the microseconds ours was in place, that one is the newest: keep it."""
+    from occd.openclaw.swap import exchange
+
+    exchange(tmp, path)  # path: the write we displaced; tmp: ours, or a newer write that replaced ours
+    try:
+        came_out = Path(tmp).read_text(encoding="utf-8")
+    except OSError:
+        return
+    if came_out != ours:
+        exchange(tmp, path)
+
+
+def _fsync_dir(d: Path) -> None:
+    dfd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
 
 
 INDEX_SETTLE_S = 0.1
