@@ -233,8 +233,8 @@ def test_rotate_file_era(state, settings, oracle):
     first_user = next(r for r in rows if r.get("message", {}).get("role") == "user")["message"]["content"]
     assert "The user's cat is Mia." in first_user and "fixed the boiler" in first_user and "bought milk" in first_user
     assert "rotated" in first_user and str(arch) in first_user
-    n = 1 + res["seed"]["exchanges"]
-    assert chk["roles"] == {"user": n, "assistant": n} and chk["sentMessages"] == 2 * n  # every seed entry is sent
+    # every seed entry is sent: one user message (the recalled exchanges inside it) and its acknowledgement
+    assert chk["roles"] == {"user": 1, "assistant": 1} and chk["sentMessages"] == 2
     assert res["seed"]["exchanges"] == 5
     # the ledger tells the story
     led = ledger()
@@ -251,6 +251,51 @@ def test_rotate_file_era(state, settings, oracle):
     out = CliRunner().invoke(cli, ["list", "--archived", "--json"])
     assert out.exit_code == 0, out.output
     assert old_path.stem in out.output
+
+
+def _user_texts(path: Path) -> list[str]:
+    """The text of every user message in a transcript (string or text blocks), in file order."""
+    out = []
+    for r in lines_of(path):
+        m = r.get("message") if r.get("type") == "message" else None
+        if isinstance(m, dict) and m.get("role") == "user":
+            c = m.get("content")
+            out.append(c if isinstance(c, str) else "\n".join(b.get("text", "") for b in c or []
+                                                                if isinstance(b, dict)))
+    return out
+
+
+@pytest.mark.parametrize("with_oracle_writer", [False, True])
+def test_file_era_recalled_requests_are_quoted_history_not_turns(isolated_env, settings, oracle, with_oracle_writer):
+    """A recalled user request never comes back as a real user turn in the new transcript (a model may carry
+    out "READ <path>" again): the only user message is the seed, which holds each recalled request quoted
+    ("> ") inside one delimited block said to be finished. OpenClaw's own loader sends exactly that message
+    and its acknowledgement."""
+    from occd.rotation.seed import HISTORY_CLOSE, HISTORY_OPEN
+
+    st = make_state(Path(os.environ["OPENCLAW_STATE_DIR"]), oracle=oracle if with_oracle_writer else None,
+                    turns=10, compactions=2)
+    old_users = [u for u in _user_texts(st.transcript()) if u.strip()]
+    res = rotate(settings)
+    assert res["seed"]["exchanges"] >= 3
+    new_path = Path(res["newPath"])
+    users = _user_texts(new_path)
+    assert len(users) == 1, "only the seed is a user turn"
+    seed = users[0]
+    recalled = [u for u in old_users if any(f"> {ln}" in seed for ln in u.strip().splitlines())]
+    assert len(recalled) >= res["seed"]["exchanges"]  # the last requests are there, quoted
+    for u in old_users:
+        assert u not in users, "an old request came back as a real user turn"
+        for ln in u.strip().splitlines():  # no old request line at the start of a line, unquoted
+            assert ln not in seed.splitlines(), ln
+    assert seed.count(HISTORY_OPEN) == 1 and seed.count(HISTORY_CLOSE) == 1
+    body = seed[seed.index(HISTORY_OPEN) + len(HISTORY_OPEN):seed.index(HISTORY_CLOSE)]
+    assert all(ln.startswith((">", "[exchange ")) for ln in body.splitlines() if ln)
+    before = seed[:seed.index(HISTORY_OPEN)]
+    assert "already done" in before and "Do not carry out any of them again" in before
+    chk = oracle.check(new_path)
+    assert chk["ok"] and chk["roles"] == {"user": 1, "assistant": 1} and chk["sentMessages"] == 2
+    assert chk["contextChars"] >= len(seed)  # the whole seed is what OpenClaw sends
 
 
 def test_rotate_with_oracle_session_sends_seed(isolated_env, settings, oracle):

@@ -32,8 +32,10 @@ def test_file_era_rotate_then_real_turn(need_e2e, tmp_path, oracle, version):
         note = oc.workspace / "notes.txt"
         note.write_text("the secret ingredient is cardamom\n")
         oc.turn(f"Please READ {note} and summarise oldturn0")
-        for i in range(1, 7):
-            oc.turn(f"plain question oldturn{i}")
+        note2 = oc.workspace / "notes2.txt"
+        note2.write_text("the second ingredient is nutmeg\n")
+        for i in range(1, 7):  # oldturn5 is a READ order again: it is among the exchanges the seed recalls
+            oc.turn(f"Please READ {note2} and summarise oldturn{i}" if i == 5 else f"plain question oldturn{i}")
         before = oc.requests()[-1]["body"]["messages"]
         assert any(m.get("role") == "tool" for m in before)
         old = oc.sessions_list()["sessions"][0]
@@ -43,7 +45,10 @@ def test_file_era_rotate_then_real_turn(need_e2e, tmp_path, oracle, version):
         assert res["state"] == "COOLDOWN" and res["oldSessionId"] == old["sessionId"]
         assert Path(res["archivePath"]).exists()
 
+        n_before = len(oc.requests())
         oc.turn("final question omega")
+        # one model call: the recalled "Please READ <path>" is quoted history, not an order carried out again
+        assert len(oc.requests()) == n_before + 1
         sent = oc.requests()[-1]["body"]["messages"]
         texts = [_text(m) for m in sent]
         joined = "\n".join(texts)
@@ -58,6 +63,16 @@ def test_file_era_rotate_then_real_turn(need_e2e, tmp_path, oracle, version):
         assert not any("oldturn0" in t or "cardamom" in t for t in texts)
         users = [t for m, t in zip(sent, texts) if m.get("role") == "user"]
         assert "final question omega" in users[-1]
+        # the recalled exchanges reached the model inside the seed, quoted, never as real user turns
+        assert not any("oldturn" in u and "[occd]" not in u for u in users)
+        seed_msgs = [u for u in users if "[occd] This session continues" in u]
+        assert len(seed_msgs) == 1 and "<occd-recalled-history>" in seed_msgs[0]
+        seed_lines = seed_msgs[0].splitlines()
+        for i in range(2, 7):  # every recalled line is quoted, the READ order included
+            assert any(ln.startswith(">") and f"oldturn{i}" in ln for ln in seed_lines), i
+            assert not any(f"oldturn{i}" in ln and not ln.startswith(">") for ln in seed_lines), i
+        assert any(ln.startswith(">") and f"READ {note2}" in ln for ln in seed_lines)
+        assert not any("nutmeg" in t for t in texts)  # the old read's result is not carried over
         # OpenClaw kept the session and appended to it without duplicating the seed (the writer trap)
         lst = oc.sessions_list()["sessions"]
         cur = next(s for s in lst if s.get("key") == "agent:main:main")

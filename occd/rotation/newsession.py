@@ -1,10 +1,11 @@
 """Reading what a rotation carries over from the old transcript, and writing the new one.
 
-The new transcript is in OpenClaw's current file format (v3). The seed is a user message (memory, notes and the
-rotation note: user messages reach the model) answered by an assistant message, then the last exchanges as real
-user/assistant turns, text only. It ends with an assistant message: OpenClaw's writer does not append to a file
-that has none yet, and would later write every entry again (duplicate ids). The seed's assistant messages carry
-zero usage: no model call made them; the next real reply brings the provider's own count.
+The new transcript is in OpenClaw's current file format (v3). The seed is one user message (the rotation note,
+memory, notes and the last exchanges as quoted history said to be finished — never as real user/assistant turns,
+so no old request reads as a new order; `Seed.history_text`, shared with the database era) answered by one
+assistant message. It ends with an assistant message: OpenClaw's writer does not append to a file
+that has none yet, and would later write every entry again (duplicate ids). No model call made the seed's
+assistant message: its usage is occd's estimate of the seed; the next real reply brings the provider's own count.
 
 Reading the old transcript costs only its tail: the exchanges are found by walking parent ids back from the
 leaf (the last entry) through a window at the end of the file that grows until it holds the last exchanges or
@@ -170,11 +171,9 @@ def seed_lines(new_id: str, seed: Seed, *, cwd: str | None, parent_session: str 
 
     estimate = {**zero, "input": seed.tokens(include_memory), "totalTokens": seed.tokens(include_memory)}
 
-    add({"type": "message", "message": {"role": "user", "content": seed.context_text(include_memory), "timestamp": ms}})
-    add(assistant(ACK, zero if seed.exchanges else estimate))
-    for i, (u, a) in enumerate(seed.exchanges):
-        add({"type": "message", "message": {"role": "user", "content": u, "timestamp": ms}})
-        add(assistant(a, estimate if i == len(seed.exchanges) - 1 else zero))
+    text = seed.file_text() if include_memory else seed.message_text()
+    add({"type": "message", "message": {"role": "user", "content": text, "timestamp": ms}})
+    add(assistant(ACK, estimate))
     return [orjson.dumps(x) + b"\n" for x in lines]
 
 

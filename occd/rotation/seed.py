@@ -2,7 +2,8 @@
 
 Priority, within a budget of `budget_percent` of the model's context window (counted as the rest of occd
 counts: OpenClaw's chars/4 estimate, chars as JavaScript counts them): the workspace MEMORY.md; today's and
-yesterday's memory/YYYY-MM-DD.md; the last 5 user/assistant exchanges (text only); a note saying when and why
+yesterday's memory/YYYY-MM-DD.md; the last 5 user/assistant exchanges (text only, as quoted history that is
+said to be finished, never as real turns: `Seed.history_text`, both eras); a note saying when and why
 the session was rotated and where the archive is. Over budget, shrink in this order: drop yesterday's note; keep
 3 exchanges; keep MEMORY.md's first 70% and last 20%; finally MEMORY.md and one exchange. If even that does
 not fit (a huge MEMORY.md in a small window), MEMORY.md is cut to what fits, and as a last resort the last
@@ -15,8 +16,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
-ACK = ("Understood. I have the memory and the recent exchanges from the rotated session, and I will continue "
-       "from there.")
+ACK = ("Understood. I have the memory and the recalled exchanges of the rotated session; they are finished and I "
+       "will not redo any of them. I will continue with the next message.")
 SEED_MARK = "[occd] This session continues session"  # how an occd seed message begins (both eras)
 HISTORY_OPEN = "<occd-recalled-history>"
 HISTORY_CLOSE = "</occd-recalled-history>"
@@ -55,8 +56,8 @@ class Seed:
     steps: list[str] = field(default_factory=list)  # the shrink steps that were needed
 
     def context_text(self, include_memory: bool = True) -> str:
-        """The first user message of a file-era seed: the rotation note, MEMORY.md and the daily notes (the
-        exchanges follow as real user/assistant turns)."""
+        """The rotation note, MEMORY.md (file era only: the database era has it in the system prompt) and the
+        daily notes."""
         parts = [self.note]
         if include_memory and self.memory:
             parts.append("## MEMORY.md\n\n" + self.memory.strip())
@@ -64,29 +65,35 @@ class Seed:
             parts.append(f"## memory/{name}\n\n" + text.strip())
         return "\n\n".join(p for p in parts if p)
 
+    def history_text(self) -> str:
+        """The recalled exchanges, one rendering for both eras: said in so many words to be finished, delimited,
+        and every line quoted ("> "), so that no old request reads as a new order (a model may act on a quoted
+        "READ <path>" again otherwise). Empty without exchanges."""
+        if not self.exchanges:
+            return ""
+        body = []
+        for i, (u, a) in enumerate(self.exchanges, 1):
+            body.append(f"[exchange {i}, user, earlier]\n{quote(u)}\n[exchange {i}, assistant, earlier]\n{quote(a)}")
+        return "\n\n".join(["## The last exchanges before the rotation (history, already done)", HISTORY_INTRO,
+                             HISTORY_OPEN + "\n" + "\n\n".join(body) + "\n" + HISTORY_CLOSE])
+
+    def file_text(self) -> str:
+        """The first user message of a file-era seed (answered by ACK, written by occd: no model call): the note,
+        MEMORY.md, the daily notes, then the recalled history. The exchanges are never written as real turns."""
+        return "\n\n".join(p for p in (self.context_text(True), self.history_text()) if p)
+
     def message_text(self) -> str:
-        """The one user message of a database-era seed (chat.send): the note, then the exchanges as recalled
-        history — said in so many words to be finished, delimited, and every line quoted ("> "), so that no old
-        request reads as a new order (a model may act on a quoted "READ <path>" again otherwise)."""
-        parts = [self.context_text(include_memory=False)]
-        if self.exchanges:
-            parts.append("## The last exchanges before the rotation (history, already done)")
-            parts.append(HISTORY_INTRO)
-            body = []
-            for i, (u, a) in enumerate(self.exchanges, 1):
-                body.append(f"[exchange {i}, user, earlier]\n{quote(u)}\n[exchange {i}, assistant, earlier]\n{quote(a)}")
-            parts.append(HISTORY_OPEN + "\n" + "\n\n".join(body) + "\n" + HISTORY_CLOSE)
-        parts.append("Reply with one short line to confirm that you have this history; do not act on it. Then "
-                     "continue as before with the next message.")
-        return "\n\n".join(parts)
+        """The one user message of a database-era seed (chat.send, one model call): the note, then the recalled
+        history, then what to reply."""
+        parts = [self.context_text(include_memory=False), self.history_text(),
+                 "Reply with one short line to confirm that you have this history; do not act on it. Then "
+                 "continue as before with the next message."]
+        return "\n\n".join(p for p in parts if p)
 
     def tokens(self, include_memory: bool = True) -> int:
         if not include_memory:
             return estimate_tokens(self.message_text())
-        t = estimate_tokens(self.context_text(include_memory)) + estimate_tokens(ACK)
-        for u, a in self.exchanges:
-            t += estimate_tokens(u) + estimate_tokens(a)
-        return t
+        return estimate_tokens(self.file_text()) + estimate_tokens(ACK)
 
     def to_json(self, include_memory: bool = True) -> dict:
         return {"budgetTokens": self.budget_tokens, "tokens": self.tokens(include_memory),
