@@ -8,6 +8,7 @@ import json
 import re
 import sqlite3
 import time
+from pathlib import Path
 
 import pytest
 
@@ -396,3 +397,76 @@ def test_reset_on_a_release_without_expected_session_id(tmp_path):
         gw.sessions_reset("agent:main:main", "s-other")
     assert ei.value.code == "SESSION_CHANGED"
     assert [json.loads(x)[0] for x in log.read_text().splitlines()][3:] == ["sessions.reset", "sessions.describe"]
+
+
+def _future_db(tmp_path):
+    """A database of a release occd has not seen (schema 31, 2027.1.1) that lacks a column occd reads."""
+    st = _drop_column_db(tmp_path / "future", "2026.9.6", "session_nodes", "entry_valid")
+    c = open_rw(st / "agents" / "main" / "agent" / "openclaw-agent.sqlite")
+    c.execute("PRAGMA user_version=31")
+    c.execute("UPDATE schema_meta SET app_version='2027.1.1'")
+    c.commit()
+    c.close()
+    return st
+
+
+def _broken_beside_readable(tmp_path):
+    """Agent `broken` (2026.8.1 without transcript_events.event_json) beside agent `main` (2026.9.5, readable)."""
+    import os
+
+    state = tmp_path / "home" / ".openclaw"
+    _drop_column_db(tmp_path / "x", "2026.8.1", "transcript_events", "event_json")
+    (state / "agents").mkdir(parents=True)
+    os.rename(tmp_path / "x" / ".openclaw" / "agents" / "main", state / "agents" / "broken")
+    db = DbState(state, app_version="2026.9.5")
+    db.add_session("agent:main:main", events=_turns(1, "t"))
+    return state
+
+
+def _said_once(stderr: str, *words: str) -> str:
+    lines = [ln for ln in stderr.splitlines() if all(w in ln for w in words)]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", [["sessions"], ["select", "--task", "fix the parser", "--no-llm"]])
+def test_sessions_and_select_name_a_schema_occd_cannot_read(isolated_env, tmp_path, monkeypatch, command):
+    """0 sessions because the only database is one occd cannot read is said: one stderr line naming the agent,
+    the schema and what to do; in --json a warnings entry and the agent under searched[].unreadable."""
+    from click.testing import CliRunner
+
+    from occd.cli.main import cli
+
+    monkeypatch.setenv("OPENCLAW_STATE_DIR", str(_future_db(tmp_path)))
+    r = CliRunner().invoke(cli, command)
+    assert r.exit_code == 0, r.output
+    line = _said_once(r.stderr, "agent main", "schema 31 (2027.1.1)")
+    assert "session_nodes.entry_valid" in line and "update occd" in line
+    assert "not readable by occd" in r.stdout  # the "no sessions" sentence says why
+    r = CliRunner().invoke(cli, [*command, "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["success"] is True and out["schemaVersion"] == 1
+    (w,) = [w for w in out["warnings"] if "agent main" in w]
+    assert "schema 31 (2027.1.1)" in w and "update occd" in w
+    oc = next(p for p in out["searched"] if p["source"] == "openclaw")
+    assert oc["unreadable"] == ["main"] and oc["sessions"] == 0
+
+
+def test_sessions_read_the_readable_agent_beside_an_unreadable_one(isolated_env, tmp_path, monkeypatch):
+    """The readable 2026.9.5 agent is listed in full (its events are plain event_json: no event_zstd column
+    before 9.6), the unreadable one named with what to do."""
+    from click.testing import CliRunner
+
+    from occd.cli.main import cli
+
+    monkeypatch.setenv("OPENCLAW_STATE_DIR", str(_broken_beside_readable(tmp_path)))
+    r = CliRunner().invoke(cli, ["sessions", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    (s,) = out["sessions"]
+    assert s["agent"] == "main" and s["messageCount"] == 2 and s["latestUserTask"] == "question t0"
+    assert not any("not readable" in w and "main/" in w for w in out["warnings"]), out["warnings"]
+    (w,) = [w for w in out["warnings"] if "agent broken" in w]
+    assert "schema 19 (2026.8.1)" in w and "transcript_events.event_json" in w and "update occd" in w
+

@@ -2,6 +2,7 @@
 `occd status`) and for the daemon's log, each in words with what to do.
 
     check_stores(state_dir)                     -> [Check, ...]   one per agent (+ the CLI/database release check)
+    store_warning(state_dir, agent, error)      -> str            the same words, one line, for sessions/select
     release_mismatch(db_release, cli_release)   -> str | None     the words for a database newer/older than the CLI
 
 Releases and their agent database schema (`PRAGMA user_version`): 2026.8.1–9.4 write 19, 9.5 21, 9.6 23 (the
@@ -143,3 +144,15 @@ def check_stores(state_dir: Path, *, probe_cli: bool = True, cli: tuple[int, int
                              f"agent {a.id}: file-era sessions that OpenClaw has not imported into its database yet",
                              "run `openclaw doctor --fix`; occd only reads them until then"))
     return out
+
+
+def store_warning(state_dir: Path, agent, error: OccdError) -> str:
+    """One line for an agent whose sessions occd could not read (`occd sessions`, `occd select`): the words
+    `occd doctor` gives (check_agent_db: the agent, the schema and release, what is missing) and what to do."""
+    words = None
+    if agent.era == "db":
+        bad = [c for c in check_agent_db(state_dir, agent) if not c.ok]
+        if bad:
+            words = (bad[0].message, bad[0].hint)
+    msg, hint = words or (f"agent {agent.id}: {error.message}", error.hint)
+    return f"{msg} — {hint}" if hint else msg

@@ -577,7 +577,9 @@ def _db_session(state_dir: Path, agent: str, store, info, cfg: dict) -> Session:
                     out.append(o)
             return out
 
-        q = "SELECT event_json, event_zstd FROM transcript_events WHERE session_id = ? ORDER BY seq {} LIMIT 60"
+        zstd = "event_zstd" if store._has("transcript_events", "event_zstd") else "NULL"  # 9.6+ only
+        q = (f"SELECT event_json, {zstd} FROM transcript_events WHERE session_id = ? "
+             "ORDER BY seq {} LIMIT 60")
         head = objs(c.execute(q.format("ASC"), (info.session_id,)).fetchall())
         tail = list(reversed(objs(c.execute(q.format("DESC"), (info.session_id,)).fetchall())))
         # user and assistant messages, as in the file era (a tool result is shown with its call); a compressed
@@ -606,8 +608,11 @@ def _db_session(state_dir: Path, agent: str, store, info, cfg: dict) -> Session:
 
 
 def openclaw_sessions(state_dir: Path, *, agent: str | None = None, repo: Path | None = None,
-                      counter: Counter | None = None, warnings: list[str] | None = None) -> tuple[list[Session], dict[str, Session]]:
-    """(sessions, {claude session id: the OpenClaw session naming it})."""
+                      counter: Counter | None = None, warnings: list[str] | None = None,
+                      unreadable: list[str] | None = None) -> tuple[list[Session], dict[str, Session]]:
+    """(sessions, {claude session id: the OpenClaw session naming it}). An agent whose store occd cannot read
+    (a schema it does not know, a missing column) is named in `warnings` with what to do, and its id added to
+    `unreadable`."""
     from occd.errors import OccdError
     from occd.openclaw import list_agents, load_openclaw_config, open_store
 
@@ -636,7 +641,11 @@ def openclaw_sessions(state_dir: Path, *, agent: str | None = None, repo: Path |
             store = open_store(state_dir, a.id)
             infos = store.sessions()
         except OccdError as e:
-            warnings.append(f"agent {a.id}: {e.message}")
+            from occd.openclaw.health import store_warning
+
+            warnings.append(store_warning(state_dir, a, e))  # the words `occd doctor` gives, with what to do
+            if unreadable is not None:
+                unreadable.append(a.id)
             continue
         warnings.extend(f"agent {a.id}: {w}" for w in getattr(store, "warnings", []))
         marks = None
@@ -694,21 +703,24 @@ class Place:
     status: str          # missing | empty | found | not-searched
     sessions: int = 0    # sessions found there (in the repository, when one was given)
     elsewhere: int = 0   # when none was: sessions there outside the repository
+    unreadable: list[str] = field(default_factory=list)  # agents whose store occd cannot read (see the warnings)
 
     def describe(self) -> str:
         name = {"openclaw": "OpenClaw state", "claude-code": "Claude Code projects"}[self.source]
         if self.status == "missing":
             return f"{name} {self.path}: missing"
+        bad = (f", agent {', '.join(self.unreadable)} not readable by occd (see the warning)"
+               if self.unreadable else "")
         if self.status == "empty":
-            return f"{name} {self.path}: no sessions" + (
-                f" in the repository ({self.elsewhere} elsewhere)" if self.elsewhere else "")
+            return f"{name} {self.path}: no sessions" + (" occd can read" if self.unreadable else "") + (
+                f" in the repository ({self.elsewhere} elsewhere)" if self.elsewhere else "") + bad
         if self.status == "not-searched":
             return f"{name}: not searched"
-        return f"{name} {self.path}: {self.sessions} session{'s' if self.sessions != 1 else ''}"
+        return f"{name} {self.path}: {self.sessions} session{'s' if self.sessions != 1 else ''}" + bad
 
     def to_json(self) -> dict:
         return {"source": self.source, "path": self.path, "status": self.status, "sessions": self.sessions,
-                "elsewhere": self.elsewhere}
+                "elsewhere": self.elsewhere, "unreadable": self.unreadable}
 
 
 @dataclass
@@ -759,8 +771,10 @@ def discover(*, state_dir: Path | None, agent: str | None = None, repo: str | os
                 openclaw_sessions(state_dir, agent=agent, counter=counter, warnings=warnings)  # raises: says why
             places.append(Place("openclaw", str(state_dir) if state_dir else None, "missing"))
         else:
-            oc, links = openclaw_sessions(state_dir, agent=agent, repo=repo_p, counter=counter, warnings=warnings)
-            places.append(Place("openclaw", str(state_dir), "found" if oc else "empty", len(oc)))
+            bad: list[str] = []
+            oc, links = openclaw_sessions(state_dir, agent=agent, repo=repo_p, counter=counter, warnings=warnings,
+                                          unreadable=bad)
+            places.append(Place("openclaw", str(state_dir), "found" if oc else "empty", len(oc), unreadable=bad))
     cc: list[Session] = []
     if include_claude:
         projects = claude_projects if claude_projects is not None else claude_projects_dir()
