@@ -170,6 +170,18 @@ def check_openclaw(ctx: DoctorContext) -> list[Result]:
     return out
 
 
+@check("openclaw-db", order=25)
+def check_openclaw_db(ctx: DoctorContext) -> list[Result] | None:
+    """Every agent database occd can read (schema, missing columns) and, when the `openclaw` CLI on PATH is of
+    another release than the database, what to do (a newer CLI refuses an older database until `openclaw doctor
+    --fix`): occd.openclaw.health.check_stores, the checks `occd status` and the daemon's log name too."""
+    from occd.openclaw.health import check_stores
+
+    status = {"ok": "ok", "warn": "warn", "error": "fail"}
+    return [Result(c.name, status[c.level], c.message, c.hint, data=dict(c.details))
+            for c in check_stores(ctx.state_dir())] or None
+
+
 @check("ledger", order=30)
 def check_ledger(ctx: DoctorContext) -> Result:
     from occd.ledger import migrate

@@ -470,3 +470,49 @@ def test_sessions_read_the_readable_agent_beside_an_unreadable_one(isolated_env,
     (w,) = [w for w in out["warnings"] if "agent broken" in w]
     assert "schema 19 (2026.8.1)" in w and "transcript_events.event_json" in w and "update occd" in w
 
+
+def _cli_on_path(tmp_path, monkeypatch, version: str) -> None:
+    import os
+
+    monkeypatch.setenv("PATH", str(Path(_fake_cli(tmp_path, version)).parent) + os.pathsep + os.environ["PATH"])
+
+
+@pytest.mark.parametrize("db_release,cli_release,words", [
+    ("2026.9.5", "2026.9.6", ["older than the openclaw CLI on PATH (2026.9.6)", "openclaw doctor --fix"]),
+    ("2026.9.6", "2026.8.1", ["newer than the openclaw CLI on PATH (2026.8.1)", "update the CLI"]),
+])
+def test_doctor_names_a_database_of_another_release_than_the_cli_on_path(isolated_env, tmp_path, monkeypatch,
+                                                                       db_release, cli_release, words):
+    from click.testing import CliRunner
+
+    from occd.cli.main import cli
+
+    db = DbState(tmp_path / "home" / ".openclaw", app_version=db_release)
+    db.add_session("agent:main:main", events=_turns(1, "t"))
+    monkeypatch.setenv("OPENCLAW_STATE_DIR", str(db.state_dir))
+    _cli_on_path(tmp_path, monkeypatch, cli_release)
+    r = CliRunner().invoke(cli, ["doctor", "--check", "openclaw-db", "--json"])
+    res = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+    assert res["openclaw-db:main"]["status"] == "ok"
+    mis = res["openclaw-cli:main"]
+    assert mis["status"] == "warn" and all(w in mis["detail"] for w in words), mis
+    assert mis["database"] == db_release and mis["cli"] == cli_release
+    # the same CLI as the database: nothing to say
+    (tmp_path / "same").mkdir()
+    _cli_on_path(tmp_path / "same", monkeypatch, db_release)
+    r = CliRunner().invoke(cli, ["doctor", "--check", "openclaw-db"])
+    assert r.exit_code == 0 and "openclaw-cli" not in r.output and "read by occd" in r.output
+
+
+def test_doctor_fails_on_a_schema_occd_cannot_read(isolated_env, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from occd.cli.main import cli
+
+    monkeypatch.setenv("OPENCLAW_STATE_DIR", str(_broken_beside_readable(tmp_path)))
+    _cli_on_path(tmp_path, monkeypatch, "2026.9.5")
+    r = CliRunner().invoke(cli, ["doctor", "--check", "openclaw-db"])
+    assert r.exit_code == 1
+    line = next(ln for ln in r.output.splitlines() if "openclaw-db:broken" in ln)
+    assert line.startswith("FAIL") and "schema 19 (2026.8.1)" in line and "update occd" in line
+    assert any(ln.startswith("OK") and "openclaw-db:main" in ln for ln in r.output.splitlines())
