@@ -239,6 +239,109 @@ def test_history_and_rotations_fit_the_width_without_mid_word_wraps(isolated_env
     assert row.rstrip().endswith(".jsonl")  # a cut path keeps its file name's end
 
 
+def _demo_state(isolated_env, monkeypatch):
+    from occd.demo import build_state
+
+    root = isolated_env.parent / "demo"
+    monkeypatch.setenv("OPENCLAW_STATE_DIR", str(root / ".openclaw"))
+    monkeypatch.chdir(isolated_env)  # not inside a git repository: every session is a candidate
+    return build_state(root, now=time.time())
+
+
+def _task_texts(out: str, width: int, last_header: str) -> dict[int, str]:
+    """The last column's text per row of a fit_table, its wrapped pieces joined by single spaces: beside the
+    row when the header names the column, else on the indented lines under the row."""
+    lines = out.splitlines()
+    head = lines[0]
+    rows: dict[int, list[str]] = {}
+    n = -1
+    col = head.index(last_header) if last_header in head else None
+    for line in lines[1:]:
+        if not line.startswith(" "):
+            n += 1
+            rows[n] = [line[col:].strip()] if col is not None and len(line) > col else []
+        else:
+            rows[n].append(line.strip())
+    return {k: " ".join(x for x in v if x) for k, v in rows.items()}
+
+
+def _whole_words_of(shown: str, full: str) -> bool:
+    """`shown` is `full`'s first whole words (a cut marked by '…' after a whole word), never part of a word."""
+    words, shown_words = full.split(), shown.split()
+    if not shown_words:
+        return not words
+    if shown_words[-1].endswith("…"):
+        shown_words[-1] = shown_words[-1][:-1]
+        k = len(shown_words)
+        return (words[: k - 1] == shown_words[:-1] and len(words) > k - 1
+                and words[k - 1].rstrip(",;:") == shown_words[-1])
+    return words == shown_words
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_sessions_and_select_fit_the_width_and_cut_no_word(isolated_env, monkeypatch, width):
+    _demo_state(isolated_env, monkeypatch)
+    data = json.loads(run("sessions", "--json").output)["sessions"]
+    env = {"COLUMNS": str(width)}
+    out = run("sessions", env=env).output
+    lines = out.splitlines()
+    assert all(len(line) <= width for line in lines), out
+    assert len(max(lines, key=len)) > 0.6 * width  # the table uses the room it has
+    shown = _task_texts(out, width, "LATEST TASK")
+    assert len(shown) == len(data) == 7
+    for i, s in enumerate(data):
+        text = shown[i].replace(" [running]", "")
+        assert _whole_words_of(text, s["latestUserTask"]), (text, s["latestUserTask"])
+    # select: the decision, the relevance line and the candidates' notes too
+    out = run("select", "--task", "rotate the TLS certificate on the staging load balancer", "--no-llm",
+              env=env).output
+    assert all(len(line) <= width for line in out.splitlines()), out
+    first = " ".join(line.strip() for line in out.split("Relevance by")[0].splitlines())
+    plain = json.loads(run("select", "--task", "rotate the TLS certificate on the staging load balancer",
+                           "--no-llm", "--json").output)
+    verb = {"resume": "Resume", "fresh": "Start fresh", "queue": "Queue"}[plain["action"]]
+    assert first == f"{verb} {plain['sessionId']}: {plain['reason']}"  # wrapped at spaces only
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_status_list_and_stats_on_the_demo_fit_the_width(isolated_env, monkeypatch, width):
+    from occd.config import load_settings
+    from occd.daemon import Daemon
+    from occd.ledger import Ledger
+
+    made = _demo_state(isolated_env, monkeypatch)
+    with Ledger.open() as led:
+        Daemon(lambda: load_settings({"state_dir": str(made["state"]), "policy": {"mode": "act",
+                                                                                   "min_idle_minutes": 5}})).run_once(led)
+    sid = made["sessions"]["agent:main:main"]["id"]
+    for args in (["status"], ["status", sid], ["stats"], ["list"], ["history"]):
+        whole = run(*args).output  # a pipe: every line whole
+        out = run(*args, env={"COLUMNS": str(width)}).output
+        assert all(len(line) <= width for line in out.splitlines()), (args, out)
+        # wrapped at spaces only: the words are the pipe's words, in the same order, none cut
+        if args[0] in ("status", "stats"):
+            def words(text):
+                return [w for w in text.split() if ".backup." not in w]  # a path is cut before its file name
+
+            assert words(out) == words(whole), args
+    out = run("status", sid, env={"COLUMNS": str(width)}).output
+    assert ".backup.1.jsonl" in out  # a cut backup path keeps its file name
+
+
+def test_fit_table_keeps_short_tables_whole_and_pipes_unwrapped():
+    from occd.cli.render import fit_table, format_table
+
+    rows = [["a1", "x " * 40]]
+    assert fit_table(["ID", "NOTE"], rows, width=None) == format_table(["ID", "NOTE"], rows)
+    assert fit_table(["ID", "NOTE"], [["a1", "short"]], width=80) == "ID  NOTE\na1  short"
+    inline = fit_table(["ID", "NOTE"], rows, width=30).splitlines()  # short words: wrapped in the column
+    assert inline[0] == "ID  NOTE" and all(len(x) <= 30 and x[4] == "x" for x in inline[1:])
+    rows = [["a1", "x" * 28 + " y"]]  # a word longer than the column's room: the text goes under the row
+    narrow = fit_table(["ID", "NOTE"], rows, width=30).splitlines()
+    assert narrow[:2] == ["ID", "a1"] and narrow[2].startswith("    xxx") and narrow[-1].endswith(" y")
+    assert all(len(x) <= 30 for x in narrow)
+
+
 def test_rich_console_prints_data_literally_without_escape_codes_off_a_terminal(capsys, monkeypatch):
     from occd.cli.render import Console, Table
 
