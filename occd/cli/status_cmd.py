@@ -123,6 +123,8 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
             return
         c.print(f"Session {data['sessionId']}  ({data.get('key') or '-'}, agent {data['agent']})", wrap=True,
                 indent=2)
+        c.print(f"  first seen {_when(data.get('firstSeen'), now_dt)}, last seen {_when(data.get('lastSeen'), now_dt)}"
+                + (f", archived {_when(data['archivedAt'], now_dt)}" if data.get("archivedAt") else ""))
         b = data["buckets"]
         ascii_only = not use_color()
         if b:
