@@ -248,6 +248,19 @@ def _demo_state(isolated_env, monkeypatch):
     return build_state(root, now=time.time())
 
 
+def _demo_after_a_cycle(isolated_env, monkeypatch):
+    """The demo's state as `occd demo` leaves it: after the daemon's cycle in act mode (strips, a rotation)."""
+    from occd.config import load_settings
+    from occd.daemon import Daemon
+    from occd.ledger import Ledger
+
+    made = _demo_state(isolated_env, monkeypatch)
+    with Ledger.open() as led:
+        Daemon(lambda: load_settings({"state_dir": str(made["state"]), "policy": {"mode": "act",
+                                                                                   "min_idle_minutes": 5}})).run_once(led)
+    return made
+
+
 def _task_texts(out: str, width: int, last_header: str) -> dict[int, str]:
     """The last column's text per row of a fit_table, its wrapped pieces joined by single spaces: beside the
     row when the header names the column, else on the indented lines under the row."""
@@ -305,14 +318,7 @@ def test_sessions_and_select_fit_the_width_and_cut_no_word(isolated_env, monkeyp
 
 @pytest.mark.parametrize("width", [80, 120])
 def test_status_list_and_stats_on_the_demo_fit_the_width(isolated_env, monkeypatch, width):
-    from occd.config import load_settings
-    from occd.daemon import Daemon
-    from occd.ledger import Ledger
-
-    made = _demo_state(isolated_env, monkeypatch)
-    with Ledger.open() as led:
-        Daemon(lambda: load_settings({"state_dir": str(made["state"]), "policy": {"mode": "act",
-                                                                                   "min_idle_minutes": 5}})).run_once(led)
+    made = _demo_after_a_cycle(isolated_env, monkeypatch)
     sid = made["sessions"]["agent:main:main"]["id"]
     for args in (["status"], ["status", sid], ["stats"], ["list"], ["history"]):
         whole = run(*args).output  # a pipe: every line whole
@@ -326,6 +332,37 @@ def test_status_list_and_stats_on_the_demo_fit_the_width(isolated_env, monkeypat
             assert words(out) == words(whole), args
     out = run("status", sid, env={"COLUMNS": str(width)}).output
     assert ".backup.1.jsonl" in out  # a cut backup path keeps its file name
+
+
+@pytest.mark.parametrize("task, key", [
+    ("fix the Stripe webhook signature check for a trailing newline", "agent:main:main"),
+    ("renew the TLS certificate of the staging load balancer", "agent:ops:main"),
+    ("compare pgvector and qdrant for our embeddings", "agent:research:main"),
+    ("write a haiku about autumn leaves", None),
+    ("upgrade the kubernetes cluster to 1.31", None),
+])
+def test_select_on_the_demo_resumes_the_session_about_the_task_else_starts_fresh(isolated_env, monkeypatch,
+                                                                                  task, key):
+    """Issue 16: the demo's word salad made `select` always answer "fresh". Its sessions are each about one
+    piece of work now: a task about one of them resumes that one (by keywords, no model), any other starts
+    fresh."""
+    made = _demo_after_a_cycle(isolated_env, monkeypatch)
+    out = json.loads(run("select", "--task", task, "--no-llm", "--json").output)
+    assert out["relevance"]["method"] == "keywords"
+    if key is None:
+        assert out["action"] == "fresh" and not any(c["related"] for c in out["candidates"]), out["reason"]
+    else:
+        assert (out["action"], out["sessionId"]) == ("resume", made["sessions"][key]["id"]), out["reason"]
+
+
+def test_demo_sessions_end_before_now(isolated_env, monkeypatch):
+    made = _demo_state(isolated_env, monkeypatch)
+    data = json.loads(run("sessions", "--json").output)["sessions"]
+    assert len(data) == len(made["sessions"])
+    from datetime import datetime, timezone
+
+    now = datetime.now(timezone.utc)
+    assert all(datetime.fromisoformat(s["lastModified"].replace("Z", "+00:00")) <= now for s in data), data
 
 
 def test_fit_table_keeps_short_tables_whole_and_pipes_unwrapped():
