@@ -533,6 +533,62 @@ def test_logs_without_a_log_is_one_line(isolated_env):
     assert r.exit_code == 1 and "No log at" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+def _fake_journalctl(tmp_path, monkeypatch):
+    """A journalctl on PATH that records its arguments and prints two journal lines."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "journalctl-args"
+    exe = bindir / "journalctl"
+    exe.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {log}\n"
+                   "echo '2026-11-25T10:00:00+0000 host occd[42]: scan: 7 sessions'\n"
+                   "echo '2026-11-25T10:05:00+0000 host occd[42]: strip 88ea ok'\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+    return log
+
+
+def test_logs_journal_reads_the_user_service_journal(isolated_env, tmp_path, monkeypatch):
+    import sys
+
+    if sys.platform == "darwin":
+        pytest.skip("journald is Linux only")
+    args = _fake_journalctl(tmp_path, monkeypatch)
+    r = run("logs", "--journal", "-n", "5")
+    assert r.exit_code == 0 and r.output.splitlines()[-1].endswith("strip 88ea ok"), r.output
+    got = args.read_text().splitlines()
+    assert got[:3] == ["--user", "-u", "occd.service"] and got[got.index("-n") + 1] == "5"
+    r = run("logs", "--journal", "--since", "1h")
+    got = args.read_text().splitlines()
+    since = time.mktime(time.strptime(got[got.index("--since") + 1], "%Y-%m-%d %H:%M:%S"))
+    assert abs(since - (time.time() - 3600)) < 120 and "-n" not in got
+
+
+def test_logs_falls_back_to_the_journal_only_when_the_service_is_installed(isolated_env, tmp_path, monkeypatch):
+    import sys
+
+    from occd import service
+
+    if sys.platform == "darwin":
+        pytest.skip("journald is Linux only")
+    _fake_journalctl(tmp_path, monkeypatch)
+    r = run("logs")  # no log file, no service: the file's one-line error
+    assert r.exit_code == 1 and "No log at" in r.stderr
+    unit = service.installed_path("linux")
+    unit.parent.mkdir(parents=True, exist_ok=True)
+    unit.write_text("[Service]\n")
+    r = run("logs")
+    assert r.exit_code == 0 and "scan: 7 sessions" in r.output
+
+
+def test_logs_journal_without_journalctl_is_one_clear_line(isolated_env, tmp_path, monkeypatch):
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    r = run("logs", "--journal")
+    assert r.exit_code != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "journalctl" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_status_check_exits_1_on_each_problem_and_0_when_healthy(isolated_env, monkeypatch):
     from occd import daemon
     from occd.ledger import Ledger
