@@ -30,13 +30,13 @@ def build_state(root: Path, now: float | None = None) -> dict:
     plan = {
         "main": [
             ("agent:main:main", "webhook", "main", 154_000, 1, 45, False),          # near its limit: stripped
-            ("agent:main:telegram:dm:42", "chat", "telegram", 83_000, 0, 300, False),
+            ("agent:main:telegram:dm:42", "calendar", "telegram", 83_000, 0, 300, False),
             ("agent:main:cron:nightly", "report", "cron", 60_000, 6, 90, False),     # keeps compacting: rotated
             ("agent:main:discord:dm:7", "billing", "discord", 138_000, 0, 1, True),  # a run in progress: deferred
         ],
         "research": [
             ("agent:research:main", "research", "main", 128_000, 2, 30, False),
-            ("agent:research:slack:c:general", "chat", "slack", 5_000, 0, 2000, False),
+            ("agent:research:slack:c:general", "deploys", "slack", 5_000, 0, 2000, False),
         ],
         "ops": [
             ("agent:ops:main", "ops", "main", 43_000, 0, 600, False),
@@ -53,7 +53,8 @@ def build_state(root: Path, now: float | None = None) -> dict:
             t = now - idle_min * 60
             started_ms = int((t - 86400) * 1000)
             info = write_story(sdir / f"{sid}.jsonl", sid, topic=topic, channel=channel, target_tokens=tokens,
-                               compactions=compactions, start_ms=started_ms, seed=n + 10 * len(index) + len(agent),
+                               compactions=compactions, start_ms=started_ms, end_ms=int(t * 1000),
+                               seed=n + 10 * len(index) + len(agent),
                                open_call=running, tools=channel != "slack")
             os.chmod(info.path, 0o644)
             os.utime(info.path, (t, t))

@@ -24,38 +24,43 @@ CHANNELS = {
     "cron": ("[cron nightly-report] ", "cron"),
 }
 
+# Per session, one piece of work: the first message starts it and the later ones are its next steps, so the
+# session is about something a user can name (and `occd select --task` can match by its words).
 TOPICS = {
-    "webhook": ["refactor the webhook handler in app/webhooks.py so every provider goes through one verify() step",
-                "the Stripe signature check fails for events with a trailing newline; find out why",
-                "add a test for replayed webhook events (same id twice must be ignored)",
-                "move the retry logic of webhook deliveries into app/queue.py",
-                "why does test_webhooks.py::test_github_push time out on CI?",
-                "log the provider and event id on every rejected webhook"],
+    "webhook": ["the Stripe webhook signature check fails for events with a trailing newline; find out why",
+                "add a test for Stripe webhook events with a trailing newline in the body",
+                "log the Stripe event id whenever the webhook signature check rejects an event",
+                "make the Stripe webhook signature check strip only the final newline of the body",
+                "run the webhook tests and tell me which Stripe events still fail the signature check"],
     "billing": ["the invoice PDF shows the wrong VAT rate for Austrian customers",
-                "add a --dry-run flag to scripts/charge_subscriptions.py",
-                "check which customers were charged twice on the 14th",
-                "write the migration that adds invoices.currency (default EUR)"],
+                "check which Austrian invoices since March used the wrong VAT rate",
+                "add a test that invoices for Austrian customers get the 20% VAT rate",
+                "regenerate the invoice PDFs of the Austrian customers with the wrong VAT rate"],
     "report": ["build the nightly report: failed jobs, slowest endpoints, error rate per service",
                "the nightly report mail was empty yesterday; check the cron log",
                "add disk usage of /var/lib/postgres to the nightly report"],
-    "research": ["summarise the three papers on retrieval-augmented agents in ~/papers/rag/",
-                 "compare pgvector and qdrant for 2M embeddings: latency, memory, ops effort",
-                 "collect the benchmark numbers from the qdrant blog posts into a table",
-                 "which of these approaches handles updates to documents without a full re-index?"],
+    "research": ["compare pgvector and qdrant for 2M embeddings: latency, memory, ops effort",
+                 "collect the pgvector and qdrant benchmark numbers into one table",
+                 "which of pgvector and qdrant handles updates to embeddings without a full re-index?",
+                 "summarise the pgvector and qdrant comparison for the team"],
     "ops": ["rotate the TLS certificate on the staging load balancer",
-            "disk on db-2 is at 91%: find what grew",
-            "set up a weekly restic check of the backup repository"],
-    "chat": ["can you remind me what we decided about the Friday deploys?",
-             "draft a short note to the team about the new on-call rotation",
-             "what's on my calendar tomorrow morning?"],
+            "check that the new TLS certificate on the staging load balancer covers api.staging.example.com",
+            "add an alert 30 days before the staging TLS certificate expires"],
+    "calendar": ["what's on my calendar tomorrow morning?",
+                 "move the dentist appointment on my calendar to Thursday afternoon",
+                 "block two hours on my calendar on Friday for the quarterly review"],
+    "deploys": ["can you remind me what we decided about the Friday deploys?",
+                "write the Friday deploy freeze rule into the team notes",
+                "who approves an urgent deploy on a Friday?"],
 }
 
-FILES = {"webhook": ["app/webhooks.py", "app/queue.py", "tests/test_webhooks.py", "app/providers/stripe.py"],
-         "billing": ["app/billing/invoice.py", "scripts/charge_subscriptions.py", "app/billing/vat.py"],
+FILES = {"webhook": ["app/webhooks.py", "app/providers/stripe.py", "tests/test_webhooks.py"],
+         "billing": ["app/billing/invoice.py", "app/billing/vat.py", "tests/test_vat.py"],
          "report": ["jobs/nightly_report.py", "/var/log/cron.log", "jobs/templates/report.html"],
-         "research": ["~/papers/rag/lewis2020.pdf", "~/papers/rag/notes.md", "bench/vector_db.md"],
-         "ops": ["/etc/nginx/sites-enabled/staging", "/var/lib/postgres", "ops/restic.sh"],
-         "chat": ["MEMORY.md", "memory/2026-11-24.md"]}
+         "research": ["bench/pgvector.md", "bench/qdrant.md", "bench/vector_db.md"],
+         "ops": ["/etc/nginx/sites-enabled/staging", "/etc/ssl/staging.pem", "ops/cert_alert.sh"],
+         "calendar": ["MEMORY.md", "memory/calendar.md"],
+         "deploys": ["MEMORY.md", "memory/team-notes.md"]}
 
 
 @dataclass
@@ -79,8 +84,10 @@ def _code_block(rnd: random.Random, path: str, lines: int) -> str:
 
 
 def write_story(path: Path, session_id: str, *, topic: str, channel: str, target_tokens: int, compactions: int = 0,
-                start_ms: int, seed: int, open_call: bool = False, tools: bool = True) -> StoryResult:
-    """Write a transcript whose last usage is about `target_tokens` (the context when it was last measured)."""
+                start_ms: int, seed: int, open_call: bool = False, tools: bool = True,
+                end_ms: int | None = None) -> StoryResult:
+    """Write a transcript whose last usage is about `target_tokens` (the context when it was last measured).
+    `end_ms`: when its last entry was written (the entries' times are spread between start_ms and it)."""
     rnd = random.Random(seed)
     prefix, _chat = CHANNELS[channel]
     tasks = TOPICS[topic]
@@ -118,7 +125,7 @@ def write_story(path: Path, session_id: str, *, topic: str, channel: str, target
     while n_compactions < compactions or ctx_chars[0] < target_chars:
         at_start = ctx_chars[0]
         task = tasks[t % len(tasks)]
-        text = prefix.format(m=t * 7) + (task if t < len(tasks) else f"{task} (again: it is back after the change)")
+        text = prefix.format(m=t * 7) + (task if t < len(tasks) else f"again: {task}")
         tick()
         uid = add({"type": "message", "message": {"role": "user", "content": text, "timestamp": clock[0]}})
         turn_starts.append(uid)
@@ -147,7 +154,7 @@ def write_story(path: Path, session_id: str, *, topic: str, channel: str, target
                 ctx_chars[0] += len(json.dumps(calls)) + len(say["text"])
                 for c in calls:
                     if open_call and last and c is calls[-1]:
-                        return _finish(path, lines, session_id, last_usage, n_compactions)
+                        return _finish(path, lines, session_id, last_usage, n_compactions, start_ms, end_ms)
                     name = c["name"]
                     if name == "read":
                         body = _code_block(rnd, c["arguments"]["path"], 10 + rnd.randrange(30))
@@ -184,7 +191,7 @@ def write_story(path: Path, session_id: str, *, topic: str, channel: str, target
             n_compactions += 1
             # what the model sees now: the summary and the last two turns
             ctx_chars[0] = len(summary) + sum(turn_chars[-2:])
-    return _finish(path, lines, session_id, last_usage, n_compactions)
+    return _finish(path, lines, session_id, last_usage, n_compactions, start_ms, end_ms)
 
 
 def _usage(total: int, rnd: random.Random) -> dict:
@@ -200,7 +207,24 @@ def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _finish(path: Path, lines: list[dict], sid: str, tokens: int, compactions: int) -> StoryResult:
+def _finish(path: Path, lines: list[dict], sid: str, tokens: int, compactions: int, start_ms: int,
+            end_ms: int | None) -> StoryResult:
+    if end_ms is not None:  # spread the entries over [start_ms, end_ms]: none is later than the file's last write
+        from datetime import datetime
+
+        def ms(x: str) -> int:
+            return int(datetime.fromisoformat(x.replace("Z", "+00:00")).timestamp() * 1000)
+
+        last = max(ms(x["timestamp"]) for x in lines)
+        scale = (end_ms - start_ms) / (last - start_ms) if last > start_ms else 1.0
+
+        def fit(t: int) -> int:
+            return start_ms + int((t - start_ms) * scale)
+
+        for x in lines:
+            x["timestamp"] = _iso(fit(ms(x["timestamp"])))
+            if isinstance(x.get("message"), dict) and isinstance(x["message"].get("timestamp"), int):
+                x["message"]["timestamp"] = fit(x["message"]["timestamp"])
     data = "\n".join(json.dumps(x, separators=(",", ":")) for x in lines) + "\n"
     path.write_text(data, encoding="utf-8")
     return StoryResult(path, sid, tokens, compactions, len(data.encode()))

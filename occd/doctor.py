@@ -50,6 +50,7 @@ class DoctorContext:
     settings_error: Any = None
     env: dict = field(default_factory=lambda: dict(os.environ))
     cache: dict = field(default_factory=dict)
+    online: bool = False            # `doctor --online`: checks may use the network (the LLM reachability probe)
 
     def ledger(self):
         """The ledger opened read-only, or None when there is none (never created by the doctor)."""
@@ -107,11 +108,11 @@ def run_checks(ctx: DoctorContext, only: list[str] | None = None) -> list[Result
     return out
 
 
-def diagnose(now: float | None = None, only: list[str] | None = None) -> list[Result]:
+def diagnose(now: float | None = None, only: list[str] | None = None, online: bool = False) -> list[Result]:
     from occd.config import load_settings
     from occd.errors import OccdError
 
-    ctx = DoctorContext(now=time.time() if now is None else now)
+    ctx = DoctorContext(now=time.time() if now is None else now, online=online)
     try:
         ctx.settings = load_settings()
     except OccdError as e:
@@ -346,7 +347,16 @@ def check_llm(ctx: DoctorContext) -> Result:
     problem = key_problem(model, ctx.settings.llm.api_base, ctx.env)
     if problem:
         return Result("llm", "warn", f"{problem}: keyword relevance until then")
-    return Result("llm", "ok", f"{model}: key present" + (f" ({ctx.settings.llm.api_base})" if ctx.settings.llm.api_base else ""))
+    where = f" ({ctx.settings.llm.api_base})" if ctx.settings.llm.api_base else ""
+    if not ctx.online:
+        return Result("llm", "ok", f"{model}: key present{where}" + " (`occd doctor --online` tries a call)")
+    from occd.relevance.llm import probe
+
+    ok, what = probe(ctx.settings.llm, model)
+    if not ok:
+        return Result("llm", "fail", f"{model}{where}: key present, not reachable: {what}",
+                      "check the key, llm.api_base and the network; `occd select` uses keywords until then")
+    return Result("llm", "ok", f"{model}: key present, reachable{where}, {what}")
 
 
 @check("mcp", order=85)

@@ -13,6 +13,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -290,6 +291,24 @@ def logs_command(platform: str | None = None, lines: int = 100, follow: bool = F
         raise NotFoundError(f"No log file at {paths.display_path(log_file)} yet",
                             "the daemon writes it when it starts: `occd service status`")
     return ["tail", "-n", str(lines)] + (["-F"] if follow else []) + [str(log_file)]
+
+
+def journal_command(lines: int | None = 50, follow: bool = False, since: float | None = None,
+                    which=shutil.which) -> list[str]:
+    """journalctl for the user service's journal (where the systemd unit sends stdout and stderr).
+    NotFoundError when journalctl is not installed."""
+    exe = which("journalctl")
+    if not exe:
+        raise NotFoundError("journalctl not found: the service's journal cannot be read on this machine",
+                            "`occd logs` without --journal reads occd's own log, "
+                            f"{paths.display_path(paths.log_dir() / 'occd.log')}",
+                            code="JOURNALCTL_MISSING")
+    cmd = [exe, "--user", "-u", UNIT_NAME, "--no-pager", "-o", "short-iso"]
+    if since is not None:
+        cmd += ["--since", time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since))]
+    if lines is not None:
+        cmd += ["-n", str(lines)]
+    return cmd + (["-f"] if follow else [])
 
 
 # ------------------------------------------------------------------------------------------------ execution

@@ -239,6 +239,146 @@ def test_history_and_rotations_fit_the_width_without_mid_word_wraps(isolated_env
     assert row.rstrip().endswith(".jsonl")  # a cut path keeps its file name's end
 
 
+def _demo_state(isolated_env, monkeypatch):
+    from occd.demo import build_state
+
+    root = isolated_env.parent / "demo"
+    monkeypatch.setenv("OPENCLAW_STATE_DIR", str(root / ".openclaw"))
+    monkeypatch.chdir(isolated_env)  # not inside a git repository: every session is a candidate
+    return build_state(root, now=time.time())
+
+
+def _demo_after_a_cycle(isolated_env, monkeypatch):
+    """The demo's state as `occd demo` leaves it: after the daemon's cycle in act mode (strips, a rotation)."""
+    from occd.config import load_settings
+    from occd.daemon import Daemon
+    from occd.ledger import Ledger
+
+    made = _demo_state(isolated_env, monkeypatch)
+    with Ledger.open() as led:
+        Daemon(lambda: load_settings({"state_dir": str(made["state"]), "policy": {"mode": "act",
+                                                                                   "min_idle_minutes": 5}})).run_once(led)
+    return made
+
+
+def _task_texts(out: str, width: int, last_header: str) -> dict[int, str]:
+    """The last column's text per row of a fit_table, its wrapped pieces joined by single spaces: beside the
+    row when the header names the column, else on the indented lines under the row."""
+    lines = out.splitlines()
+    head = lines[0]
+    rows: dict[int, list[str]] = {}
+    n = -1
+    col = head.index(last_header) if last_header in head else None
+    for line in lines[1:]:
+        if not line.startswith(" "):
+            n += 1
+            rows[n] = [line[col:].strip()] if col is not None and len(line) > col else []
+        else:
+            rows[n].append(line.strip())
+    return {k: " ".join(x for x in v if x) for k, v in rows.items()}
+
+
+def _whole_words_of(shown: str, full: str) -> bool:
+    """`shown` is `full`'s first whole words (a cut marked by '…' after a whole word), never part of a word."""
+    words, shown_words = full.split(), shown.split()
+    if not shown_words:
+        return not words
+    if shown_words[-1].endswith("…"):
+        shown_words[-1] = shown_words[-1][:-1]
+        k = len(shown_words)
+        return (words[: k - 1] == shown_words[:-1] and len(words) > k - 1
+                and words[k - 1].rstrip(",;:") == shown_words[-1])
+    return words == shown_words
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_sessions_and_select_fit_the_width_and_cut_no_word(isolated_env, monkeypatch, width):
+    _demo_state(isolated_env, monkeypatch)
+    data = json.loads(run("sessions", "--json").output)["sessions"]
+    env = {"COLUMNS": str(width)}
+    out = run("sessions", env=env).output
+    lines = out.splitlines()
+    assert all(len(line) <= width for line in lines), out
+    assert len(max(lines, key=len)) > 0.6 * width  # the table uses the room it has
+    shown = _task_texts(out, width, "LATEST TASK")
+    assert len(shown) == len(data) == 7
+    for i, s in enumerate(data):
+        text = shown[i].replace(" [running]", "")
+        assert _whole_words_of(text, s["latestUserTask"]), (text, s["latestUserTask"])
+    # select: the decision, the relevance line and the candidates' notes too
+    out = run("select", "--task", "rotate the TLS certificate on the staging load balancer", "--no-llm",
+              env=env).output
+    assert all(len(line) <= width for line in out.splitlines()), out
+    first = " ".join(line.strip() for line in out.split("Relevance by")[0].splitlines())
+    plain = json.loads(run("select", "--task", "rotate the TLS certificate on the staging load balancer",
+                           "--no-llm", "--json").output)
+    verb = {"resume": "Resume", "fresh": "Start fresh", "queue": "Queue"}[plain["action"]]
+    assert first == f"{verb} {plain['sessionId']}: {plain['reason']}"  # wrapped at spaces only
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_status_list_and_stats_on_the_demo_fit_the_width(isolated_env, monkeypatch, width):
+    made = _demo_after_a_cycle(isolated_env, monkeypatch)
+    sid = made["sessions"]["agent:main:main"]["id"]
+    for args in (["status"], ["status", sid], ["stats"], ["list"], ["history"]):
+        whole = run(*args).output  # a pipe: every line whole
+        out = run(*args, env={"COLUMNS": str(width)}).output
+        assert all(len(line) <= width for line in out.splitlines()), (args, out)
+        # wrapped at spaces only: the words are the pipe's words, in the same order, none cut
+        if args[0] in ("status", "stats"):
+            def words(text):
+                return [w for w in text.split() if ".backup." not in w]  # a path is cut before its file name
+
+            assert words(out) == words(whole), args
+    out = run("status", sid, env={"COLUMNS": str(width)}).output
+    assert ".backup.1.jsonl" in out  # a cut backup path keeps its file name
+
+
+@pytest.mark.parametrize("task, key", [
+    ("fix the Stripe webhook signature check for a trailing newline", "agent:main:main"),
+    ("renew the TLS certificate of the staging load balancer", "agent:ops:main"),
+    ("compare pgvector and qdrant for our embeddings", "agent:research:main"),
+    ("write a haiku about autumn leaves", None),
+    ("upgrade the kubernetes cluster to 1.31", None),
+])
+def test_select_on_the_demo_resumes_the_session_about_the_task_else_starts_fresh(isolated_env, monkeypatch,
+                                                                                  task, key):
+    """Issue 16: the demo's word salad made `select` always answer "fresh". Its sessions are each about one
+    piece of work now: a task about one of them resumes that one (by keywords, no model), any other starts
+    fresh."""
+    made = _demo_after_a_cycle(isolated_env, monkeypatch)
+    out = json.loads(run("select", "--task", task, "--no-llm", "--json").output)
+    assert out["relevance"]["method"] == "keywords"
+    if key is None:
+        assert out["action"] == "fresh" and not any(c["related"] for c in out["candidates"]), out["reason"]
+    else:
+        assert (out["action"], out["sessionId"]) == ("resume", made["sessions"][key]["id"]), out["reason"]
+
+
+def test_demo_sessions_end_before_now(isolated_env, monkeypatch):
+    made = _demo_state(isolated_env, monkeypatch)
+    data = json.loads(run("sessions", "--json").output)["sessions"]
+    assert len(data) == len(made["sessions"])
+    from datetime import datetime, timezone
+
+    now = datetime.now(timezone.utc)
+    assert all(datetime.fromisoformat(s["lastModified"].replace("Z", "+00:00")) <= now for s in data), data
+
+
+def test_fit_table_keeps_short_tables_whole_and_pipes_unwrapped():
+    from occd.cli.render import fit_table, format_table
+
+    rows = [["a1", "x " * 40]]
+    assert fit_table(["ID", "NOTE"], rows, width=None) == format_table(["ID", "NOTE"], rows)
+    assert fit_table(["ID", "NOTE"], [["a1", "short"]], width=80) == "ID  NOTE\na1  short"
+    inline = fit_table(["ID", "NOTE"], rows, width=30).splitlines()  # short words: wrapped in the column
+    assert inline[0] == "ID  NOTE" and all(len(x) <= 30 and x[4] == "x" for x in inline[1:])
+    rows = [["a1", "x" * 28 + " y"]]  # a word longer than the column's room: the text goes under the row
+    narrow = fit_table(["ID", "NOTE"], rows, width=30).splitlines()
+    assert narrow[:2] == ["ID", "a1"] and narrow[2].startswith("    xxx") and narrow[-1].endswith(" y")
+    assert all(len(x) <= 30 for x in narrow)
+
+
 def test_rich_console_prints_data_literally_without_escape_codes_off_a_terminal(capsys, monkeypatch):
     from occd.cli.render import Console, Table
 
@@ -391,6 +531,62 @@ def test_logs_tail_and_since(isolated_env):
 def test_logs_without_a_log_is_one_line(isolated_env):
     r = run("logs")
     assert r.exit_code == 1 and "No log at" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def _fake_journalctl(tmp_path, monkeypatch):
+    """A journalctl on PATH that records its arguments and prints two journal lines."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "journalctl-args"
+    exe = bindir / "journalctl"
+    exe.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {log}\n"
+                   "echo '2026-11-25T10:00:00+0000 host occd[42]: scan: 7 sessions'\n"
+                   "echo '2026-11-25T10:05:00+0000 host occd[42]: strip 88ea ok'\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+    return log
+
+
+def test_logs_journal_reads_the_user_service_journal(isolated_env, tmp_path, monkeypatch):
+    import sys
+
+    if sys.platform == "darwin":
+        pytest.skip("journald is Linux only")
+    args = _fake_journalctl(tmp_path, monkeypatch)
+    r = run("logs", "--journal", "-n", "5")
+    assert r.exit_code == 0 and r.output.splitlines()[-1].endswith("strip 88ea ok"), r.output
+    got = args.read_text().splitlines()
+    assert got[:3] == ["--user", "-u", "occd.service"] and got[got.index("-n") + 1] == "5"
+    r = run("logs", "--journal", "--since", "1h")
+    got = args.read_text().splitlines()
+    since = time.mktime(time.strptime(got[got.index("--since") + 1], "%Y-%m-%d %H:%M:%S"))
+    assert abs(since - (time.time() - 3600)) < 120 and "-n" not in got
+
+
+def test_logs_falls_back_to_the_journal_only_when_the_service_is_installed(isolated_env, tmp_path, monkeypatch):
+    import sys
+
+    from occd import service
+
+    if sys.platform == "darwin":
+        pytest.skip("journald is Linux only")
+    _fake_journalctl(tmp_path, monkeypatch)
+    r = run("logs")  # no log file, no service: the file's one-line error
+    assert r.exit_code == 1 and "No log at" in r.stderr
+    unit = service.installed_path("linux")
+    unit.parent.mkdir(parents=True, exist_ok=True)
+    unit.write_text("[Service]\n")
+    r = run("logs")
+    assert r.exit_code == 0 and "scan: 7 sessions" in r.output
+
+
+def test_logs_journal_without_journalctl_is_one_clear_line(isolated_env, tmp_path, monkeypatch):
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    r = run("logs", "--journal")
+    assert r.exit_code != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "journalctl" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_status_check_exits_1_on_each_problem_and_0_when_healthy(isolated_env, monkeypatch):

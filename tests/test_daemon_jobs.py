@@ -301,3 +301,31 @@ def test_demo_runs_offline_fast(isolated_env, tmp_path):
     assert "cycle 1:" in r.stdout and "stripped" in r.stdout and "act mode" in r.stdout
     assert "deferred: a run is in progress" in r.stdout
     assert not (isolated_env / ".openclaw").exists()  # nothing outside the demo dir
+
+
+def test_last_seen_is_the_last_scan_that_looked_even_when_nothing_changed(isolated_env):
+    """Issue 16: `status SESSION` showed lastSeen = firstSeen for a quiet session (the ledger writes no
+    observation when nothing changed). lastSeen is the daemon's last look, to within one scan."""
+    from datetime import datetime, timezone
+
+    state = state_with(isolated_env, {"agent:main:main": {"turns": 12}})
+    t1 = time.time() - 1800
+    t2 = t1 + 600  # ten minutes later: nothing in the session changed
+    clock = [t1]
+    with Ledger.open() as led:
+        ctx = ctx_for(state, led)
+        ctx.clock = lambda: clock[0]
+        assert run_cycle(ctx, ["scan"])["scan"][1]["changed"] == 1
+        clock[0] = t2
+        assert run_cycle(ctx, ["scan"])["scan"][1]["changed"] == 0  # a quiet scan: no observation written
+        sid = led.sessions("main")[0]["session_id"]
+
+    def iso(t):
+        return datetime.fromtimestamp(t, tz=timezone.utc)
+
+    out = json.loads(CliRunner().invoke(cli, ["status", sid, "--json"], catch_exceptions=False).output)
+    first, last = (datetime.fromisoformat(out[k].replace("Z", "+00:00")) for k in ("firstSeen", "lastSeen"))
+    assert abs((first - iso(t1)).total_seconds()) < 1
+    assert abs((last - iso(t2)).total_seconds()) < 1  # the second scan's time, not the first's
+    human = CliRunner().invoke(cli, ["status", sid], catch_exceptions=False).output
+    assert "first seen 30m ago, last seen 20m ago" in human, human

@@ -64,10 +64,13 @@ def test_observation_recorded_only_when_changed(led):
 def test_batch_observations_and_last_seen_resolution(led):
     items = [dict(agent="a", session_id=f"s{i}", session_key=f"k{i}", **obs(context_tokens=i)) for i in range(20)]
     assert led.record_observations(items, now=NOW) == 20
-    assert led.record_observations(items, now=NOW + 300) == 0
-    assert all(s["last_seen"] == NOW for s in led.sessions("a"))  # a quiet scan writes nothing
-    assert led.record_observations(items, now=NOW + 3600) == 0
-    assert all(s["last_seen"] == NOW + 3600 for s in led.sessions("a"))
+    assert led.record_observations(items, now=NOW + 300) == 0  # a quiet scan writes no observation
+    assert len(led.series("a", "s3")) == 1
+    # but each session's last_seen is the scan that saw it (status SESSION: the daemon's last look)
+    assert all(s["last_seen"] == NOW + 300 for s in led.sessions("a"))
+    assert led.record_observations(items[:10], now=NOW + 600) == 0
+    assert sorted({s["last_seen"] for s in led.sessions("a")}) == [NOW + 300, NOW + 600]
+    assert all(s["first_seen"] == NOW for s in led.sessions("a"))
     items[3]["size"] = 1
     assert led.record_observations(items, now=NOW + 3900) == 1
     # the biggest sessions by context come first

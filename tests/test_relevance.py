@@ -835,3 +835,40 @@ def test_a_path_too_long_for_the_file_system_is_one_clear_line(isolated_env, tmp
         assert r.exit_code == 1, (args, r.output)
         err = json.loads(r.stdout)["error"]
         assert err["code"] == "BAD_PATH" and "File name too long" in err["message"] and "Internal" not in err["message"]
+
+
+# ---- doctor --online: the model answers (issue 16: "LLM key present and reachable") ----------------------
+
+def _doctor(*args, env):
+    from click.testing import CliRunner
+
+    from occd.cli.main import cli
+
+    return CliRunner(env=env).invoke(cli, ["doctor", "--check", "llm", *args], catch_exceptions=False)
+
+
+def test_doctor_online_calls_the_model_once_with_one_token_and_nothing_private(isolated_env, fake_llm):
+    from occd.relevance.llm import PROBE_MESSAGES
+
+    secret = "sk-test-0123456789abcdefSECRET"
+    env = {"OCCD_LLM__MODEL": "openai/fake-model", "OCCD_LLM__API_BASE": fake_llm.base_url,
+           "OCCD_LLM__TIMEOUT_SECONDS": "5", "OPENAI_API_KEY": secret, "COLUMNS": "200"}
+    r = _doctor(env=env)  # the default doctor stays offline
+    assert r.exit_code == 0 and "key present" in r.output and "reachable" not in r.output, r.output
+    assert fake_llm.requests == []
+    r = _doctor("--online", env=env)
+    assert r.exit_code == 0 and "reachable" in r.output and "not reachable" not in r.output, r.output
+    (body,) = fake_llm.requests
+    assert body["max_tokens"] == 1 and body["messages"] == PROBE_MESSAGES
+    assert secret not in json.dumps(body) and "response_format" not in body
+    j = json.loads(_doctor("--online", "--json", env=env).output)
+    assert j["success"] is True and j["checks"][0]["status"] == "ok"
+
+
+def test_doctor_online_fails_the_llm_line_when_the_model_does_not_answer(isolated_env, fake_llm):
+    fake_llm.script(["500"])
+    env = {"OCCD_LLM__MODEL": "openai/fake-model", "OCCD_LLM__API_BASE": fake_llm.base_url,
+           "OCCD_LLM__TIMEOUT_SECONDS": "5", "COLUMNS": "200"}
+    r = _doctor("--online", env=env)
+    assert r.exit_code == 1 and "not reachable" in r.output and "Traceback" not in r.output, r.output
+    assert len(fake_llm.requests) == 1

@@ -9,9 +9,11 @@ from occd.cli.common import console, emit_json, handle_errors, json_option, use_
 
 @click.command("doctor")
 @click.option("--check", "only", multiple=True, metavar="NAME", help="Run only this check (repeatable).")
+@click.option("--online", is_flag=True,
+              help="Also call the relevance model once (one output token, no session text) to see it answers.")
 @json_option
 @handle_errors
-def doctor_cmd(only, as_json):
+def doctor_cmd(only, online, as_json):
     """Check that occd can do its job: config, OpenClaw state and eras, ledger, service, daemon heartbeat, last
     scan, breakers, stale locks, backups and disk, optional parts (llm, mcp), gh.
 
@@ -21,11 +23,12 @@ def doctor_cmd(only, as_json):
     Examples:
       occd doctor
       occd doctor --check service --check heartbeat
+      occd doctor --online --check llm
       occd doctor --json | jq '.checks[] | select(.status == "fail")'
     """
     from occd.doctor import diagnose
 
-    results = diagnose(only=list(only) or None)
+    results = diagnose(only=list(only) or None, online=online)
     failed = [r for r in results if r.status == "fail"]
     if as_json:
         err = None

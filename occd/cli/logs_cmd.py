@@ -54,17 +54,21 @@ def read_entries(files: list[Path], since: float | None) -> list[str]:
               help="How many recent lines.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines (Ctrl-C stops).")
 @click.option("--since", default=None, help="Only entries since: 1h, 30m, today, yesterday, 2026-11-22 ...")
+@click.option("--journal", is_flag=True,
+              help="Read the systemd user service's journal (journalctl) instead of occd's log file.")
 @handle_errors
-def logs_cmd(lines, follow, since):
+def logs_cmd(lines, follow, since, journal):
     """occd's log: what the daemon and every cycle did (the file under the log dir; rotated at 5 MB).
 
-    `occd service logs` shows what the service manager recorded (journald on Linux).
+    Without a log file, and with --journal, the installed systemd user service's journal is read
+    (journalctl --user -u occd.service).
 
     \b
     Examples:
       occd logs -n 100
       occd logs --since 1h
       occd logs -f
+      occd logs --journal --since today
     """
     from occd import paths
     from occd.errors import NotFoundError
@@ -72,10 +76,12 @@ def logs_cmd(lines, follow, since):
 
     files = log_files()
     base = paths.log_dir() / "occd.log"
+    since_ts = parse_since(since, time.time())
+    if journal or (not files and not follow and _service_installed()):
+        return _journal(lines if since_ts is None or lines != 50 else None, follow, since_ts)
     if not files and not follow:
         raise NotFoundError(f"No log at {paths.display_path(base)} yet",
                             "the daemon and `occd run --once` write it; `occd service status` says if it runs")
-    since_ts = parse_since(since, time.time())
     out = read_entries(files, since_ts)
     if since_ts is None or lines != 50:
         out = out[-lines:] if lines else []
@@ -83,6 +89,34 @@ def logs_cmd(lines, follow, since):
         click.echo(line)
     if follow:
         _follow(base)
+
+
+def _service_installed() -> bool:
+    """Is occd installed as a systemd user service here (its journal then holds the daemon's output)?"""
+    from occd import service
+
+    try:
+        return service.detect_platform() == "linux" and service.installed_path("linux").exists()
+    except Exception:  # noqa: BLE001 - an unsupported platform has no journal
+        return False
+
+
+def _journal(lines: int | None, follow: bool, since: float | None) -> None:
+    from occd import service
+    from occd.errors import OccdError, UsageError
+
+    if service.detect_platform() != "linux":
+        raise UsageError("--journal reads journald, which this platform does not have",
+                         "`occd logs` reads occd's own log file")
+    cmd = service.journal_command(lines, follow, since)
+    if follow:  # straight to the terminal until Ctrl-C
+        service.run_command(cmd, capture=False)
+        return
+    r = service.run_command(cmd)
+    if r.returncode != 0:
+        first = next((x for x in (r.stderr or "").splitlines() if x.strip()), f"exit code {r.returncode}")
+        raise OccdError(f"journalctl failed: {first}", "`occd logs` without --journal reads occd's own log file")
+    click.echo(r.stdout, nl=False)
 
 
 def _follow(path: Path, poll: float = 0.5) -> None:

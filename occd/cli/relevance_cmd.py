@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import click
 
 from occd.cli.common import agent_filter_option, emit_json, handle_errors, json_option, load_settings_from_ctx, state_option
-from occd.cli.render import format_table, human_bytes, human_tokens, relative_time, short_id
+from occd.cli.render import clip_words, fit_table, human_bytes, human_tokens, relative_time, short_id, terminal_width, wrap_text
 from occd.figure import percent_text, tokens_text
 
 _repo_option = click.option("--repo", "repo", type=click.Path(file_okay=False), default=None,
@@ -51,11 +51,12 @@ def sessions_cmd(repo, agent, state_dir, as_json):
         emit_json(d.to_json())
         return
     if not d.sessions:
-        click.echo(d.nothing_found())
+        click.echo(wrap_text(d.nothing_found(), terminal_width()))
         _warn(d.warnings)
         return
     now = datetime.now(timezone.utc)
     rows = []
+    ids = [x.id for x in d.sessions]
     for x in d.sessions:
         tokens = tokens_text(x.context_tokens, x.context_source)
         pct = x.context_percent()
@@ -64,12 +65,12 @@ def sessions_cmd(repo, agent, state_dir, as_json):
         flags = ((" [self]" if x.is_self else "") + (" [running]" if x.running else "")
                  + (f" [open: {x.open_in}]" if x.open_in else "")
                  + (f" [openclaw:agent={x.origin_agent}]" if x.origin_agent else ""))
-        task = " ".join((x.to_json(80)["latestUserTask"] or "").split())
-        rows.append([short_id(x.id), x.source, x.agent or "-", x.branch or "-", relative_time(x.last_modified, now),
+        task = clip_words(x.to_json(1000)["latestUserTask"], 100)  # redacted first
+        rows.append([short_id(x.id, ids), x.source, x.agent or "-", x.branch or "-", relative_time(x.last_modified, now),
                      str(x.message_count if x.message_count is not None else "-"), human_bytes(x.size), tokens,
                      str(x.compaction_count), task + flags])
-    click.echo(format_table(["ID", "SOURCE", "AGENT", "BRANCH", "UPDATED", "MSGS", "SIZE", "TOKENS", "COMPACT",
-                             "LATEST TASK"], rows, right={4, 5, 6, 7, 8}))
+    click.echo(fit_table(["ID", "SOURCE", "AGENT", "BRANCH", "UPDATED", "MSGS", "SIZE", "TOKENS", "COMPACT",
+                          "LATEST TASK"], rows, right={4, 5, 6, 7, 8}, width=terminal_width()))
     _warn(d.warnings)
 
 
@@ -134,26 +135,26 @@ def select_cmd(task, repo, agent, state_dir, label, no_llm, cost_budget, as_json
     out = r.to_json()
     verb = {"resume": "Resume", "fresh": "Start fresh", "queue": "Queue"}[out["action"]]
     target = f" {out['sessionId']}" if out["sessionId"] else ""
-    click.echo(f"{verb}{target}: {out['reason']}")
+    width = terminal_width()
+    click.echo(wrap_text(f"{verb}{target}: {out['reason']}", width))
     rel = out["relevance"]
     how = rel["method"] if rel["method"] != "model" else f"model {rel['model']}"
     if out["candidates"]:
-        click.echo(f"Relevance by {how}" + (f" ({rel['reason']})" if rel["reason"] else "")
-                   + (f"; {rel['cached']} cached" if rel["cached"] else "")
-                   + (f"; {rel['calls']} call(s), ${rel['costUsd']:.5f}" if rel["calls"] else ""))
+        click.echo(wrap_text(f"Relevance by {how}" + (f" ({rel['reason']})" if rel["reason"] else "")
+                             + (f"; {rel['cached']} cached" if rel["cached"] else "")
+                             + (f"; {rel['calls']} call(s), ${rel['costUsd']:.5f}" if rel["calls"] else ""), width))
     if out["candidates"]:
         rows = []
         for c in out["candidates"][:15]:
             p = c["parts"]
-            rows.append([short_id(c["id"]), c["source"], f"{c['score']:.2f}", f"{c['relevance']:.2f}",
+            rows.append([short_id(c["id"], [x["id"] for x in out["candidates"]]), c["source"], f"{c['score']:.2f}", f"{c['relevance']:.2f}",
                          c["relevanceMethod"] or "-", f"{p['branch']:.2f}", f"{p['recency']:.2f}",
                          f"{p['health']:.2f}", f"{p['capacity']:.2f}",
                          ("self; " if c["self"] else "") + ("running; " if c["running"] else "")
                          + ("unrelated; " if not c["related"] and not c["self"] else "")
-                         + ("; ".join(c["forcedFresh"]) or
-                                                                  (c["latestUserTask"] or "")[:60])])
-        click.echo(format_table(["ID", "SOURCE", "SCORE", "REL", "BY", "BRANCH", "RECENT", "HEALTH", "CAPACITY",
-                                 "NOTE"], rows, right={2, 3, 5, 6, 7, 8}))
+                         + ("; ".join(c["forcedFresh"]) or clip_words(c["latestUserTask"], 80))])
+        click.echo(fit_table(["ID", "SOURCE", "SCORE", "REL", "BY", "BRANCH", "RECENT", "HEALTH", "CAPACITY",
+                              "NOTE"], rows, right={2, 3, 5, 6, 7, 8}, width=width))
     _warn(out["warnings"])
 
 

@@ -106,6 +106,44 @@ def format_table(headers: list[str], rows: list[list[str]], right: set[int] = fr
     return "\n".join([line(headers)] + [line(r) for r in rows])
 
 
+LAST_MIN = 30  # fit_table: narrower than this, the last column's text goes on lines of its own under each row
+
+
+def fit_table(headers: list[str], rows: list[list[str]], right: set[int] = frozenset(), width: int | None = None,
+              last_min: int = LAST_MIN, indent: int = 4) -> str:
+    """format_table fitted to `width` columns (None: a pipe, lines stay whole), without rich. The last column
+    (free text: a task, a note) is wrapped at spaces inside its column when at least `last_min` columns are
+    left for it, or when its longest word fits; otherwise it is printed under each row, indented by `indent` and wrapped to the width. The
+    other columns are short figures and ids and are never cut."""
+    if width is None or not rows:
+        return format_table(headers, rows, right)
+    n = len(headers)
+    widths = [max([len(headers[i])] + [len(r[i]) for r in rows]) for i in range(n - 1)]
+    lead = sum(widths) + 2 * (n - 1)  # where the last column starts
+    if lead + max([len(headers[-1])] + [len(r[-1]) for r in rows]) <= width:
+        return format_table(headers, rows, right)
+
+    def cells(r):
+        return "  ".join(c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(r[:-1]))
+
+    out = []
+    room = width - lead
+    longest_word = max([len(w) for r in rows for w in r[-1].split()] or [0])
+    if room >= len(headers[-1]) and (room >= last_min or longest_word <= room):
+        out.append((cells(headers) + "  " + headers[-1]).rstrip())
+        for r in rows:
+            parts = wrap_words(r[-1], width - lead) if r[-1] else [""]
+            out.append((cells(r) + "  " + parts[0]).rstrip())
+            out += [" " * lead + p for p in parts[1:]]
+        return "\n".join(out)
+    out.append(cells(headers).rstrip())
+    for r in rows:
+        out.append(cells(r).rstrip())
+        if r[-1]:
+            out += [" " * indent + p for p in wrap_words(r[-1], max(width - indent, 1))]
+    return "\n".join(out)
+
+
 # ---- layout: tables and lines that fit the terminal, drawn by rich (imported lazily, inside the methods, so
 # read commands and `occd --help` do not pay for it: tests/test_cli_help.py checks) ----
 
@@ -134,6 +172,33 @@ def wrap_words(text: str, width: int) -> list[str]:
     if width <= 0 or len(text) <= width:
         return [text]
     return textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False) or [""]
+
+
+def clip_words(text: str | None, limit: int) -> str:
+    """`text` on one line, at most about `limit` characters, cut after a whole word ('…' marks the cut)."""
+    text = " ".join((text or "").split())
+    if len(text) <= limit:
+        return text
+    head = text[: limit + 1].rsplit(" ", 1)[0] if " " in text[: limit + 1] else text[:limit]
+    return head.rstrip(" ,;:") + "…"
+
+
+def wrap_text(text: str, width: int | None, indent: int = 2) -> str:
+    """A line (or lines) wrapped at spaces to `width` (None: whole), continuation lines indented by `indent`;
+    without rich, for the commands that must start fast."""
+    import textwrap
+
+    if not width:
+        return text
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        lead = len(line) - len(line.lstrip(" "))
+        out += textwrap.wrap(line, width, subsequent_indent=" " * (lead + indent), break_long_words=False,
+                             break_on_hyphens=False) or [line]
+    return "\n".join(out)
 
 
 def cut_path(path: str, width: int) -> str:

@@ -64,7 +64,7 @@ def list_cmd(agent, state_dir, limit, archived, as_json, verbose):
     if as_json:
         emit_json([row.to_json() for row in listing.sessions], key="sessions")
         return
-    from occd.cli.render import format_table
+    from occd.cli.render import fit_table, terminal_width
 
     now = datetime.now(timezone.utc)
     era = f" ({listing.era} era)" if listing.era != "file" else ""
@@ -81,8 +81,8 @@ def list_cmd(agent, state_dir, limit, archived, as_json, verbose):
         rows.append([short_id(row.session_id, ids), relative_time(row.updated_at, now), human_bytes(row.size), tokens,
                      headroom(row.figure), str(row.compaction_count if row.compaction_count is not None else "-"),
                      (row.label or "") + flags])
-    click.echo(format_table(["ID", "UPDATED", "SIZE", "TOKENS", "TO COMPACT", "COMPACT", "LABEL / ORIGIN"], rows,
-                            right={1, 2, 3, 4, 5}))
+    click.echo(fit_table(["ID", "UPDATED", "SIZE", "TOKENS", "TO COMPACT", "COMPACT", "LABEL / ORIGIN"], rows,
+                         right={1, 2, 3, 4, 5}, width=terminal_width()))
     if verbose:
         click.echo(f"{len(listing.sessions)} of {listing.total} sessions · agent {listing.agent}{era} · "
                    f"{display_path(listing.sessions_dir) if listing.sessions_dir else ''}")

@@ -9,7 +9,7 @@ import click
 
 from occd.cli.common import agent_filter_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx, use_color
 from occd.figure import percent_text, tokens_text
-from occd.cli.render import human_bytes, human_tokens, relative_time, short_id, sparkline
+from occd.cli.render import PIPE_WIDTH, cut_path, human_bytes, human_tokens, relative_time, short_id, sparkline
 
 
 def _check(settings, as_json: bool) -> None:
@@ -121,7 +121,10 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
         if as_json:
             emit_json(data)
             return
-        c.print(f"Session {data['sessionId']}  ({data.get('key') or '-'}, agent {data['agent']})")
+        c.print(f"Session {data['sessionId']}  ({data.get('key') or '-'}, agent {data['agent']})", wrap=True,
+                indent=2)
+        c.print(f"  first seen {_when(data.get('firstSeen'), now_dt)}, last seen {_when(data.get('lastSeen'), now_dt)}"
+                + (f", archived {_when(data['archivedAt'], now_dt)}" if data.get("archivedAt") else ""))
         b = data["buckets"]
         ascii_only = not use_color()
         if b:
@@ -135,16 +138,24 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
         else:
             c.print("  no observations in that window")
         if data["actions"]:
+            from occd.cli.render import Table
+
             c.print("  Actions:")
+            t = Table(show_edge=False, box=None)
+            for col in ("WHEN", "KIND", "OUTCOME", "TRIGGER", "DETAIL"):
+                t.add_column(col, no_wrap=col != "DETAIL", justify="right" if col == "WHEN" else "left")
             for a in data["actions"][:15]:
-                dry = " (dry run)" if a["dry_run"] else ""
-                c.print(f"    {_when(a['ts'], now_dt):>9}  {a['kind']:<8} {a['outcome']:<8} {a['trigger']:<6}"
-                        f"{dry} {a.get('reason') or a.get('error') or ''}")
+                dry = "(dry run) " if a["dry_run"] else ""
+                t.add_row(_when(a["ts"], now_dt), a["kind"], a["outcome"], a["trigger"],
+                          dry + (a.get("reason") or a.get("error") or ""))
+            c.print(t)
         live = [x for x in data["backups"] if not x.get("pruned_at")]
         if data["backups"]:
             c.print(f"  Backups: {len(live)} kept, {len(data['backups']) - len(live)} pruned")
+            width = (c.width or PIPE_WIDTH) - 4
             for x in live[:5]:
-                c.print(f"    {x['path']}  {human_bytes(x.get('size'))}")
+                size = human_bytes(x.get("size"))
+                c.print(f"    {cut_path(x['path'], width - len(size) - 2)}  {size}")
         return
     data = st.status(settings, now=now)
     if agent_filter:
@@ -218,7 +229,8 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
                 t.add_row(*row)
             c.print(t)
             if any(s.get("tokensSource") == "estimate" for s in a["biggest"]):
-                c.print("  ~ estimated (chars/4) after cleaning: the exact figure returns with the next reply")
+                c.print("  ~ estimated (chars/4) after cleaning: the exact figure returns with the next reply",
+                        wrap=True, indent=4)
         for w in a["wouldDo"][:5]:
             c.print(f"  observe mode would {w['kind']} {short_id(w['sessionId'], ids)}: {w['reason'] or ''}".rstrip(": "),
                     wrap=True, indent=4)
@@ -232,7 +244,8 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
         c.print(f"\nModel spend today: ${data['llmSpendToday']:.4f}")
     sv = data.get("savings7d")
     if sv and (sv["strips"] or sv["rotations"]):
-        c.print("\nSaved in the last 7 days: " + _savings_line(sv) + "  (`occd stats` for details)")
+        c.print("\nSaved in the last 7 days: " + _savings_line(sv) + "  (`occd stats` for details)", wrap=True,
+                indent=2)
 
 
 def _savings_line(sv: dict) -> str:
@@ -258,7 +271,7 @@ def stats_cmd(since, as_json):
     if data.get("note"):
         c.print(data["note"])
         return
-    c.print(f"Since {since}: " + _savings_line(data["total"]))
+    c.print(f"Since {since}: " + _savings_line(data["total"]), wrap=True, indent=2)
     if data["sessions"]:
         from occd.cli.render import Table
 
@@ -273,7 +286,7 @@ def stats_cmd(since, as_json):
         c.print(t)
     a = data["assumptions"]
     c.print(f"tokens removed: {a['tokensRemoved']}; compactions avoided: {a['compactionsAvoided']}; "
-            f"money: {a['usdSaved']}", style="dim")
+            f"money: {a['usdSaved']}", style="dim", wrap=True, indent=2)
 
 
 @click.command("history")

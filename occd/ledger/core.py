@@ -20,7 +20,8 @@ from occd.errors import OccdError
 from occd.ledger import engine as _eng
 from occd.ledger import migrate as _mig
 
-# An unchanged session's last_seen is refreshed at most this often, so a quiet scan writes (almost) nothing.
+# An agent's last_seen is refreshed at most this often. A session's last_seen is the last scan that saw it
+# (`status SESSION` shows it): a quiet scan writes no observation, only that one column of the rows it saw.
 LAST_SEEN_RESOLUTION_S = 3600.0
 ROTATION_STATES = ("IDLE", "PENDING", "ARCHIVING", "ARCHIVED", "INJECTED", "COOLDOWN", "UNDONE")  # UNDONE: rotate --undo
 ROTATION_UNFINISHED = ("PENDING", "ARCHIVING", "ARCHIVED", "INJECTED")
@@ -226,7 +227,8 @@ class Ledger:
 
     def record_observations(self, items: Iterable[Mapping[str, Any]], now=None) -> int:
         """Batch form for a scan: one transaction for all sessions; returns how many observations were new.
-        A quiet scan (nothing changed) reads two result sets and writes nothing but the occasional last_seen."""
+        A quiet scan (nothing changed) reads two result sets and writes no observation, only the sessions'
+        last_seen (the time the daemon last looked at each)."""
         now = ts(now)
         items = list(items)
         if not items:
@@ -256,7 +258,7 @@ class Ledger:
                 "SELECT s.id, " + ", ".join(f"o.{f}" for f in _OBS_FIELDS) + " FROM sessions s JOIN observations o "
                 "ON o.id = (SELECT id FROM observations WHERE session_pk = s.id ORDER BY ts DESC, id DESC LIMIT 1) "
                 f"WHERE {flt.replace('agent_id', 's.agent_id')}", prm)}
-            updates, rows = [], []
+            updates, touched, rows = [], [], []
             for it in items:
                 path = str(it["path"]) if it.get("path") is not None else None
                 key = it.get("session_key")
@@ -271,8 +273,10 @@ class Ledger:
                     pk, old_key, old_path, last_seen = known
                     new_key = key if key is not None else old_key
                     new_path = path if path is not None else old_path
-                    if new_key != old_key or new_path != old_path or now - last_seen >= LAST_SEEN_RESOLUTION_S:
+                    if new_key != old_key or new_path != old_path:
                         updates.append((new_key, new_path, now, pk))
+                    elif now > last_seen:
+                        touched.append((now, pk))
                 new = tuple(it.get(f) for f in _OBS_FIELDS)
                 if new[0] is None:
                     new = (0,) + new[1:]
@@ -283,6 +287,8 @@ class Ledger:
             if updates:
                 cur.executemany("UPDATE sessions SET session_key = ?, path = ?, last_seen = MAX(last_seen, ?) "
                                 "WHERE id = ?", updates)
+            if touched:
+                cur.executemany("UPDATE sessions SET last_seen = ? WHERE id = ?", touched)
             if rows:
                 cur.executemany("INSERT INTO observations (session_pk, ts, " + ", ".join(_OBS_FIELDS) +
                                 ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)

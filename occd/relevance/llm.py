@@ -223,6 +223,30 @@ def run_worker(request: dict, timeout: float) -> dict:
     return ans
 
 
+PROBE_MESSAGES = [{"role": "user", "content": "Reply with the word ok."}]  # no session content, no secret
+
+
+def probe(llm, model: str, worker=run_worker) -> tuple[bool, str]:
+    """Is the model reachable? One request of one output token through the litellm worker (the key stays in
+    the worker's environment; the prompt is PROBE_MESSAGES). (ok, what happened), errors redacted."""
+    from occd.relevance.redact import redact
+
+    req = {"model": model, "api_base": llm.api_base, "timeout": float(llm.timeout_seconds), "max_tokens": 1,
+           "retries": 0, "concurrency": 1, "calls": [{"messages": PROBE_MESSAGES}]}
+    if llm.api_base and provider_of(model) in PROVIDER_KEYS and key_problem(model, None) is not None:
+        req["placeholder_key"] = "sk-local-no-key"
+    try:
+        ans = worker(req, WORKER_START_GRACE_S + float(llm.timeout_seconds) + 5)
+    except WorkerFailed as e:
+        return False, redact(str(e))
+    r = (ans.get("results") or [None])[0]
+    if not isinstance(r, dict):
+        return False, "model worker returned no result"
+    if not r.get("ok"):
+        return False, redact(_fallback_reason(r.get("error_kind"), r.get("error")))
+    return True, f"answered in {r.get('duration_ms', 0):.0f} ms"
+
+
 # ---- rating ---------------------------------------------------------------------------------------------
 
 def _fallback_reason(kind: str | None, error: str | None) -> str:
