@@ -66,7 +66,7 @@ def daemon_info(ledger, now: float) -> dict:
 
 
 def status(settings, now: float | None = None, top: int = 5) -> dict:
-    from occd.figure import percent
+    from occd.figure import compaction_point, percent
 
     now = time.time() if now is None else now
     led = _open_ledger()
@@ -109,6 +109,7 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
                              "contextTokens": o.get("context_tokens"), "tokensSource": o.get("tokens_source"),
                              "contextWindow": o.get("context_window"),
                              "contextPercent": percent(o.get("context_tokens"), o.get("context_window")),
+                             **_headroom(o.get("context_tokens"), o.get("context_window"), compaction_point),
                              "compactions": o.get("compaction_count"), "size": o.get("size"),
                              "emergency": _current(marks.get((a["id"], o["session_id"])), o)} for o in biggest],
                 "breakers": [{"kind": b.kind, "state": b.state, "reason": b.reason, "openedAt": b.opened_at}
@@ -130,6 +131,13 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
         except Exception:  # noqa: BLE001
             pass
         return out
+
+
+def _headroom(tokens, window, compaction_point) -> dict:
+    """OpenClaw's compaction point for the window (its default reserve: the ledger keeps no per-session budget)
+    and how far the session's context is from it (negative: past it)."""
+    point = compaction_point(window)
+    return {"compactionPoint": point, "toCompaction": point - tokens if point and tokens is not None else None}
 
 
 def _current(e: dict | None, obs: dict) -> str | None:

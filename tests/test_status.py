@@ -75,3 +75,20 @@ def test_history_filters(isolated_env):
     r = run("history", "--agent", "other", "--json")  # an agent the ledger never saw: an error, not "nothing"
     assert r.exit_code == 1 and json.loads(r.stdout)["error"]["code"] == "AGENT_NOT_FOUND"
     assert len(json.loads(run("history", "--session", "0190a1b2", "--json").stdout)["actions"]) == 2
+
+
+def test_status_says_how_far_each_session_is_from_compaction(isolated_env):
+    """OpenClaw compacts when the prompt passes the window minus its reserve (default reserveTokensFloor 20000; on
+    a small window at least half the window stays usable): status gives that point and the distance to it."""
+    now = time.time()
+    with Ledger.open() as led:
+        for sid, tokens, window in (("0190a1b2-0000-7000-8000-000000000001", 150_000, 200_000),
+                                    ("0190a1b2-0000-7000-8000-000000000002", 190_000, 200_000)):
+            led.record_observations([dict(agent="main", session_id=sid, session_key=f"agent:main:{sid[-1]}", era="file",
+                                          compaction_count=0, context_tokens=tokens, tokens_source="usage",
+                                          context_window=window, size=1000)], now=now - 60)
+    data = json.loads(run("status", "--json").stdout)
+    got = {b["sessionId"][-1]: (b["compactionPoint"], b["toCompaction"]) for b in data["agents"][0]["biggest"]}
+    assert got == {"1": (180_000, 30_000), "2": (180_000, -10_000)}
+    out = CliRunner().invoke(cli, ["status"], env={"COLUMNS": "120"}).stdout
+    assert "TO COMPACT" in out and "30k" in out and "over by 10k" in out

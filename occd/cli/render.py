@@ -332,3 +332,10 @@ class Console:
             text = "\n" * lead + "\n".join(textwrap.wrap(body, self.width, subsequent_indent=" " * indent,
                                                           break_long_words=False, break_on_hyphens=False))
         con.print(Text(text, style=style or ""), soft_wrap=True)
+
+
+def headroom_text(left: int | None) -> str:
+    """How far a context is from OpenClaw's compaction point (`-` unknown)."""
+    if left is None:
+        return "-"
+    return human_tokens(left) if left >= 0 else f"over by {human_tokens(-left)}"

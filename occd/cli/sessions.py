@@ -10,7 +10,7 @@ from occd.cli.common import (
     agent_option, complete_preset, complete_session, console, emit_json, handle_errors, json_option,
     load_settings_from_ctx, looks_like_session_id, ok_mark, require_session, state_option, verbose_option,
 )
-from occd.cli.render import human_bytes, human_tokens, percent_change, relative_time, short_id
+from occd.cli.render import headroom_text, human_bytes, human_tokens, percent_change, relative_time, short_id
 from occd.figure import percent_text, tokens_text
 from occd.paths import display_path
 
@@ -20,10 +20,7 @@ SOURCE_LABELS = {"usage": "last measured", "estimate": "estimate", "openclaw-est
 
 def headroom(fig) -> str:
     """How far from OpenClaw's compaction point (`-` unknown)."""
-    left = fig.to_compaction if fig is not None else None
-    if left is None:
-        return "-"
-    return human_tokens(left) if left >= 0 else f"over by {human_tokens(-left)}"
+    return headroom_text(fig.to_compaction if fig is not None else None)
 
 _strip_option = click.option(
     "--strip-tools", "strip_tools", is_flag=False, flag_value="", default=None, metavar="[=PRESET]",

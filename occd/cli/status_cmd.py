@@ -9,7 +9,7 @@ import click
 
 from occd.cli.common import agent_filter_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx, use_color
 from occd.figure import percent_text, tokens_text
-from occd.cli.render import PIPE_WIDTH, cut_path, human_bytes, human_tokens, relative_time, short_id, sparkline
+from occd.cli.render import PIPE_WIDTH, cut_path, headroom_text, human_bytes, human_tokens, relative_time, short_id, sparkline
 
 
 def _check(settings, as_json: bool) -> None:
@@ -209,8 +209,8 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
             c.print("  saved (7 days): " + _savings_line(sv), wrap=True, indent=4)
         if a["biggest"]:
             t = Table(show_edge=False, box=None)
-            for col, j in (("SESSION", "left"), ("KEY", "left"), ("CONTEXT", "right"), ("COMPACT", "right"),
-                           ("SIZE", "right")):
+            for col, j in (("SESSION", "left"), ("KEY", "left"), ("CONTEXT", "right"), ("TO COMPACT", "right"),
+                           ("COMPACT", "right"), ("SIZE", "right")):
                 t.add_column(col, justify=j)
             lean_on = data.get("lean", {}).get("enabled")
             if lean_on:
@@ -220,7 +220,8 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
                 if s.get("contextPercent") is not None:
                     ctx += f" ({percent_text(s['contextPercent'])})"
                 mark = f" {s['emergency']}" if s.get("emergency") else ""
-                row = [short_id(s["sessionId"], ids) + mark, s.get("key") or "-", ctx, str(s.get("compactions") or 0),
+                row = [short_id(s["sessionId"], ids) + mark, s.get("key") or "-", ctx, headroom_text(s.get("toCompaction")),
+                       str(s.get("compactions") or 0),
                        human_bytes(s.get("size"))]
                 if lean_on:
                     lv = s.get("lean")
