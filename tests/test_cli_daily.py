@@ -736,3 +736,21 @@ def test_list_archived_shows_key_and_compactions_from_the_ledger(isolated_env):
     out = json.loads(run("list", "--archived", "--json").stdout)["sessions"]
     row = next(r for r in out if r["id"] == old)
     assert row["key"] == "agent:main:cron:nightly" and row["compactions"] == 6
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_info_and_config_show_wrap_at_spaces_and_keep_paths_whole(isolated_env, monkeypatch, width):
+    """`info` and `config show` lines wrap at spaces to the width; a path (the one thing that cannot wrap) is
+    printed whole, on its own, so it can be copied."""
+    made = _demo_after_a_cycle(isolated_env, monkeypatch)
+    sid = made["sessions"]["agent:main:main"]["id"]
+    for args in (["info", sid, "--agent", "main"], ["config", "show"]):
+        whole = run(*args).output
+        out = run(*args, env={"COLUMNS": str(width)}).output
+        def words(text):  # a table cell may cut a path before its file name ("…/demo/.openclaw")
+            return [w for w in text.split() if "/" not in w]
+
+        assert words(out) == words(whole), args  # the same words in the same order, none cut
+        for line in out.splitlines():
+            if len(line) > width:  # only a line that is one path (after its label) may overflow
+                assert len(line.split()) <= 2 and "/" in line.split()[-1], (args, line)

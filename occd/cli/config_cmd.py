@@ -75,7 +75,7 @@ def show(as_json):
 
     c = console()
     exists = "" if s.config_path and s.config_path.is_file() else " (not present: defaults apply; `occd config init` writes one)"
-    c.print(f"Config file: {paths.display_path(s.config_path)}{exists}")
+    c.print(f"Config file: {paths.display_path(s.config_path)}{exists}", wrap=True, indent=13)
     t = Table()
     t.add_column("SETTING", no_wrap=True)
     t.add_column("VALUE", overflow="path")

@@ -106,19 +106,23 @@ def info_cmd(session, agent, state_dir, as_json, verbose):
     c = console()
     a = info["analysis"]
     c.print(f"Session {info['sessionId']}  ({info.get('key') or 'no index entry'})")
-    c.print(f"  File:        {display_path(info['path']) if info.get('path') else '(database)'}  "
-            f"{human_bytes(info['size'])}")
+    # a path is printed whole (to be copied), the size after it only when both fit on the line
+    where = display_path(info['path']) if info.get('path') else '(database)'
+    line = f"  File:        {where}  {human_bytes(info['size'])}"
+    if c.width and len(line) > c.width:
+        line = f"  File:        {where}\n{' ' * 15}{human_bytes(info['size'])}"
+    c.print(line)
     if a.get("empty"):
-        c.print("  Empty session: no entries yet.")
+        c.print("  Empty session: no entries yet.", wrap=True, indent=15)
         return
     roles = ", ".join(f"{k} {v}" for k, v in sorted(a["messagesByRole"].items()))
-    c.print(f"  Messages:    {a['messages']} ({roles}); {a.get('messagesActive', a['messages'])} on the active path")
+    c.print(f"  Messages:    {a['messages']} ({roles}); {a.get('messagesActive', a['messages'])} on the active path", wrap=True, indent=15)
     c.print(f"  Tool calls:  {a['toolCalls']} calls, {a['toolResults']} results, "
-            f"{a['turnsWithTools']} of {a['turns']} turns use tools")
-    c.print(f"  Thinking:    {a['thinkingBlocks']} blocks   Images: {a['images']}")
+            f"{a['turnsWithTools']} of {a['turns']} turns use tools", wrap=True, indent=15)
+    c.print(f"  Thinking:    {a['thinkingBlocks']} blocks   Images: {a['images']}", wrap=True, indent=15)
     idx = info.get("compactionCountIndex")
     by_index = f" ({idx} by OpenClaw's count)" if idx is not None and idx != a["compactions"] else ""
-    c.print(f"  Compactions: {a['compactions']}{by_index}   Branches: {a['branches']}   Entries: {a['entries']}")
+    c.print(f"  Compactions: {a['compactions']}{by_index}   Branches: {a['branches']}   Entries: {a['entries']}", wrap=True, indent=15)
     ctx = info["context"]
     if ctx["tokens"] is not None:
         share = f" = {percent_text(ctx['percent'])} of {human_tokens(ctx['window'])} context" if ctx.get("window") else ""
@@ -128,23 +132,23 @@ def info_cmd(session, agent, state_dir, as_json, verbose):
         now_est = ""
         if ctx["source"] == "usage" and ctx.get("estimateNow") is not None and info.get("path"):
             now_est = f"; chars/4 estimate of the file as it is now ~{human_tokens(ctx['estimateNow'])}"
-        c.print(f"  Context:     {tokens_text(ctx['tokens'], ctx['source'])} tokens ({label}{now_est}){share}")
+        c.print(f"  Context:     {tokens_text(ctx['tokens'], ctx['source'])} tokens ({label}{now_est}){share}", wrap=True, indent=15)
         if ctx.get("compactionPoint") is not None:
             by = "OpenClaw's recorded budget" if ctx.get("compactionPointSource") == "openclaw" else "OpenClaw's defaults"
             left = ctx["toCompaction"]
             where = (f"{human_tokens(left)} tokens before OpenClaw compacts" if left >= 0
                      else f"{human_tokens(-left)} tokens past OpenClaw's compaction point")
-            c.print(f"  Compaction:  {where} (at {human_tokens(ctx['compactionPoint'])}, {by})")
+            c.print(f"  Compaction:  {where} (at {human_tokens(ctx['compactionPoint'])}, {by})", wrap=True, indent=15)
     if info.get("running"):
-        c.print("  Status:      running (transcript lock held by a live process)")
+        c.print("  Status:      running (transcript lock held by a live process)", wrap=True, indent=15)
     if a.get("version") is not None and a["version"] < 3:
-        c.print(f"  Format:      version {a['version']}" + (" (no entry ids)" if a["version"] < 2 else ""))
+        c.print(f"  Format:      version {a['version']}" + (" (no entry ids)" if a["version"] < 2 else ""), wrap=True, indent=15)
     for w in a.get("warnings") or []:
-        c.print(f"  Warning:     {w['message']}")
+        c.print(f"  Warning:     {w['message']}", wrap=True, indent=15)
     if a.get("malformedLines"):
         lines = ", ".join(f"{m['line']} ({m['kind']})" for m in a["malformedLines"][:10])
         c.print(f"  Malformed:   {len(a['malformedLines'])} line(s): {lines} — OpenClaw silently skips these; "
-                "`occd edit --drop-malformed` removes them (they stay in the backup)")
+                "`occd edit --drop-malformed` removes them (they stay in the backup)", wrap=True, indent=15)
     if verbose:
         for k, v in sorted(a.items()):
             if k not in ("messagesByRole", "malformedLines"):
