@@ -82,6 +82,12 @@ def test_learned_overhead_and_prediction():
     assert b.learn_overhead(status, ctx) == 9500
     assert b.learn_overhead({"estimatedPromptTokens": 100, "messageCount": 99}, ctx) is None  # does not fit
     assert b.learn_overhead(None, ctx) is None
+    # the check that made OpenClaw compact counted the history from before the compaction: not learned from
+    assert b.learn_overhead({**status, "shouldCompact": True, "route": "compact_only"}, ctx) is None
+    assert b.learn_overhead({**status, "shouldCompact": False, "route": "fits"}, ctx) == 9500
+    # an overhead larger than the whole budget is another history's record
+    assert b.learn_overhead({**status, "promptBudgetBeforeReserve": 9000}, ctx) is None
+    assert b.learn_overhead({**status, "promptBudgetBeforeReserve": 40000}, ctx) == 9500
     p = b.predict(ctx, 40000, 9500)
     assert p.predicted == math.ceil(ctx.history * 1.2) + 9500
     assert p.growth == math.ceil(max(t.total for t in ctx.turns[-3:]) * 1.2)

@@ -345,8 +345,10 @@ def with_margin(tokens: float) -> int:
 def learn_overhead(status: dict | None, ctx: ContextEstimate) -> int | None:
     """The prompt overhead (system prompt, tools, the new message: estimate units, margin included) from one of
     OpenClaw's recorded checks: estimatedPromptTokens − 1.2 × the first `messageCount` context messages. None
-    when the record does not fit this context (no record, fewer messages now than then, nonsense values)."""
-    if not isinstance(status, dict):
+    when the record does not fit this context (no record, fewer messages now than then, nonsense values), and
+    when it is the check that made OpenClaw compact (`shouldCompact`): its `messageCount` counts the history
+    from before that compaction, and the summary that replaced it would be read as overhead."""
+    if not isinstance(status, dict) or status.get("shouldCompact") is True:
         return None
     est, count = status.get("estimatedPromptTokens"), status.get("messageCount")
     if not isinstance(est, int) or not isinstance(count, int) or isinstance(est, bool) or isinstance(count, bool):
@@ -354,6 +356,9 @@ def learn_overhead(status: dict | None, ctx: ContextEstimate) -> int | None:
     if est <= 0 or count < 0 or count > len(ctx.per_message):
         return None
     over = est - with_margin(sum(ctx.per_message[:count]))
+    budget = status.get("promptBudgetBeforeReserve")
+    if isinstance(budget, int) and not isinstance(budget, bool) and budget > 0 and over >= budget:
+        return None  # more overhead than the whole budget: the record is of another history
     return over if over > 0 else None
 
 
