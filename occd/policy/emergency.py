@@ -110,3 +110,20 @@ def checkpoints_from_entry(entry: dict | None) -> tuple[tuple[str, float], ...]:
         if isinstance(c, dict) and isinstance(c.get("reason"), str) and isinstance(c.get("createdAt"), (int, float)):
             out.append((c["reason"], c["createdAt"] / 1000.0))
     return tuple(out)
+
+
+def observations_from_signals(sig: dict, checkpoints: Sequence[tuple[str, float]] = ()) -> Observations:
+    """The detection's Observations from the database era's read-only signals (occd.openclaw.dbstore.loop_signals:
+    everything since the session's last reset marker) and OpenClaw's compactionCheckpoints. `compactionsPerTurn`
+    covers the last turns only; entry k of the full list is "after k user turns" (0: before the first), and the
+    returned tail ends at the newest turn, so its first entry is turn `turns + 1 - len(tail)`."""
+    turns = int(sig.get("turns") or 0)
+    per = [int(n) for n in sig.get("compactionsPerTurn") or []]
+    first = turns + 1 - len(per)
+    comps = tuple(first + i for i, n in enumerate(per) for _ in range(n))
+    last = sig.get("lastReply") if isinstance(sig.get("lastReply"), dict) else None
+    return Observations(turns=turns, compaction_turns=comps,
+                        last_reply_text=last.get("text") if last else None,
+                        last_reply_zero_usage=bool(last and last.get("zeroUsage")),
+                        last_reply_after_last_user=bool(last.get("afterLastUser", True)) if last else True,
+                        checkpoints=tuple(checkpoints))
