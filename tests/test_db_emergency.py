@@ -29,7 +29,8 @@ USED = {"input": 900, "output": 5, "cacheRead": 0, "cacheWrite": 0, "totalTokens
 
 def _events(plan: list[str], tag: str = "", text_len: int = 20) -> list[dict]:
     """A transcript from a plan: "t" a user turn answered by the model, "c" a compaction entry, "b" a user turn
-    OpenClaw answered with its overflow notice (all-zero usage), "r" a reset marker."""
+    OpenClaw answered with its overflow notice (all-zero usage), "e" one the provider refused for its size (as
+    2026.9.6 stores it), "r" a reset marker."""
     out, parent, n = [], None, 0
     for step in plan:
         n += 1
@@ -38,6 +39,14 @@ def _events(plan: list[str], tag: str = "", text_len: int = 20) -> list[dict]:
             out.append(message("user", f"question {i} " + "x" * text_len, id=f"u{i}", parent=parent))
             reply = NOTICE if step == "b" else f"answer {i} " + "y" * text_len
             out.append(message("assistant", reply, id=f"a{i}", parent=f"u{i}", usage=ZERO if step == "b" else USED))
+            parent = f"a{i}"
+        elif step == "e":  # how 2026.9.6 stores a turn the provider refused for its size
+            out.append(message("user", f"question {i} " + "x" * text_len, id=f"u{i}", parent=parent))
+            a = message("assistant", "", id=f"a{i}", parent=f"u{i}", usage=ZERO)
+            a["message"].update(content=[], stopReason="error", errorMessage=(
+                "400 This model's maximum context length is 30000 tokens. However, your messages resulted in "
+                "43083 tokens. Please reduce the length of the messages."))
+            out.append(a)
             parent = f"a{i}"
         elif step == "c":
             out.append({"type": "compaction", "id": f"c{i}", "parentId": parent, "summary": "s",
@@ -73,6 +82,10 @@ def test_compactions_on_consecutive_turns_are_a_spiral():
 def test_overflow_notice_as_the_last_reply_is_blocked():
     em = _detect(["t", "t", "c", "b"])
     assert em is not None and em.kind == BLOCKED
+    # 2026.9.6: the refused turn is stored as an error message with the provider's words and no usage
+    em = _detect(["t", "e"])
+    assert em is not None and em.kind == BLOCKED
+    assert _detect(["t", "e", "t"]) is None  # a turn answered since
 
 
 def test_neither_one_compaction_or_a_notice_answered_since_or_before_a_reset():
@@ -221,3 +234,13 @@ def test_covered_by_the_lean_view(isolated_env, tmp_path):
     counts, rows = _run(state, led, covered=True, lean_at=compacted - 3600)
     assert counts["failed"] == 1, counts
     assert not any(k == "compact" for k, *_ in _kinds(rows))
+
+
+def test_status_marks_a_rotation_done_for_an_emergency():
+    from occd.status import _emergencies
+
+    rot = {"kind": "rotate", "trigger": "auto", "agent_id": "main", "session_id": "s1", "session_key": KEY,
+           "policy": "emergency:blocked", "before": {"compactions": 0}, "dry_run": False, "outcome": "ok",
+           "reason": "BLOCKED: ...", "ts": 1.0}
+    assert [(e["kind"], e["action"]) for e in _emergencies([rot])] == [("BLOCKED", "rotate")]
+    assert _emergencies([{**rot, "policy": "rotate_at_compactions"}]) == []

@@ -213,7 +213,8 @@ def context_window_lines(lines: list[bytes]) -> tuple[list[bytes], list[bytes]]:
     return head + _relink(kept + [lines[last]]) + lines[last + 1:], history
 
 
-OVERFLOW_WORDS = ("context overflow", "context length exceeded", "prompt is too long")
+OVERFLOW_WORDS = ("context overflow", "context length exceeded", "prompt is too long", "maximum context length",
+                  "context_length_exceeded")  # 9.6 stores the provider's refusal as the failed turn's errorMessage
 
 
 def _msg_text(m: dict) -> str:
