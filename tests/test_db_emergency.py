@@ -5,7 +5,6 @@ own budget, not the share of the window."""
 
 from __future__ import annotations
 
-import json
 import time
 
 import orjson
