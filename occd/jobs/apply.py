@@ -1,8 +1,11 @@
 """The apply job (after each scan): policies decide, the one action path acts, the ledger records.
 
-For each observed session: occd.policy.decide_strip (thresholds, idle, exclude, hourly limit, observe/act),
-then the per-agent circuit breaker, then occd.actions.edit.edit_session (file era; same backups, locks and idle
-checks as the CLI) or `openclaw sessions compact` through the gateway (database era; never the database).
+For each observed session: the budget trigger (occd.policy.strip.decide_budget_strip on OpenClaw's own
+budget, both eras) or occd.policy.decide_strip (share of the window, where no budget is known), then the
+per-agent circuit breaker, then occd.actions.edit.edit_session (file era; same backups, locks and idle checks as
+the CLI) or `openclaw sessions compact` through the gateway (database era, a routine strip of a session the lean
+view does not cover; never the database). SPIRAL/BLOCKED in the database era are rotations (the rotate job's
+rotate_now: reset + seed through the gateway, its idle check, backoff and breaker, past the cooldown).
 Observe mode and deferrals are recorded when the decision changes (its reason names the context percentage) and
 at most once a day while it stays the same, so the ledger tells what would have happened without filling up
 with the same line every five minutes.
