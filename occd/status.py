@@ -154,6 +154,9 @@ def _emergencies(actions: list[dict]) -> list[dict]:
     for a in actions:  # newest first
         b = a.get("before") or {}
         kind = b.get("emergency") if isinstance(b, dict) else None
+        pol = a.get("policy") or ""
+        if not kind and pol.startswith("emergency:"):  # a rotation's own record names the emergency in its policy
+            kind = pol.split(":", 1)[1].upper()
         if not kind or a.get("trigger") != "auto":
             continue
         key = (a.get("agent_id"), a.get("session_id"))

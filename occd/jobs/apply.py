@@ -1,8 +1,11 @@
 """The apply job (after each scan): policies decide, the one action path acts, the ledger records.
 
-For each observed session: occd.policy.decide_strip (thresholds, idle, exclude, hourly limit, observe/act),
-then the per-agent circuit breaker, then occd.actions.edit.edit_session (file era; same backups, locks and idle
-checks as the CLI) or `openclaw sessions compact` through the gateway (database era; never the database).
+For each observed session: the budget trigger (occd.policy.strip.decide_budget_strip on OpenClaw's own
+budget, both eras) or occd.policy.decide_strip (share of the window, where no budget is known), then the
+per-agent circuit breaker, then occd.actions.edit.edit_session (file era; same backups, locks and idle checks as
+the CLI) or `openclaw sessions compact` through the gateway (database era, a routine strip of a session the lean
+view does not cover; never the database). SPIRAL/BLOCKED in the database era are rotations (the rotate job's
+rotate_now: reset + seed through the gateway, its idle check, backoff and breaker, past the cooldown).
 Observe mode and deferrals are recorded when the decision changes (its reason names the context percentage) and
 at most once a day while it stays the same, so the ledger tells what would have happened without filling up
 with the same line every five minutes.
@@ -102,23 +105,56 @@ def _after_strip(ctx, obs, res) -> None:
 
 
 def _decide(ctx, obs, policy, now, times=()):
-    """The decision for one session: on OpenClaw's own budget (file era, with the transcript's context and the
-    spiral/blocked observations); else, or when that does not fire, by the model's reported context use as a
-    share of the window (`strip_at_context_percent`, with the preset: the database era, an unknown budget, or a
-    provider whose usage outgrows the window before OpenClaw's estimate does)."""
+    """The decision for one session: on OpenClaw's own budget (file era: the transcript's context; database era:
+    the same read from the read-only database, from the last reset marker on; both with the spiral/blocked
+    observations); else by the model's reported context use as a share of the window
+    (`strip_at_context_percent`, with the preset: an unknown budget, or in the file era a provider whose usage
+    outgrows the window before OpenClaw's estimate does).
+
+    Database era: an emergency is a rotation (reset + seed through the gateway), never a compaction; and where
+    OpenClaw's budget is known the share of the window is not consulted at all, since its action there is a
+    (lossy) `openclaw sessions compact`, earlier than OpenClaw itself would compact."""
     from occd.policy.strip import decide_budget_strip, decide_strip
 
-    if obs.era == "file" and obs.path is not None and obs.prompt_budget:
+    db = obs.era == "db"
+    if obs.prompt_budget and (db or (obs.era == "file" and obs.path is not None)):
         from occd.jobs import budget
 
         ev = budget.evaluate(ctx, obs, policy, now)
         if ev is not None:
             p, target, em, fresh = ev
             d = decide_budget_strip(_state(obs), policy, now=now, prediction=p, target=target, emergency=em,
-                                    recent_action_times=times, fresh_session_tokens=fresh)
+                                    recent_action_times=times, fresh_session_tokens=fresh,
+                                    strip_emergencies=not db)
             if d is not None:
                 return d
+        if db:
+            return None
     return decide_strip(_state(obs), policy, now=now, window_tokens=obs.context_window, recent_action_times=times)
+
+
+def _beyond_lean(ctx, obs, d) -> bool:
+    """An emergency on a session the lean view covers that the lean view cannot end, so it is rotated anyway:
+    BLOCKED always (OpenClaw refuses the next turn in its own pre-prompt check and will not compact again so
+    soon; only a reset clears it, whatever the plugin hides), SPIRAL when OpenClaw compacted after the lean view
+    went on for the session (the lean view was tried and did not stop it)."""
+    kind = (d.details or {}).get("emergency")
+    if kind == "BLOCKED":
+        return True
+    if kind != "SPIRAL":
+        return False
+    from occd.jobs import budget
+
+    f = budget.facts(ctx, obs)
+    last = f.last_compaction_at if f is not None else None
+    if last is None:
+        return False
+    on = None
+    for a in ctx.ledger.history(kind="lean", agent=obs.agent, session=obs.session_key, limit=200):
+        if a["outcome"] == "ok" and not a["dry_run"]:
+            on = a["ts"]
+            break
+    return on is None or last > on
 
 
 def run(ctx) -> dict:
@@ -139,11 +175,17 @@ def run(ctx) -> dict:
     todo = [(obs, s.policy_for(obs.agent)) for obs in scan.sessions if obs.era in ("file", "db")]
     from occd.jobs.lean import covered  # sessions the lean view handles are not stripped or compacted
 
-    todo = [(obs, p) for obs, p in todo if not covered(ctx, obs)]
     candidates = []
+    lean_on = set()  # covered sessions with an emergency the lean view cannot end: rotated, never stripped/compacted
     for obs, policy in todo:  # the pure threshold test first: most sessions stop here, with no ledger read
-        if _decide(ctx, obs, policy, now) is not None:
-            candidates.append((obs, policy))
+        d = _decide(ctx, obs, policy, now)
+        if d is None:
+            continue
+        if covered(ctx, obs):
+            if not _beyond_lean(ctx, obs, d):
+                continue
+            lean_on.add((obs.agent, obs.session_id))
+        candidates.append((obs, policy))
     recent = _Recent(led, now, [o for o, _ in candidates])
     for obs, policy in candidates:
         if ctx.stop.is_set():
@@ -153,12 +195,23 @@ def run(ctx) -> dict:
         d = _decide(ctx, obs, policy, now, times)
         if d is None:
             continue
-        if obs.era == "file" and recent.stripped_since_activity(obs):
+        covered_here = (obs.agent, obs.session_id) in lean_on
+        if covered_here:
+            if not d.details.get("emergency"):
+                continue
+            if d.action != "rotate":
+                from dataclasses import replace
+
+                d = replace(d, action="rotate", reason=f"{d.reason}; the lean view is on and cannot end it: rotate")
+        if obs.era == "file" and not covered_here and recent.stripped_since_activity(obs):
             continue
         counts["considered"] += 1
         if d.action == "rotate":
             r = _rotate(ctx, obs, d, counts, recent)
-            if r not in ("blocked", None) or not d.details.get("removedTokens") or not d.act:
+            # no strip instead where occd cannot rewrite the session (database era: it would be a compaction) or
+            # the lean view already hides what a strip would remove
+            if (r not in ("blocked", None) or not d.details.get("removedTokens") or not d.act
+                    or obs.era != "file" or covered_here):
                 continue
             # the rotation cannot happen now (cooldown, breaker, backoff): the strongest strip still helps
             from dataclasses import replace
@@ -235,7 +288,11 @@ def _act(ctx, obs, d, policy, counts) -> bool | None:
     led = ctx.ledger
     try:
         if obs.era == "db":
+            from occd.jobs.lean import covered
             from occd.openclaw.gateway import Gateway
+
+            if covered(ctx, obs):  # never a (lossy) compaction of a session the lean view handles
+                return None
 
             Gateway(ctx.state_dir).sessions_compact(obs.session_key)
             led.record_action("compact", obs.agent, obs.session_id, obs.session_key, trigger="auto",

@@ -24,6 +24,7 @@ BYTES_TO_ESTIMATE = 0.75  # an upper bound of OpenClaw's estimate per transcript
 class Facts:
     context: object        # budget.ContextEstimate
     observations: object   # emergency.Observations (without checkpoints)
+    last_compaction_at: float | None = None  # the newest compaction entry (epoch seconds), when known
 
 
 def _parse(path: Path) -> list[dict]:
@@ -45,8 +46,68 @@ def _parse(path: Path) -> list[dict]:
     return out
 
 
+def _iso(v) -> float | None:
+    from datetime import datetime
+
+    if not isinstance(v, str):
+        return None
+    try:
+        return datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def db_facts(ctx, obs) -> Facts | None:
+    """The database era's Facts, read-only (OpenClaw's database is never written): the context from the last
+    reset marker on (DbStore.read_lines' rule) estimated with OpenClaw's rules, and the emergency observations
+    from DbStore.signals (occd.policy.emergency.observations_from_signals). Read again only when the session's
+    figures changed (its size from the last reset on, its last update, its compaction count)."""
+    import orjson
+
+    from occd.errors import OccdError
+    from occd.openclaw import open_store
+    from occd.openclaw.dbstore import DbStore, context_window_lines, loop_signals
+    from occd.policy.budget import context_messages, estimate_context, slim_entry
+    from occd.policy.emergency import observations_from_signals
+
+    cache = ctx.cache.setdefault(FACTS_KEY, {})
+    ck = ("db", obs.agent, obs.session_id)
+    key = (obs.size, obs.last_activity, obs.compaction_count)
+    hit = cache.get(ck)
+    if hit and hit[0] == key:
+        return hit[1]
+
+    class _Info:  # all_lines needs the session id only
+        session_id = obs.session_id
+
+    try:
+        store = open_store(ctx.state_dir, obs.agent)
+        if not isinstance(store, DbStore):
+            return None
+        with store:
+            lines = store.all_lines(_Info())
+    except (OccdError, OSError) as e:
+        log.debug("%s/%s: %s", obs.agent, obs.session_id, getattr(e, "message", e))
+        return None
+    entries = []
+    for ln in context_window_lines(lines)[0]:
+        try:
+            o = orjson.loads(ln)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(o, dict):
+            entries.append(slim_entry(o))
+    sig = loop_signals(lines)
+    f = Facts(estimate_context(context_messages(entries)), observations_from_signals(sig),
+              _iso(sig.get("lastCompactionAt")))
+    cache[ck] = (key, f)
+    return f
+
+
 def facts(ctx, obs) -> Facts | None:
     """The session's estimated context and emergency observations, or None when the file cannot be read."""
+    if obs.era == "db":
+        return db_facts(ctx, obs)
     from occd.policy.budget import context_messages, estimate_context
     from occd.policy.emergency import observe_entries
 
@@ -64,7 +125,9 @@ def facts(ctx, obs) -> Facts | None:
     except OSError as e:
         log.debug("%s: %s", obs.path, e)
         return None
-    f = Facts(estimate_context(context_messages(entries)), observe_entries(entries))
+    comps = [e for e in entries if e.get("type") == "compaction"]
+    f = Facts(estimate_context(context_messages(entries)), observe_entries(entries),
+              _iso(comps[-1].get("timestamp")) if comps else None)
     cache[str(obs.path)] = (key, f)
     return f
 
@@ -73,7 +136,7 @@ def worth_reading(obs, policy) -> bool:
     """Could this session be near OpenClaw's threshold, or in a spiral or blocked? (no read needed to say no)"""
     from occd.policy.budget import DEFAULT_OVERHEAD_TOKENS
 
-    if not obs.path or not obs.prompt_budget:
+    if not obs.prompt_budget or (obs.era != "db" and not obs.path):
         return False
     if (obs.compaction_count or 0) > 0:
         return True

@@ -4,8 +4,10 @@ For each observed session, the current policy decision (`decision`: today the st
 idle check because the lean view writes nothing of the session) turns the session's rules on in the plugin's
 policy file (occd.lean; written atomically, only when something changed). Observe mode records what it would
 do; the per-agent breaker (kind "lean") limits how often rules change. Every change is a ledger action of kind
-"lean" (before/after: the rules). The apply job leaves the sessions covered here alone (`covered`); the .jsonl
-rewrite and compaction stay for the rest.
+"lean" (before/after: the rules). The apply job leaves the sessions covered here alone (`covered`): never a
+strip or a compaction of them; the .jsonl rewrite and compaction stay for the rest. One exception: an emergency
+the lean view cannot end is still rotated (BLOCKED always; SPIRAL when OpenClaw compacted after the lean view
+went on; occd.jobs.apply._beyond_lean).
 """
 
 from __future__ import annotations

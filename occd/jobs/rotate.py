@@ -188,6 +188,10 @@ def rotate_now(ctx, obs, reason: str, *, emergency: str | None = None, decision=
                               outcome=d.outcome, dry_run=d.would_do, before=before, now=now)
         return key
     counts: dict = {"rotated": 0, "deferred": 0, "failed": 0}
+    if emergency and decision is not None:  # the rotation's own record says why (status marks SPIRAL/BLOCKED)
+        from dataclasses import replace
+
+        d = replace(d, policy=decision.policy)
     ok = _act(ctx, obs, d, counts)
     if ok is None:
         return "deferred"

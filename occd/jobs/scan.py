@@ -252,10 +252,12 @@ def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: 
         window = windows[wkey]
         if info.path is None:  # database era: figures from OpenClaw's own entry, no transcript read
             fig = session_figure(entry=info.entry, window=window, session_id=info.session_id)
-            result.sessions.append(SessionObs(
+            obs = SessionObs(
                 agent.id, era, info.session_id, info.key, None, info.size, info.compaction_count or 0,
                 fig.tokens, fig.source, window, None,
-                (info.updated_at or 0) / 1000 or None, running=store.is_running(info)))
+                (info.updated_at or 0) / 1000 or None, running=store.is_running(info))
+            _budget_records(obs, info, cfg, reserve_cap=_db_reserve_cap(store))
+            result.sessions.append(obs)
             continue
         path = Path(info.path)
         try:
@@ -291,8 +293,22 @@ def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: 
         result.sessions.append(obs)
 
 
-def _budget_records(obs: SessionObs, info, cfg: dict | None) -> None:
-    """OpenClaw's last pre-prompt check, its compaction checkpoints and the prompt budget it applies."""
+def _db_reserve_cap(store) -> float | None:
+    """OpenClaw 2026.9.5 and later cap the compaction reserve at a quarter of the window
+    (resolveEffectiveCompactionReserveTokens, MAX_COMPACTION_RESERVE_RATIO); 8.1–9.4 keep 2026.7's rule."""
+    from occd.openclaw.state import parse_version
+
+    try:
+        v = parse_version((store.schema() or {}).get("appVersion"))
+    except Exception:  # noqa: BLE001 - the recorded budget is used whenever OpenClaw recorded one
+        return None
+    return 0.25 if v is not None and tuple(v)[:3] >= (2026, 9, 5) else None
+
+
+def _budget_records(obs: SessionObs, info, cfg: dict | None, reserve_cap: float | None = None) -> None:
+    """OpenClaw's last pre-prompt check, its compaction checkpoints and the prompt budget it applies (the one it
+    recorded for this window, else computed from its compaction settings; `reserve_cap`: the reserve's cap as a
+    share of the window, database era from 2026.9.5)."""
     from occd.policy.budget import prompt_budget
     from occd.policy.emergency import checkpoints_from_entry
 
@@ -315,7 +331,7 @@ def _budget_records(obs: SessionObs, info, cfg: dict | None) -> None:
             return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else None
 
         obs.prompt_budget = prompt_budget(obs.context_window, num(comp.get("reserveTokens")),
-                                          num(comp.get("reserveTokensFloor")))
+                                          num(comp.get("reserveTokensFloor")), reserve_cap=reserve_cap)
 
 
 PENDING_KEY = "scan.unrecorded"   # notes about scans the ledger could not take, recorded with the next one

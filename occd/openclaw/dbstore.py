@@ -213,7 +213,8 @@ def context_window_lines(lines: list[bytes]) -> tuple[list[bytes], list[bytes]]:
     return head + _relink(kept + [lines[last]]) + lines[last + 1:], history
 
 
-OVERFLOW_WORDS = ("context overflow", "context length exceeded", "prompt is too long")
+OVERFLOW_WORDS = ("context overflow", "context length exceeded", "prompt is too long", "maximum context length",
+                  "context_length_exceeded")  # 9.6 stores the provider's refusal as the failed turn's errorMessage
 
 
 def _msg_text(m: dict) -> str:
@@ -236,7 +237,12 @@ def loop_signals(lines: list[bytes], recent_turns: int = 10) -> dict:
                                     user message count for turn 0);
       compactions                   compaction entries since the last reset;
       overflowNotices, blocked      OpenClaw's "Context overflow ... Try /reset" replies since the last reset, and
-                                    whether the last assistant message is one (the session is blocked)."""
+                                    whether the last assistant message is one (the session is blocked);
+      lastReply                     the newest assistant message since the last reset: {text (500 characters, its
+                                    errorMessage appended), zeroUsage (all its usage counters zero: OpenClaw wrote
+                                    it, not the model), afterLastUser}, or None;
+      lastCompactionAt              the newest compaction entry's timestamp since the last reset (ISO), or None.
+    occd.policy.emergency.observations_from_signals turns them into the detection's Observations."""
     ctx, _ = context_window_lines(lines)
     resets, last_reset_at = 0, None
     for ln in lines[1:]:
@@ -249,6 +255,8 @@ def loop_signals(lines: list[bytes], recent_turns: int = 10) -> dict:
     per_turn = [0]
     turns = compactions = overflow = 0
     blocked = False
+    last_reply: dict | None = None
+    last_comp_at = None
     for ln in ctx[1:]:
         try:
             o = orjson.loads(ln)
@@ -260,19 +268,32 @@ def loop_signals(lines: list[bytes], recent_turns: int = 10) -> dict:
         if t == "compaction":
             compactions += 1
             per_turn[-1] += 1
+            last_comp_at = o.get("timestamp") if isinstance(o.get("timestamp"), str) else last_comp_at
         elif t == "message" and isinstance(o.get("message"), dict):
             m = o["message"]
             if m.get("role") == "user":
                 turns += 1
                 per_turn.append(0)
+                if last_reply is not None:
+                    last_reply["afterLastUser"] = False
             elif m.get("role") == "assistant":
-                notice = any(w in _msg_text(m).lower() for w in OVERFLOW_WORDS)
+                text = _msg_text(m)
+                em = m.get("errorMessage")
+                if isinstance(em, str) and em:
+                    text = f"{text} {em}".strip()
+                notice = any(w in text.lower() for w in OVERFLOW_WORDS)
                 overflow += notice
                 blocked = notice
+                u = m.get("usage")
+                zero = isinstance(u, dict) and not any(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for k, v in u.items()
+                    if k in ("input", "output", "cacheRead", "cacheWrite", "totalTokens"))
+                last_reply = {"text": text[:500], "zeroUsage": zero, "afterLastUser": True}
     if per_turn[0] == 0 and turns:
         per_turn = per_turn[1:]
     return {"resets": resets, "lastResetAt": last_reset_at, "turns": turns, "compactions": compactions,
-            "compactionsPerTurn": per_turn[-recent_turns:], "overflowNotices": overflow, "blocked": blocked}
+            "compactionsPerTurn": per_turn[-recent_turns:], "overflowNotices": overflow, "blocked": blocked,
+            "lastReply": last_reply, "lastCompactionAt": last_comp_at}
 
 
 class DbStore:

@@ -212,6 +212,7 @@ def slim_entry(o: dict) -> dict:
         base["_msg"] = {"role": "custom", "_est": message_tokens(m), "_strip": 0, "_tools": False}
     elif t in ("compaction", "branch_summary"):
         base["summary"] = o.get("summary")
+        base["timestamp"] = o.get("timestamp")
         base["firstKeptEntryId"] = o.get("firstKeptEntryId")
     return base
 
@@ -233,11 +234,17 @@ def strippable_tokens(m: dict) -> int:
     return sum(tool_call_tokens(b) if is_tool_call(b) else _block(b) for b in gone)
 
 
-def prompt_budget(window: int, reserve_tokens: int | None = None, reserve_floor: int | None = None) -> int:
+def prompt_budget(window: int, reserve_tokens: int | None = None, reserve_floor: int | None = None,
+                  reserve_cap: float | None = None) -> int:
     """OpenClaw's promptBudgetBeforeReserve for a context window (applyAgentCompactionSettingsFromConfig and
     shouldPreemptivelyCompactBeforePrompt): window − max(reserveTokens, reserveTokensFloor), the reserve capped
-    so that min(8000, window/2) tokens stay for the prompt."""
+    so that min(8000, window/2) tokens stay for the prompt. `reserve_cap` (OpenClaw 2026.9.5+: 0.25): the reserve
+    is at most that share of the window instead."""
     window = max(1, int(window))
+    if reserve_cap is not None:
+        floor = DEFAULT_RESERVE_TOKENS_FLOOR if reserve_floor is None else max(0, int(reserve_floor))
+        reserve = max(DEFAULT_RESERVE_TOKENS if reserve_tokens is None else max(0, int(reserve_tokens)), floor)
+        return max(1, window - min(reserve, math.floor(window * reserve_cap)))
     floor = DEFAULT_RESERVE_TOKENS_FLOOR if reserve_floor is None else max(0, int(reserve_floor))
     min_prompt = min(MIN_PROMPT_BUDGET_TOKENS, max(1, math.floor(window * MIN_PROMPT_BUDGET_RATIO)))
     max_reserve = max(0, window - min_prompt)

@@ -1,8 +1,11 @@
 """Spirals and blocked sessions: pure detection from what a transcript and OpenClaw's index say, and `now`.
 
 - BLOCKED: OpenClaw answered the newest turn itself instead of the model — its overflow notice ("Context
-  overflow: prompt too large for the model. Try /reset (or /new)", an assistant message with all-zero usage) or
-  a refusal to compact ("already compacted recently"). The user's agent stays dead until someone resets it.
+  overflow: prompt too large for the model. Try /reset (or /new)", an assistant message with all-zero usage; on
+  2026.9.6 the stored message is the provider's refusal, "maximum context length ...", as its errorMessage, and
+  OpenClaw logs "livenessState=blocked suggestedAction=reset_or_new") or a refusal to compact ("already compacted
+  recently"). The user's agent stays dead until someone resets it (2026.9.6 recovers on the next turn by
+  compacting, which loses the history occd exists to keep).
 - SPIRAL: OpenClaw compacts on consecutive turns (what it keeps plus the prompt overhead lands at its budget),
   or it had to compact to retry an overflow (`compactionCheckpoints` reason `overflow-retry`) recently.
 
@@ -16,7 +19,10 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 BLOCKED, SPIRAL = "BLOCKED", "SPIRAL"
-OVERFLOW_MARKERS = ("Context overflow", "prompt too large for the model")
+# OpenClaw's notice, and the provider's refusal as OpenClaw 2026.9.6 stores it on the failed turn (an assistant
+# message with stopReason "error", all-zero usage and errorMessage "400 This model's maximum context length is ...")
+OVERFLOW_MARKERS = ("Context overflow", "prompt too large for the model", "maximum context length",
+                    "context_length_exceeded", "context length exceeded", "prompt is too long")
 REFUSAL_MARKERS = ("already compacted recently", "already_compacted_recently")
 SPIRAL_GAP_TURNS = 2         # compactions this close (in user turns) are a spiral
 RECENT_TURNS = 2             # ... when the newest of them was within the last turns
@@ -110,3 +116,20 @@ def checkpoints_from_entry(entry: dict | None) -> tuple[tuple[str, float], ...]:
         if isinstance(c, dict) and isinstance(c.get("reason"), str) and isinstance(c.get("createdAt"), (int, float)):
             out.append((c["reason"], c["createdAt"] / 1000.0))
     return tuple(out)
+
+
+def observations_from_signals(sig: dict, checkpoints: Sequence[tuple[str, float]] = ()) -> Observations:
+    """The detection's Observations from the database era's read-only signals (occd.openclaw.dbstore.loop_signals:
+    everything since the session's last reset marker) and OpenClaw's compactionCheckpoints. `compactionsPerTurn`
+    covers the last turns only; entry k of the full list is "after k user turns" (0: before the first), and the
+    returned tail ends at the newest turn, so its first entry is turn `turns + 1 - len(tail)`."""
+    turns = int(sig.get("turns") or 0)
+    per = [int(n) for n in sig.get("compactionsPerTurn") or []]
+    first = turns + 1 - len(per)
+    comps = tuple(first + i for i, n in enumerate(per) for _ in range(n))
+    last = sig.get("lastReply") if isinstance(sig.get("lastReply"), dict) else None
+    return Observations(turns=turns, compaction_turns=comps,
+                        last_reply_text=last.get("text") if last else None,
+                        last_reply_zero_usage=bool(last and last.get("zeroUsage")),
+                        last_reply_after_last_user=bool(last.get("afterLastUser", True)) if last else True,
+                        checkpoints=tuple(checkpoints))

@@ -50,7 +50,7 @@ BUDGET_POLICY = "strip_at_budget_percent"
 
 def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, prediction, target,
                         emergency=None, recent_action_times: Sequence[float] = (),
-                        fresh_session_tokens: int | None = None) -> Decision | None:
+                        fresh_session_tokens: int | None = None, strip_emergencies: bool = True) -> Decision | None:
     """The daemon's strip decision on OpenClaw's own terms (occd.policy.budget): strip when the predicted
     pre-prompt estimate after one more turn passes `strip_at_budget_percent` of OpenClaw's budget, or at once
     when the session is in an emergency (occd.policy.emergency: SPIRAL or BLOCKED). The decision says how
@@ -60,7 +60,11 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
 
     `prediction` is a budget.Prediction, `target` the budget.StripTarget for it. `fresh_session_tokens`: the
     predicted estimate of a rotated session (prompt overhead + its seed); when even that is over the target, a
-    rotation would not reach it either, and the strongest strip (every old tool call removed) is done instead."""
+    rotation would not reach it either, and the strongest strip (every old tool call removed) is done instead.
+
+    `strip_emergencies` False (the database era: occd cannot rewrite the session, and its only other supported
+    "strip", `openclaw sessions compact`, is what a spiral already does and what a blocked session refuses): an
+    emergency is always a rotation (sessions.reset + a seed through the gateway)."""
     if s.archived or excluded(s.session_key, policy.exclude):
         return None
     from occd.policy.budget import should_strip
@@ -92,7 +96,10 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
         reason = f"OpenClaw's estimate after two more turns {two:.0f}% of its budget: no turn to spare"
     hopeless = (not target.reachable and fresh_session_tokens is not None
                 and fresh_session_tokens > target.target and target.removed > 0)
-    if hopeless:
+    if emergency is not None and not strip_emergencies:
+        action, what = "rotate", ("rotate: reset the session in place and seed it through OpenClaw's gateway "
+                                  "(its database is not occd's to rewrite, and compacting is what failed)")
+    elif hopeless:
         details["keepTurnsWithTools"] = 0
         details["freshSessionTokens"] = fresh_session_tokens
         action, what = "strip", (f"strip every old tool call, to {target.predicted_after} tokens "
