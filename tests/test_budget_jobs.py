@@ -119,3 +119,43 @@ def test_blocked_session_is_acted_on_without_the_idle_wait(isolated_env):
         (a,) = [x for x in led.history(kind="strip") if x["outcome"] == "ok"]
         assert a["before"]["emergency"] == "BLOCKED" and a["policy"] == "emergency:blocked"
     assert _predicted(path) < 40_000
+
+
+def _with_open_call(path: Path, age_s: float) -> dict:
+    """A 4th turn whose run crashed after the model called a tool: the call has no result, no lock is held."""
+    lines = path.read_text().splitlines()
+    last = json.loads(lines[-1])
+    user = {"type": "message", "id": "open-u", "parentId": last["id"], "timestamp": "2026-11-25T10:00:00.000Z",
+            "message": {"role": "user", "content": "Q4: READ /w/doc4.txt"}}
+    call = {"type": "message", "id": "open-c", "parentId": "open-u", "timestamp": "2026-11-25T10:00:00.000Z",
+            "message": {"role": "assistant", "content": [{"type": "toolCall", "id": "call_4", "name": "read",
+                                                          "arguments": {"path": "/w/doc4.txt"}}],
+                        "usage": {"input": 3000, "output": 5, "totalTokens": 3005}, "stopReason": "toolUse"}}
+    path.write_text("\n".join(lines + [json.dumps(user), json.dumps(call)]) + "\n")
+    old = time.time() - age_s
+    os.utime(path, (old, old))
+    return call
+
+
+def test_a_crashed_run_is_cleaned_by_the_daemon_and_its_open_turn_left_as_it_is(isolated_env):
+    state, path = _state(isolated_env, turns=3)
+    call = _with_open_call(path, age_s=20 * 60)  # no change for 20 min, no lock: the run crashed
+    with Ledger.open() as led:
+        res = run_cycle(_ctx(state, led, mode="act"), ["scan", "apply"])["apply"][1]
+        assert res["acted"] == 1, res
+        assert [x["outcome"] for x in led.history(kind="strip")] == ["ok"]
+    entries = [json.loads(x) for x in path.read_text().splitlines()]
+    assert entries[-1] == call and entries[-2]["id"] == "open-u"  # the unanswered turn exactly as it was
+    text = path.read_text()
+    assert text.count('"toolResult"') < 3  # older tool results were stripped
+    assert all(f"Q{i}:" in text for i in (1, 2, 3, 4))
+
+
+def test_a_run_that_may_still_be_going_is_not_touched(isolated_env):
+    state, path = _state(isolated_env, turns=3)
+    _with_open_call(path, age_s=6 * 60)  # idle for the policy (5 min), but not long enough to call it crashed
+    before = path.read_bytes()
+    with Ledger.open() as led:
+        run_cycle(_ctx(state, led, mode="act"), ["scan", "apply"])
+        assert [x["outcome"] for x in led.history(kind="strip")] == ["deferred"]
+    assert path.read_bytes() == before

@@ -14,6 +14,7 @@ with the same line every five minutes.
 from __future__ import annotations
 
 import logging
+import os
 
 from occd.errors import BusyError, OccdError
 
@@ -280,6 +281,19 @@ def _details(ctx, obs, d) -> dict | None:
     return out
 
 
+def _crashed_run(obs, now: float) -> bool:
+    """The file has not changed for CRASHED_RUN_IDLE_S: if its last tool call is still unanswered, that run
+    crashed (`occd edit --crashed-run`: the edit still checks that no live process holds the transcript lock, and
+    leaves the unanswered turn exactly as it is). Without this a crashed run, often the very session that is
+    blocked, would be deferred as "in use" for ever."""
+    from occd.cleaner.plan import CRASHED_RUN_IDLE_S
+
+    try:
+        return now - os.stat(obs.path).st_mtime >= CRASHED_RUN_IDLE_S
+    except (OSError, TypeError):
+        return False
+
+
 def _act(ctx, obs, d, policy, counts) -> bool | None:
     from occd.actions.common import Target
     from occd.actions.edit import edit_session
@@ -313,7 +327,7 @@ def _act(ctx, obs, d, policy, counts) -> bool | None:
                 strip = None
             res = edit_session(ctx.settings, agent=obs.agent, preset=policy.strip_preset, trigger="auto",
                                policy=d.policy, reason=d.reason, ledger=led, now=record_time(ctx), target=target,
-                               strip=strip, details=_details(ctx, obs, d))
+                               strip=strip, details=_details(ctx, obs, d), crashed_run=_crashed_run(obs, ctx.now()))
             if res.changed:
                 _after_strip(ctx, obs, res)
         counts["acted"] += 1
