@@ -340,3 +340,106 @@ test("recorded 2026.9.6 history: stub and off", () => {
   assert.ok(res[2].content[0].text.length > 1000);
   assert.equal(leanView(recorded, { mode: "off", keepTurns: 0 }).messages, recorded);
 });
+
+// --- recall: the turns OpenClaw's bounded load left out ---------------------------------------------------------
+const { recall, leanTurn } = mod;
+const questions = (msgs) => msgs.filter((m) => m.role === "user").map((m) => m.content[0].text);
+const cutAt = (msgs, i) => msgs.slice(i); // OpenClaw's bounded load keeps the newest events, from any event on
+
+test("recall: a history cut part-way into a turn gets the cut turns back, lean, in front", () => {
+  const mem = new Map();
+  const full = session(7);
+  recall(mem, "s", full.slice(0, 4 * 6));                // seen with 6 turns
+  const cut = cutAt(full, 4 * 2 + 2);                    // the load starts at turn 3's result: Q1, Q2, Q3 lost
+  const { messages, turnsRecalled } = recall(mem, "s", cut);
+  assert.equal(turnsRecalled, 3);
+  // stated independently: every question, in order; the recalled turns carry no call, result or reasoning
+  assert.deepEqual(questions(messages), ["Q1", "Q2", "Q3", "Q4", "Q5", "Q6", "Q7"]);
+  assert.deepEqual(callIds(messages), ["c4", "c5", "c6", "c7"]);
+  assert.deepEqual(resultIds(messages), ["c4", "c5", "c6", "c7"]);
+  assert.ok(pairedResults(messages));
+  assert.deepEqual(texts(messages).filter((t) => /^A\d$/.test(t)), ["A1", "A2", "A3", "A4", "A5", "A6", "A7"]);
+  assert.equal(messages[0].role, "user");
+  // turns 4..7 are the very objects OpenClaw passed
+  for (const m of cut.slice(2)) assert.ok(messages.includes(m));
+});
+
+test("recall: OpenClaw's bootstrap message in front of a cut turn is replaced by the turn itself", () => {
+  const mem = new Map();
+  const full = session(5);
+  recall(mem, "s", full);
+  const boot = { role: "user", content: [{ type: "text", text: "[Wed 2026-11-25 20:35 UTC] (session bootstrap)\n\nRuntime: x" }], timestamp: 999 };
+  const cut = [boot, ...cutAt(full, 4 * 1 + 3)];         // the rest of turn 2 (its answer), then turns 3..5
+  const { messages, turnsRecalled } = recall(mem, "s", cut);
+  assert.equal(turnsRecalled, 2);
+  assert.deepEqual(questions(messages), ["Q1", "Q2", "Q3", "Q4", "Q5"]);
+  assert.ok(!messages.includes(boot));
+});
+
+test("recall: a history that starts on purpose (compaction summary, reset, seed) is taken as it is", () => {
+  const mem = new Map();
+  const full = session(6);
+  recall(mem, "s", full);
+  const summary = { role: "compactionSummary", summary: "S", tokensBefore: 1, timestamp: 500 };
+  const compacted = [summary, ...full.slice(4 * 4)];     // OpenClaw compacted: Q1..Q4 summarised
+  const r = recall(mem, "s", compacted);
+  assert.equal(r.messages, compacted);
+  assert.equal(r.turnsRecalled, 0);
+  // the memory starts over from the compacted history: a later cut never brings back what was summarised
+  const later = [...compacted.slice(1), ...toolTurn(7)];
+  const cut = later.slice(2);                              // Q5 cut mid-turn (and the summary with it)
+  const r2 = recall(mem, "s", cut);
+  assert.deepEqual(questions(r2.messages), ["Q5", "Q6", "Q7"]);
+  // a reset or a rotation's seed: a first question the memory does not know
+  const fresh = [user("[occd] This session continues session x"), asst([{ type: "text", text: "ok" }])];
+  assert.equal(recall(mem, "s", fresh).messages, fresh);
+  assert.deepEqual(questions(recall(mem, "s", [asst([{ type: "text", text: "late" }]), ...fresh]).messages), ["[occd] This session continues session x"]);
+});
+
+test("recall: within its share of the token budget, the newest cut turns first", () => {
+  const mem = new Map();
+  const full = Array.from({ length: 8 }, (_, i) => [user(`Q${i + 1} ${"q".repeat(400)}`), asst([{ type: "text", text: `A${i + 1} ${"a".repeat(400)}` }])]).flat();
+  recall(mem, "s", full);
+  const cut = full.slice(2 * 5 + 1);                       // Q1..Q6 cut (the rest of turn 6 leads)
+  // each recalled turn is ~806 chars ≈ 202 tokens; a budget of 2,000 tokens gives 15%: 300 tokens, one turn
+  const { messages, turnsRecalled } = recall(mem, "s", cut, 2000);
+  assert.equal(turnsRecalled, 1);
+  assert.deepEqual(questions(messages).map((q) => q.split(" ")[0]), ["Q6", "Q7", "Q8"]);
+  const all = recall(new Map([["s", mem.get("s")]]), "s", cut, 1_000_000);
+  assert.equal(all.turnsRecalled, 6);
+});
+
+test("recall: a cut between two turns recalls nothing now, and the older turns stay remembered", () => {
+  const mem = new Map();
+  const full = session(6);
+  recall(mem, "s", full);
+  const clean = cutAt(full, 4 * 2);                      // starts with Q3: what a user's historyLimit does
+  assert.equal(recall(mem, "s", clean).messages, clean);
+  const next = cutAt([...full, ...toolTurn(7)], 4 * 3 + 1);
+  assert.deepEqual(questions(recall(mem, "s", next).messages), ["Q1", "Q2", "Q3", "Q4", "Q5", "Q6", "Q7"]);
+});
+
+test("engine: assemble recalls cut turns in drop/stub mode, never in off, and counts them", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "occd-lean-recall-"));
+  const policyPath = path.join(dir, "policy.json");
+  const statsPath = path.join(dir, "stats.json");
+  const engine = createEngine({ policyPath, statsPath });
+  const full = session(10);
+  const p = { sessionId: "sid-recall", sessionKey: "agent:main:main", tokenBudget: 76000 };
+  fs.writeFileSync(policyPath, JSON.stringify({ default: { mode: "drop", keepTurns: 2, batchTurns: 1 } }));
+  await engine.assemble({ ...p, messages: full.slice(0, 4 * 9) });
+  const r = await engine.assemble({ ...p, messages: cutAt(full, 4 * 3 + 2) });
+  assert.deepEqual(questions(r.messages), full.filter((m) => m.role === "user").map((m) => m.content[0].text));
+  assert.deepEqual(callIds(r.messages), ["c9", "c10"]);
+  const stats = JSON.parse(fs.readFileSync(statsPath, "utf8"));
+  assert.equal(stats.sessions["agent:main:main"].turnsRecalled, 4);
+  fs.writeFileSync(policyPath, JSON.stringify({ default: { mode: "off" } }));
+  const cut = cutAt(full, 4 * 3 + 2);
+  assert.equal((await engine.assemble({ ...p, messages: cut })).messages, cut);
+});
+
+test("leanTurn keeps the question and the answer's text only", () => {
+  const t = [user("Q"), asst([{ type: "thinking", thinking: "hm" }, call("c1")], "toolUse"), result("c1", BIG), asst([{ type: "text", text: "A" }])];
+  assert.deepEqual(leanTurn(t).map((m) => m.role), ["user", "assistant"]);
+  assert.deepEqual(texts(leanTurn(t)), ["Q", "A"]);
+});
