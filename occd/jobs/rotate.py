@@ -100,6 +100,7 @@ def _recently_recorded(led, obs, now, outcome: str, dry_run: bool) -> bool:
 
 
 def run(ctx) -> dict:
+    from occd.jobs.scan import ensure_scan
     from occd.policy import breaker as brk
     from occd.policy.rotation import PastRotation, decide_rotation
     from occd.rotation.recovery import resume_all
@@ -108,12 +109,7 @@ def run(ctx) -> dict:
     counts = {"resumed": 0, "rotated": 0, "wouldDo": 0, "deferred": 0, "blocked": 0, "failed": 0, "assessed": 0}
     res = resume_all(s, led, state_dir=ctx.state_dir, now=ctx.now())
     counts["resumed"], counts["deferred"], counts["failed"] = res["resumed"], res["deferred"], res["failed"]
-    scan = ctx.last_scan
-    if scan is None:
-        from occd.jobs import scan as scan_job
-
-        scan_job.run(ctx)
-        scan = ctx.last_scan
+    scan = ensure_scan(ctx)
     sessions = [o for o in scan.sessions if o.era in ("file", "db")]
     counts["assessed"] = assess(ctx, {o.session_id: o for o in sessions})
     end_cooldowns(ctx, ctx.now())
