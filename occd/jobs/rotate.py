@@ -32,16 +32,10 @@ def _history(led, agent: str, key: str) -> list[dict]:
 def turns_after_seed(lines) -> tuple[int, int | None]:
     """(user turns after the seed, turns done when the first compaction came or None) of a rotated session's
     transcript lines. The seed is everything up to and including the last occd seed message's reply."""
-    import orjson
+    from occd.transcript.jsonl import iter_objects
 
     turns, first_comp = 0, None
-    for raw in lines:
-        try:
-            o = orjson.loads(raw)
-        except ValueError:
-            continue
-        if not isinstance(o, dict):
-            continue
+    for o in iter_objects(lines):
         if o.get("type") == "compaction" and first_comp is None:
             first_comp = turns
         m = o.get("message") if o.get("type") == "message" else None

@@ -249,13 +249,9 @@ def loop_signals(lines: list[bytes], recent_turns: int = 10) -> dict:
     per_turn = [0]
     turns = compactions = overflow = 0
     blocked = False
-    for ln in ctx[1:]:
-        try:
-            o = orjson.loads(ln)
-        except orjson.JSONDecodeError:
-            continue
-        if not isinstance(o, dict):
-            continue
+    from occd.transcript.jsonl import iter_objects
+
+    for o in iter_objects(ctx[1:]):
         t = o.get("type")
         if t == "compaction":
             compactions += 1
