@@ -1,7 +1,7 @@
 """`occd doctor`: is everything in place for occd to do its job? A registry of small check functions.
 
-To add a check (from any module): write a function taking the DoctorContext and returning one Result or a list
-of them, and register it:
+To add a check (from any module): write a function taking the DoctorContext and returning one Result (that is
+occd.checks.CheckResult, the one type of every health check's result) or a list of them, and register it:
 
     from occd.doctor import Result, check
 
@@ -23,24 +23,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from occd import paths
+from occd.checks import CheckResult
 
-STATUSES = ("ok", "warn", "fail")
-
-
-@dataclass
-class Result:
-    name: str
-    status: str            # ok | warn | fail
-    detail: str
-    hint: str | None = None
-    data: dict = field(default_factory=dict)
-
-    def __post_init__(self):
-        if self.status not in STATUSES:
-            raise ValueError(f"status must be one of {STATUSES}, not {self.status!r}")
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "status": self.status, "detail": self.detail, "hint": self.hint, **self.data}
+Result = CheckResult  # the name checks registered here use (see above)
 
 
 @dataclass
@@ -178,9 +163,7 @@ def check_openclaw_db(ctx: DoctorContext) -> list[Result] | None:
     --fix`): occd.openclaw.health.check_stores, the checks `occd status` and the daemon's log name too."""
     from occd.openclaw.health import check_stores
 
-    status = {"ok": "ok", "warn": "warn", "error": "fail"}
-    return [Result(c.name, status[c.level], c.message, c.hint, data=dict(c.details))
-            for c in check_stores(ctx.state_dir())] or None
+    return check_stores(ctx.state_dir()) or None
 
 
 @check("ledger", order=30)

@@ -205,3 +205,16 @@ def test_maintain_prunes_old_observations_and_checkpoints(isolated_env):
         assert [o["context_tokens"] for o in led.series("main", "s")] == [200, 1]
     wal = Path(str(paths.ledger_path()) + "-wal")
     assert not wal.exists() or wal.stat().st_size == 0
+
+
+def test_ensure_scan_runs_a_scan_only_when_the_cycle_left_none(isolated_env):
+    from occd.jobs import scan as scan_mod
+
+    state = make_state(isolated_env, {"agent:main:main": {"turns": 2, "seed": 1}})
+    with Ledger.open() as led:
+        ctx = ctx_for(state, led)
+        assert ctx.last_scan is None
+        first = scan_mod.ensure_scan(ctx)
+        assert first is ctx.last_scan and [o.session_key for o in first.sessions] == ["agent:main:main"]
+        assert len(led.scans()) == 1
+        assert scan_mod.ensure_scan(ctx) is first and len(led.scans()) == 1  # the cycle's scan is reused

@@ -239,19 +239,21 @@ def test_release_mismatch_words():
 
 
 def test_check_stores_for_doctor(tmp_path):
+    from occd.doctor import Result
     from occd.openclaw.health import check_stores
 
     db = DbState(tmp_path / ".openclaw", app_version="2026.9.5")
     db.add_session("agent:main:main", events=_turns(1, "t"))
     checks = check_stores(db.state_dir, cli=(2026, 9, 5))
-    assert [(c.name, c.level) for c in checks] == [("openclaw-db:main", "ok")]
-    assert "schema 21 (2026.9.5)" in checks[0].message
+    assert [(c.name, c.status) for c in checks] == [("openclaw-db:main", "ok")]
+    assert "schema 21 (2026.9.5)" in checks[0].detail
     checks = check_stores(db.state_dir, cli=(2026, 9, 6))
-    assert [c.level for c in checks] == ["ok", "warn"] and "openclaw doctor --fix" in checks[1].message
+    assert [c.status for c in checks] == ["ok", "warn"] and "openclaw doctor --fix" in checks[1].detail
     bad = _drop_column_db(tmp_path / "b", "2026.8.1", "session_nodes", "entry_valid")
     (c,) = check_stores(bad, cli=None, probe_cli=False)
-    assert c.level == "error" and not c.ok and "session_nodes.entry_valid" in c.message and "2026.8.1" in c.message
-    assert c.hint and "update occd" in c.hint and c.to_json()["ok"] is False
+    assert c.status == "fail" and not c.ok and "session_nodes.entry_valid" in c.detail and "2026.8.1" in c.detail
+    assert c.hint and "update occd" in c.hint and c.to_json()["status"] == "fail"
+    assert isinstance(c, Result)  # the doctor's own result type: a store check can be listed as it is
 
 
 def test_status_and_log_name_an_unreadable_schema_and_a_cli_mismatch(isolated_env, tmp_path, monkeypatch):

@@ -334,3 +334,14 @@ def test_invariants_find_broken_refs(tmp_path):
     text = "\n".join(probs)
     assert "targetId deadbeef" in text and "firstKeptEntryId cafebabe" in text and "parentId feedface" in text
     del u
+
+
+def test_iter_objects_keeps_only_json_objects():
+    from occd.transcript import iter_objects
+
+    lines = [b'{"type":"session","id":"s"}\n', b"\n", b"   ", b"not json\n", b"[1, 2]\n", b"null\n", b'"text"\n',
+             b'{"type":"message","id":"a"}', '{"id":"b"}', b'{"id":"c"']
+    assert [o.get("id") for o in iter_objects(lines)] == ["s", "a", "b"]
+    assert list(iter_objects([])) == []
+    it = iter_objects(iter([b'{"n":1}', b'{"n":2}']))  # lazy: a stream is read as it is consumed
+    assert next(it) == {"n": 1}

@@ -13,6 +13,22 @@ def _state_dir(s):
     return resolve_state_dir(state_dir=s.state_dir)
 
 
+def _render_change(res: dict, as_json: bool, headline: str, lines: tuple[str, ...] = (), running: str | None = None,
+                   stopped: str | None = None) -> None:
+    """What enable and disable did: the JSON result, or a ✓ headline, its detail lines and what the gateway
+    needs (`running` when an OpenClaw gateway runs now, `stopped` when none does)."""
+    if as_json:
+        emit_json({"success": True, **res})
+        return
+    c = console()
+    c.print(f"{ok_mark()} {headline}")
+    for line in lines:
+        c.print(f"  {line}")
+    note = running if res["gatewayRunning"] else stopped
+    if note:
+        c.print(f"  {note}")
+
+
 @click.group("lean")
 def lean_group():
     """The lean view: an OpenClaw context engine (shipped with occd) that hides old tool calls and results from
@@ -37,16 +53,10 @@ def enable_cmd(state_dir, yes, as_json):
         return click.confirm(text, default=False, err=True)
 
     res = lean.enable(s, sd, confirm=ask, yes=yes)
-    if as_json:
-        emit_json({"success": True, **res})
-        return
-    c = console()
-    c.print(f"{ok_mark()} Lean view enabled on OpenClaw {res['release']} ({lean.PLUGIN_ID} from {res['pluginDir']})")
-    c.print(f"  Rules: {res['policy']} (the daemon turns sessions on by its policies)")
-    if res["gatewayRunning"]:
-        c.print("  Restart the OpenClaw gateway to load it (`openclaw gateway restart`).")
-    else:
-        c.print("  OpenClaw loads it on its next start (a running gateway needs a restart).")
+    head = f"Lean view enabled on OpenClaw {res['release']} ({lean.PLUGIN_ID} from {res['pluginDir']})"
+    _render_change(res, as_json, head, (f"Rules: {res['policy']} (the daemon turns sessions on by its policies)",),
+                   running="Restart the OpenClaw gateway to load it (`openclaw gateway restart`).",
+                   stopped="OpenClaw loads it on its next start (a running gateway needs a restart).")
 
 
 @lean_group.command("disable")
@@ -59,13 +69,9 @@ def disable_cmd(state_dir, as_json):
 
     s = load_settings_from_ctx(state_dir=state_dir)
     res = lean.disable(s, _state_dir(s))
-    if as_json:
-        emit_json({"success": True, **res})
-        return
-    c = console()
-    c.print(f"{ok_mark()} Lean view disabled" + ("" if res["wasInstalled"] else " (it was not installed in OpenClaw)"))
-    if res["gatewayRunning"]:
-        c.print("  Restart the OpenClaw gateway so it stops using the plugin.")
+    _render_change(res, as_json,
+                   "Lean view disabled" + ("" if res["wasInstalled"] else " (it was not installed in OpenClaw)"),
+                   running="Restart the OpenClaw gateway so it stops using the plugin.")
 
 
 @lean_group.command("status")

@@ -159,15 +159,10 @@ def _beyond_lean(ctx, obs, d) -> bool:
 
 
 def run(ctx) -> dict:
-    from occd.jobs.scan import record_time
+    from occd.jobs.scan import ensure_scan, record_time
     from occd.jobs import breakers
 
-    scan = ctx.last_scan
-    if scan is None:
-        from occd.jobs import scan as scan_job
-
-        scan_job.run(ctx)
-        scan = ctx.last_scan
+    scan = ensure_scan(ctx)
     s = ctx.settings
     led = ctx.ledger
     counts = {"considered": 0, "acted": 0, "wouldDo": 0, "deferred": 0, "blocked": 0, "failed": 0, "rotated": 0}

@@ -28,22 +28,11 @@ class Facts:
 
 
 def _parse(path: Path) -> list[dict]:
-    import orjson
-
     from occd.policy.budget import slim_entry
+    from occd.transcript.jsonl import iter_objects
 
-    out = []
     with open(path, "rb") as fh:
-        for line in fh:
-            if not line.strip():
-                continue
-            try:
-                o = orjson.loads(line)
-            except ValueError:
-                continue
-            if isinstance(o, dict):
-                out.append(slim_entry(o))
-    return out
+        return [slim_entry(o) for o in iter_objects(fh)]
 
 
 def _iso(v) -> float | None:

@@ -45,17 +45,12 @@ def covered(ctx, obs) -> bool:
 def run(ctx) -> dict:
     from occd import lean
     from occd.jobs import breakers
-    from occd.jobs.scan import record_time
+    from occd.jobs.scan import ensure_scan, record_time
 
     ctx.cache[CACHE_KEY] = set()
     if not lean.is_enabled(ctx.state_dir):
         return {"enabled": False}
-    scan = ctx.last_scan
-    if scan is None:
-        from occd.jobs import scan as scan_job
-
-        scan_job.run(ctx)
-        scan = ctx.last_scan
+    scan = ensure_scan(ctx)
     s = ctx.settings
     led = ctx.ledger
     doc = lean.read_policy()

@@ -32,16 +32,10 @@ def _history(led, agent: str, key: str) -> list[dict]:
 def turns_after_seed(lines) -> tuple[int, int | None]:
     """(user turns after the seed, turns done when the first compaction came or None) of a rotated session's
     transcript lines. The seed is everything up to and including the last occd seed message's reply."""
-    import orjson
+    from occd.transcript.jsonl import iter_objects
 
     turns, first_comp = 0, None
-    for raw in lines:
-        try:
-            o = orjson.loads(raw)
-        except ValueError:
-            continue
-        if not isinstance(o, dict):
-            continue
+    for o in iter_objects(lines):
         if o.get("type") == "compaction" and first_comp is None:
             first_comp = turns
         m = o.get("message") if o.get("type") == "message" else None
@@ -100,6 +94,7 @@ def _recently_recorded(led, obs, now, outcome: str, dry_run: bool) -> bool:
 
 
 def run(ctx) -> dict:
+    from occd.jobs.scan import ensure_scan
     from occd.policy import breaker as brk
     from occd.policy.rotation import PastRotation, decide_rotation
     from occd.rotation.recovery import resume_all
@@ -108,12 +103,7 @@ def run(ctx) -> dict:
     counts = {"resumed": 0, "rotated": 0, "wouldDo": 0, "deferred": 0, "blocked": 0, "failed": 0, "assessed": 0}
     res = resume_all(s, led, state_dir=ctx.state_dir, now=ctx.now())
     counts["resumed"], counts["deferred"], counts["failed"] = res["resumed"], res["deferred"], res["failed"]
-    scan = ctx.last_scan
-    if scan is None:
-        from occd.jobs import scan as scan_job
-
-        scan_job.run(ctx)
-        scan = ctx.last_scan
+    scan = ensure_scan(ctx)
     sessions = [o for o in scan.sessions if o.era in ("file", "db")]
     counts["assessed"] = assess(ctx, {o.session_id: o for o in sessions})
     end_cooldowns(ctx, ctx.now())

@@ -368,6 +368,14 @@ def record_time(ctx, result: ScanResult | None = None) -> float:
     return now
 
 
+def ensure_scan(ctx) -> ScanResult:
+    """What the jobs chained after the scan act on: the scan this cycle left in `ctx.last_scan`, or, when there is
+    none yet (a job run on its own), a scan run now."""
+    if ctx.last_scan is None:
+        run(ctx)
+    return ctx.last_scan
+
+
 def run(ctx) -> dict:
     from occd.openclaw import list_agents
 

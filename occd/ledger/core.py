@@ -1,62 +1,33 @@
-"""The `Ledger` facade: plain methods to record what occd saw and did, and the queries behind `occd status`
-and `occd history`. Every write is one short BEGIN IMMEDIATE transaction; every method that depends on time
-takes `now` (epoch seconds or an aware datetime; None means the wall clock).
+"""The `Ledger` facade: plain methods to record what occd saw and did. Every write is one short BEGIN IMMEDIATE
+transaction; every method that depends on time takes `now` (epoch seconds or an aware datetime; None means the
+wall clock). The queries behind `occd status` and `occd history` (the read side) are in occd.ledger.queries, which
+`Ledger` inherits: `led.history(...)` works as before.
 
 Rows come back as plain dicts (column name → value) so callers need no SQLAlchemy.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import time
-from dataclasses import dataclass, fields
-from datetime import datetime
+from dataclasses import fields
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping
 
 from occd import paths
 from occd.errors import OccdError
 from occd.ledger import engine as _eng
 from occd.ledger import migrate as _mig
+from occd.ledger.common import (ROTATION_STATES, ROTATION_UNFINISHED, BreakerRecord, _dumps, _loads,  # noqa: F401
+                                local_day_start, ts)
+from occd.ledger.queries import LedgerQueries
 
 # An agent's last_seen is refreshed at most this often. A session's last_seen is the last scan that saw it
 # (`status SESSION` shows it): a quiet scan writes no observation, only that one column of the rows it saw.
 LAST_SEEN_RESOLUTION_S = 3600.0
-ROTATION_STATES = ("IDLE", "PENDING", "ARCHIVING", "ARCHIVED", "INJECTED", "COOLDOWN", "UNDONE")  # UNDONE: rotate --undo
-ROTATION_UNFINISHED = ("PENDING", "ARCHIVING", "ARCHIVED", "INJECTED")
 ACTION_OUTCOMES = ("ok", "failed", "skipped", "deferred")
 
 _OBS_FIELDS = ("compaction_count", "context_tokens", "tokens_source", "context_window", "size", "entry_count",
                "last_activity")
-
-
-def ts(now: float | datetime | None) -> float:
-    if now is None:
-        return time.time()
-    if isinstance(now, datetime):
-        return now.timestamp()
-    return float(now)
-
-
-def local_day_start(now: float) -> float:
-    lt = time.localtime(now)
-    return time.mktime((lt.tm_year, lt.tm_mon, lt.tm_mday, 0, 0, 0, 0, 0, -1))
-
-
-@dataclass(frozen=True)
-class BreakerRecord:
-    """A breaker row. Same field names as occd.policy.breaker.BreakerState, so either converts with **asdict."""
-
-    agent: str
-    kind: str
-    state: str = "closed"
-    opened_at: float | None = None
-    failures: int = 0
-    cooloff_minutes: float | None = None
-    trial_started_at: float | None = None
-    reason: str | None = None
-    updated_at: float | None = None
 
 
 def _hostname() -> str:
@@ -65,17 +36,7 @@ def _hostname() -> str:
     return socket.gethostname()
 
 
-def _dumps(obj: Any) -> str | None:
-    if obj is None:
-        return None
-    return json.dumps(obj, separators=(",", ":"), sort_keys=True, default=str)
-
-
-def _loads(s: str | None) -> Any:
-    return json.loads(s) if s else None
-
-
-class Ledger:
+class Ledger(LedgerQueries):
     def __init__(self, path: Path, engine, readonly: bool = False):
         self.path = path
         self.engine = engine
@@ -150,14 +111,6 @@ class Ledger:
             raise OccdError("The ledger was opened read-only", code="LEDGER_READONLY")
         return _eng.write_tx(self.engine, self.path)
 
-    def _r(self):
-        return _eng.read_tx(self.engine, self.path)
-
-    def _rows(self, sql: str, params: Sequence | Mapping = ()) -> list[dict]:
-        with self._r() as c:
-            res = c.exec_driver_sql(sql, params if isinstance(params, Mapping) else tuple(params))
-            return [dict(r._mapping) for r in res]
-
     # ---- agents and sessions ----
 
     @staticmethod
@@ -204,16 +157,6 @@ class Ledger:
             self._upsert_agent(c, agent, None, now)
             pk = self._session_pk(c, agent, session_id, None, path, now)
             c.exec_driver_sql("UPDATE sessions SET archived_at = NULL, archive_path = NULL WHERE id = ?", (pk,))
-
-    def sessions(self, agent: str | None = None, include_archived: bool = True) -> list[dict]:
-        sql = "SELECT * FROM sessions WHERE (? IS NULL OR agent_id = ?)"
-        if not include_archived:
-            sql += " AND archived_at IS NULL"
-        return self._rows(sql + " ORDER BY agent_id, last_seen DESC", (agent, agent))
-
-    def agents(self) -> list[dict]:
-        return self._rows("SELECT a.*, (SELECT COUNT(*) FROM sessions s WHERE s.agent_id = a.id "
-                          "AND s.archived_at IS NULL) AS sessions FROM agents a ORDER BY a.id")
 
     # ---- observations ----
 
@@ -295,40 +238,6 @@ class Ledger:
             cur.close()
         return len(rows)
 
-    def latest_observations(self, agent: str | None = None, include_archived: bool = False) -> list[dict]:
-        """Each session with its newest observation (status). One index seek per session."""
-        sql = ("SELECT s.agent_id AS agent, s.session_id, s.session_key, s.path, s.first_seen, s.last_seen, "
-               "s.archived_at, o.ts, o.compaction_count, o.context_tokens, o.tokens_source, o.context_window, "
-               "o.size, o.entry_count, o.last_activity FROM sessions s JOIN observations o ON o.id = "
-               "(SELECT id FROM observations WHERE session_pk = s.id ORDER BY ts DESC, id DESC LIMIT 1) "
-               "WHERE (? IS NULL OR s.agent_id = ?)")
-        if not include_archived:
-            sql += " AND s.archived_at IS NULL"
-        return self._rows(sql + " ORDER BY s.agent_id, o.context_tokens DESC", (agent, agent))
-
-    def series(self, agent: str, session_id: str, since=None, limit: int | None = None) -> list[dict]:
-        """A session's observations over time, oldest first."""
-        since_ts = ts(since) if since is not None else None
-        sql = ("SELECT o.ts, o.compaction_count, o.context_tokens, o.tokens_source, o.context_window, o.size, "
-               "o.entry_count, o.last_activity FROM observations o JOIN sessions s ON s.id = o.session_pk "
-               "WHERE s.agent_id = ? AND s.session_id = ? AND (? IS NULL OR o.ts >= ?) ORDER BY o.ts")
-        rows = self._rows(sql, (agent, session_id, since_ts, since_ts))
-        return rows[-limit:] if limit else rows
-
-    def series_buckets(self, agent: str, session_id: str, since, until=None, buckets: int = 60) -> list[dict]:
-        """A session's history squeezed into `buckets` equal time slices (for a sparkline): per slice the
-        highest context tokens and compaction count, and how many observations fell in it. Empty slices are
-        left out. Aggregated in SQL, so a year of 5-minute rows costs one index range scan, not 100k dicts."""
-        lo = ts(since)
-        hi = ts(until) if until is not None else time.time()
-        width = max((hi - lo) / max(buckets, 1), 1e-9)
-        return self._rows(
-            "SELECT MIN(CAST((o.ts - ?) / ? AS INTEGER), ?) AS bucket, MIN(o.ts) AS ts, MAX(o.context_tokens) AS context_tokens, "
-            "MAX(o.compaction_count) AS compaction_count, MAX(o.size) AS size, COUNT(*) AS n FROM observations o "
-            "WHERE o.session_pk = (SELECT id FROM sessions WHERE agent_id = ? AND session_id = ?) "
-            "AND o.ts >= ? AND o.ts <= ? GROUP BY bucket ORDER BY bucket",
-            (lo, width, max(buckets, 1) - 1, agent, session_id, lo, hi))
-
     def prune_observations(self, older_than, now=None) -> int:
         """Maintenance: delete observations older than `older_than`, keeping each session's newest one."""
         cutoff = ts(older_than)
@@ -372,66 +281,6 @@ class Ledger:
             return c.exec_driver_sql("UPDATE backups SET pruned_at = ? WHERE path = ? AND pruned_at IS NULL",
                                      (ts(now), str(path))).rowcount > 0
 
-    def backups(self, agent: str | None = None, session_id: str | None = None, include_pruned: bool = False) -> list[dict]:
-        sql = "SELECT * FROM backups WHERE (? IS NULL OR agent_id = ?) AND (? IS NULL OR session_id = ?)"
-        if not include_pruned:
-            sql += " AND pruned_at IS NULL"
-        return self._rows(sql + " ORDER BY created DESC", (agent, agent, session_id, session_id))
-
-    @staticmethod
-    def _action_dict(r: dict) -> dict:
-        r = dict(r)
-        r["before"] = _loads(r.pop("before_json"))
-        r["after"] = _loads(r.pop("after_json"))
-        r["dry_run"] = bool(r["dry_run"])
-        return r
-
-    @staticmethod
-    def _history_where(agent, session, kind, since) -> tuple[str, tuple]:
-        since_ts = ts(since) if since is not None else None
-        like = (session.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%") if session else None
-        return ("(? IS NULL OR agent_id = ?) AND (? IS NULL OR kind = ?) "
-                "AND (? IS NULL OR ts >= ?) AND (? IS NULL OR session_id LIKE ? ESCAPE '\\' "
-                "OR session_key LIKE ? ESCAPE '\\')", (agent, agent, kind, kind, since_ts, since_ts, like, like, like))
-
-    def history(self, agent: str | None = None, session: str | None = None, kind: str | None = None,
-                since=None, limit: int = 500, after_id: int | None = None) -> list[dict]:
-        """Actions newest first. `session` matches a session id or key, or a prefix of either; `after_id`: only
-        actions recorded after that one (history --follow)."""
-        where, params = self._history_where(agent, session, kind, since)
-        where += " AND (? IS NULL OR id > ?)"
-        params = (*params, after_id, after_id)
-        rows = self._rows(f"SELECT * FROM actions WHERE {where} ORDER BY ts DESC, id DESC LIMIT ?", (*params, limit))
-        return [self._action_dict(r) for r in rows]
-
-    def history_count(self, agent: str | None = None, session: str | None = None, kind: str | None = None,
-                      since=None) -> int:
-        """How many actions `history` with the same filters would return without a limit."""
-        where, params = self._history_where(agent, session, kind, since)
-        return self._rows(f"SELECT COUNT(*) AS n FROM actions WHERE {where}", params)[0]["n"]
-
-    def action_kinds(self) -> list[str]:
-        return [r["kind"] for r in self._rows("SELECT DISTINCT kind FROM actions ORDER BY kind")]
-
-    def actions_since(self, since, agent: str | None = None) -> list[dict]:
-        return self.history(agent=agent, since=since, limit=100000)
-
-    def action_counts_since(self, since) -> dict[str, dict[str, dict[str, int]]]:
-        """{agent: {kind: {outcome: n}}} for actions at or after `since` (dry runs counted as outcome 'dry_run')."""
-        out: dict[str, dict[str, dict[str, int]]] = {}
-        for r in self._rows("SELECT agent_id, kind, CASE WHEN dry_run THEN 'dry_run' ELSE outcome END AS o, "
-                            "COUNT(*) AS n FROM actions WHERE ts >= ? GROUP BY 1, 2, 3", (ts(since),)):
-            out.setdefault(r["agent_id"] or "", {}).setdefault(r["kind"], {})[r["o"]] = r["n"]
-        return out
-
-    def action_times(self, agent: str, kind: str | None, since, trigger: str | None = None) -> list[tuple[float, str]]:
-        """(ts, outcome) of real (non-dry-run) actions of an agent since a time, oldest first: the breaker's and
-        the rate limit's input."""
-        rows = self._rows("SELECT ts, outcome FROM actions WHERE agent_id = ? AND (? IS NULL OR kind = ?) "
-                          "AND ts >= ? AND dry_run = 0 AND outcome IN ('ok', 'failed') AND (? IS NULL OR trigger = ?) "
-                          "ORDER BY ts", (agent, kind, kind, ts(since), trigger, trigger))
-        return [(r["ts"], r["outcome"]) for r in rows]
-
     # ---- scans and the daemon ----
 
     def record_scan(self, started, duration_s: float, *, agents: int = 0, sessions_seen: int = 0,
@@ -443,15 +292,6 @@ class Ledger:
                 "errors, error_text) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (ts(started), float(duration_s), agents, sessions_seen, sessions_changed, bytes_read, errors,
                  (error_text or None) and error_text[:4000])).scalar_one()
-
-    def last_scan(self) -> dict | None:
-        rows = self._rows("SELECT * FROM scan_runs ORDER BY started DESC LIMIT 1")
-        return rows[0] if rows else None
-
-    def scans(self, since=None, limit: int = 100) -> list[dict]:
-        since_ts = ts(since) if since is not None else None
-        return self._rows("SELECT * FROM scan_runs WHERE (? IS NULL OR started >= ?) ORDER BY started DESC LIMIT ?",
-                          (since_ts, since_ts, limit))
 
     def daemon_started(self, pid: int | None = None, *, mode: str | None = None, version: str | None = None,
                        now=None) -> int:
@@ -479,25 +319,7 @@ class Ledger:
             c.exec_driver_sql("UPDATE daemon_runs SET stopped = ?, heartbeat = ?, exit_reason = ? WHERE id = ?",
                               (ts(now), ts(now), reason, run_id))
 
-    def latest_daemon_run(self) -> dict | None:
-        rows = self._rows("SELECT * FROM daemon_runs ORDER BY started DESC, id DESC LIMIT 1")
-        return rows[0] if rows else None
-
     # ---- circuit breakers ----
-
-    @staticmethod
-    def _breaker(r: Mapping) -> BreakerRecord:
-        return BreakerRecord(agent=r["agent_id"], kind=r["kind"], state=r["state"], opened_at=r["opened_at"],
-                             failures=r["failures"], cooloff_minutes=r["cooloff_minutes"],
-                             trial_started_at=r["trial_started_at"], reason=r["reason"], updated_at=r["updated_at"])
-
-    def get_breaker(self, agent: str, kind: str) -> BreakerRecord:
-        rows = self._rows("SELECT * FROM breakers WHERE agent_id = ? AND kind = ?", (agent, kind))
-        return self._breaker(rows[0]) if rows else BreakerRecord(agent=agent, kind=kind)
-
-    def breakers(self, agent: str | None = None) -> list[BreakerRecord]:
-        return [self._breaker(r) for r in self._rows(
-            "SELECT * FROM breakers WHERE (? IS NULL OR agent_id = ?) ORDER BY agent_id, kind", (agent, agent))]
 
     def set_breaker(self, state: Any, transitions: Iterable[Any] = (), now=None) -> None:
         """Store a breaker state (any object with BreakerRecord's fields, e.g. the policy's BreakerState) and
@@ -525,22 +347,7 @@ class Ledger:
         with self._w() as c:
             self._transition(c, agent, kind, from_state, to_state, reason, ts(now))
 
-    def breaker_transitions(self, agent: str | None = None, kind: str | None = None, limit: int = 100) -> list[dict]:
-        return self._rows("SELECT * FROM breaker_transitions WHERE (? IS NULL OR agent_id = ?) AND "
-                          "(? IS NULL OR kind = ?) ORDER BY ts DESC, id DESC LIMIT ?",
-                          (agent, agent, kind, kind, limit))
-
     # ---- rotations ----
-
-    @staticmethod
-    def _rotation_dict(r: Mapping) -> dict:
-        d = dict(r)
-        d["details"] = _loads(d.pop("details_json", None))
-        return d
-
-    def rotation_get(self, rotation_id: int) -> dict | None:
-        rows = self._rows("SELECT * FROM rotations WHERE id = ?", (rotation_id,))
-        return self._rotation_dict(rows[0]) if rows else None
 
     def rotation_upsert(self, rotation_id: int | None = None, *, now=None, **fields_: Any) -> int:
         """Create a rotation (rotation_id None: needs agent_id, session_key; state defaults to PENDING and the
@@ -604,37 +411,7 @@ class Ledger:
                               "VALUES (?, ?, ?, ?, ?)", (rotation_id, now, cur, to_state, note))
             return True
 
-    def rotation_history(self, rotation_id: int) -> list[dict]:
-        return self._rows("SELECT ts, from_state, to_state, note FROM rotation_transitions WHERE rotation_id = ? "
-                          "ORDER BY ts, id", (rotation_id,))
-
-    def rotations(self, agent: str | None = None, session_key: str | None = None, since=None,
-                  states: Sequence[str] | None = None, limit: int = 200) -> list[dict]:
-        """Rotations newest first."""
-        since_ts = ts(since) if since is not None else None
-        sql = ("SELECT * FROM rotations WHERE (? IS NULL OR agent_id = ?) AND (? IS NULL OR session_key = ?) "
-               "AND (? IS NULL OR started >= ?)")
-        params: list[Any] = [agent, agent, session_key, session_key, since_ts, since_ts]
-        if states:
-            sql += f" AND state IN ({', '.join('?' for _ in states)})"
-            params += list(states)
-        return [self._rotation_dict(r) for r in self._rows(sql + " ORDER BY started DESC, id DESC LIMIT ?",
-                                                           (*params, limit))]
-
-    def last_rotation(self, agent: str, session_key: str) -> dict | None:
-        rows = self.rotations(agent, session_key, limit=1)
-        return rows[0] if rows else None
-
-    def unfinished_rotations(self, agent: str | None = None) -> list[dict]:
-        """Rotations cut off between PENDING and INJECTED (what recovery resumes or rolls back), oldest first."""
-        return list(reversed(self.rotations(agent, states=ROTATION_UNFINISHED, limit=100000)))
-
     # ---- relevance score cache and LLM spend ----
-
-    def score_get(self, session_id: str, fingerprint: str, task_hash: str) -> dict | None:
-        rows = self._rows("SELECT * FROM relevance_scores WHERE session_id = ? AND fingerprint = ? AND task_hash = ?",
-                          (session_id, fingerprint, task_hash))
-        return rows[0] if rows else None
 
     def score_put(self, session_id: str, fingerprint: str, task_hash: str, score: float, method: str, *,
                   reason: str | None = None, model: str | None = None, now=None) -> None:
@@ -647,12 +424,6 @@ class Ledger:
                 "score = excluded.score, method = excluded.method, model = excluded.model, reason = excluded.reason, "
                 "ts = excluded.ts", (session_id, fingerprint, task_hash, float(score), method, model,
                                      (reason or None) and reason[:1000], ts(now)))
-
-    def latest_scores(self, session_ids: Sequence[str] | None = None) -> dict[str, dict]:
-        """The newest cached score per session id (whatever the task): the archive policy's input."""
-        rows = self._rows("SELECT * FROM relevance_scores ORDER BY ts")
-        out = {r["session_id"]: r for r in rows}
-        return {k: v for k, v in out.items() if session_ids is None or k in session_ids}
 
     def prune_scores(self, older_than) -> int:
         with self._w() as c:
@@ -668,19 +439,7 @@ class Ledger:
                 (ts(now), model, purpose, int(prompt_tokens or 0), int(completion_tokens or 0), float(cost_usd or 0),
                  outcome, duration_ms, (error or None) and str(error)[:1000])).scalar_one()
 
-    def spend_today(self, now=None) -> float:
-        """Model spend (USD) since local midnight."""
-        start = local_day_start(ts(now))
-        rows = self._rows("SELECT COALESCE(SUM(cost_usd), 0) AS s FROM llm_calls WHERE ts >= ?", (start,))
-        return float(rows[0]["s"])
-
-    def llm_usage(self, since) -> dict:
-        rows = self._rows("SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens, "
-                          "COALESCE(SUM(completion_tokens), 0) AS completion_tokens, COALESCE(SUM(cost_usd), 0) "
-                          "AS cost_usd FROM llm_calls WHERE ts >= ?", (ts(since),))
-        return rows[0]
-
-    # ---- maintenance and introspection ----
+    # ---- maintenance ----
 
     def maintain(self) -> None:
         """Weekly: refresh the planner's statistics and fold the WAL back into the database."""
@@ -689,18 +448,6 @@ class Ledger:
                 raw = c.connection.dbapi_connection
                 raw.execute("PRAGMA optimize")
                 raw.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-    def table_counts(self) -> dict[str, int]:
-        from occd.ledger.models import metadata
-
-        out = {}
-        with self._r() as c:
-            for name in sorted(metadata.tables):
-                out[name] = c.exec_driver_sql(f"SELECT COUNT(*) FROM {name}").scalar_one()
-        return out
-
-    def explain(self, sql: str, params: Sequence = ()) -> list[str]:
-        return [r["detail"] for r in self._rows("EXPLAIN QUERY PLAN " + sql, params)]
 
 
 def breaker_record_fields() -> list[str]:

@@ -257,13 +257,9 @@ def loop_signals(lines: list[bytes], recent_turns: int = 10) -> dict:
     blocked = False
     last_reply: dict | None = None
     last_comp_at = None
-    for ln in ctx[1:]:
-        try:
-            o = orjson.loads(ln)
-        except orjson.JSONDecodeError:
-            continue
-        if not isinstance(o, dict):
-            continue
+    from occd.transcript.jsonl import iter_objects
+
+    for o in iter_objects(ctx[1:]):
         t = o.get("type")
         if t == "compaction":
             compactions += 1

@@ -1,9 +1,9 @@
 """Can occd read this OpenClaw state, and does it match the OpenClaw CLI on PATH? Checks for people (`occd doctor`,
 `occd status`) and for the daemon's log, each in words with what to do.
 
-    check_stores(state_dir)                     -> [Check, ...]   one per agent (+ the CLI/database release check)
-    store_warning(state_dir, agent, error)      -> str            the same words, one line, for sessions/select
-    release_mismatch(db_release, cli_release)   -> str | None     the words for a database newer/older than the CLI
+    check_stores(state_dir)                     -> [CheckResult, ...]  one per agent (+ the CLI/database release check)
+    store_warning(state_dir, agent, error)      -> str                 the same words, one line, for sessions/select
+    release_mismatch(db_release, cli_release)   -> str | None          the words for a database newer/older than the CLI
 
 Releases and their agent database schema (`PRAGMA user_version`): 2026.8.1–9.4 write 19, 9.5 21, 9.6 23 (the
 global state database 15 → 18). An upgraded CLI refuses the older database until `openclaw doctor --fix`
@@ -14,26 +14,10 @@ either way.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from occd.checks import CheckResult
 from occd.errors import BusyError, OccdError
-
-
-@dataclass
-class Check:
-    name: str
-    level: str          # ok | warn | error
-    message: str
-    hint: str | None = None
-    details: dict = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return self.level != "error"
-
-    def to_json(self) -> dict:
-        return asdict(self) | {"ok": self.ok}
 
 
 def schema_for_release(v: tuple[int, int, int] | None) -> int | None:
@@ -96,7 +80,7 @@ def cli_release(binary: str | None = None) -> tuple[int, int, int] | None:
     return _CLI_CACHE[key]
 
 
-def check_agent_db(state_dir: Path, agent, cli: tuple[int, int, int] | None = None) -> list[Check]:
+def check_agent_db(state_dir: Path, agent, cli: tuple[int, int, int] | None = None) -> list[CheckResult]:
     """The agent database's checks: readable by occd (schema and columns), and its release against the CLI's."""
     from occd.openclaw.dbstore import DbStore
     from occd.openclaw.state import parse_version
@@ -106,25 +90,26 @@ def check_agent_db(state_dir: Path, agent, cli: tuple[int, int, int] | None = No
     try:
         schema = store.schema()
     except BusyError as e:  # OpenClaw is writing: not a problem with the store
-        return [Check(name, "warn", f"agent {agent.id}: {e.message}", e.hint)]
+        return [CheckResult(name, "warn", f"agent {agent.id}: {e.message}", e.hint)]
     except OccdError as e:
-        return [Check(name, "error", f"agent {agent.id}: {e.message}", e.hint, dict(e.details))]
+        return [CheckResult(name, "fail", f"agent {agent.id}: {e.message}", e.hint, dict(e.details))]
     finally:
         store.close()
     release = parse_version(schema.get("appVersion"))
     what = f"agent {agent.id}: schema {schema['userVersion']} ({schema.get('appVersion') or 'unknown release'})"
-    out = [Check(name, "warn" if schema["warnings"] else "ok",
-                 what + (": " + "; ".join(schema["warnings"]) if schema["warnings"] else ", read by occd"),
-                 "tell occd's maintainers which OpenClaw release wrote it" if schema["warnings"] else None,
-                 {"userVersion": schema["userVersion"], "appVersion": schema.get("appVersion")})]
+    out = [CheckResult(name, "warn" if schema["warnings"] else "ok",
+                       what + (": " + "; ".join(schema["warnings"]) if schema["warnings"] else ", read by occd"),
+                       "tell occd's maintainers which OpenClaw release wrote it" if schema["warnings"] else None,
+                       {"userVersion": schema["userVersion"], "appVersion": schema.get("appVersion")})]
     words = release_mismatch(release, cli, schema["userVersion"])
     if words:
-        out.append(Check(f"openclaw-cli:{agent.id}", "warn", f"agent {agent.id}: {words}", None,
-                         {"database": schema.get("appVersion"), "cli": _text(cli) if cli else None}))
+        out.append(CheckResult(f"openclaw-cli:{agent.id}", "warn", f"agent {agent.id}: {words}", None,
+                               {"database": schema.get("appVersion"), "cli": _text(cli) if cli else None}))
     return out
 
 
-def check_stores(state_dir: Path, *, probe_cli: bool = True, cli: tuple[int, int, int] | None = None) -> list[Check]:
+def check_stores(state_dir: Path, *, probe_cli: bool = True,
+                 cli: tuple[int, int, int] | None = None) -> list[CheckResult]:
     """Every agent's store: database era read and compared with the CLI; file-era agents that a database-era
     release has not imported yet. For `occd doctor` (h16) and `occd status`."""
     from occd.openclaw.state import list_agents
@@ -132,17 +117,18 @@ def check_stores(state_dir: Path, *, probe_cli: bool = True, cli: tuple[int, int
     try:
         agents = list_agents(state_dir)
     except OccdError as e:
-        return [Check("openclaw-state", "error", e.message, e.hint)]
+        return [CheckResult("openclaw-state", "fail", e.message, e.hint)]
     if cli is None and probe_cli and any(a.era == "db" for a in agents):
         cli = cli_release()
-    out: list[Check] = []
+    out: list[CheckResult] = []
     for a in agents:
         if a.era == "db":
             out += check_agent_db(state_dir, a, cli)
         elif a.era == "needs-migration":
-            out.append(Check(f"openclaw-db:{a.id}", "warn",
-                             f"agent {a.id}: file-era sessions that OpenClaw has not imported into its database yet",
-                             "run `openclaw doctor --fix`; occd only reads them until then"))
+            out.append(CheckResult(f"openclaw-db:{a.id}", "warn",
+                                   f"agent {a.id}: file-era sessions that OpenClaw has not imported into its "
+                                   "database yet",
+                                   "run `openclaw doctor --fix`; occd only reads them until then"))
     return out
 
 
@@ -153,6 +139,6 @@ def store_warning(state_dir: Path, agent, error: OccdError) -> str:
     if agent.era == "db":
         bad = [c for c in check_agent_db(state_dir, agent) if not c.ok]
         if bad:
-            words = (bad[0].message, bad[0].hint)
+            words = (bad[0].detail, bad[0].hint)
     msg, hint = words or (f"agent {agent.id}: {error.message}", error.hint)
     return f"{msg} — {hint}" if hint else msg

@@ -281,24 +281,14 @@ def caller_from_env(env: Mapping[str, str] | None = None) -> Caller | None:
 
 def _pid_is(pid: int, proc_start: str | None) -> bool:
     """Is `pid` alive, and (when Claude Code recorded its start time and /proc can tell) the same process?"""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    except OSError:
+    from occd.openclaw.locks import pid_alive, proc_starttime
+
+    if not pid_alive(pid):
         return False
     if proc_start and proc_start.isdigit():
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            return True
-        fields = stat[stat.rfind(")") + 2:].split()
-        if len(fields) > 19:
-            return fields[19] == proc_start
+        actual = proc_starttime(pid)
+        if actual is not None:
+            return str(actual) == proc_start
     return True
 
 

@@ -11,26 +11,15 @@ import re
 from pathlib import Path
 from typing import Iterable
 
-import orjson
-
 HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 128 * 1024
 CHUNK = 1 << 20
 
 
 def _parse(lines: Iterable[bytes]) -> list[dict]:
-    out = []
-    for raw in lines:
-        raw = raw.strip()
-        if not raw:
-            continue
-        try:
-            o = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(o, dict):
-            out.append(o)
-    return out
+    from occd.transcript.jsonl import iter_objects
+
+    return list(iter_objects(raw.strip() for raw in lines))
 
 
 def head_tail(path: Path, head_bytes: int = HEAD_BYTES, tail_bytes: int = TAIL_BYTES) -> tuple[list[dict], list[dict], bool]:
@@ -121,6 +110,8 @@ class Counter:
 
     def counts(self, path: Path, fmt: str) -> dict[str, int]:
         """{"user", "assistant", "compactions"} of the file in format `fmt` (claude-code | openclaw)."""
+        from occd.transcript.jsonl import iter_objects
+
         fn = FORMATS[fmt]
         key = str(path)
         try:
@@ -148,15 +139,8 @@ class Counter:
                         carry = buf
                         continue
                     whole, carry = buf[: cut + 1], buf[cut + 1:]
-                    for line in whole.split(b"\n"):
-                        if not _CANDIDATE.search(line):
-                            continue
-                        try:
-                            o = orjson.loads(line)
-                        except orjson.JSONDecodeError:
-                            continue
-                        if isinstance(o, dict):
-                            fn(o, state)
+                    for o in iter_objects(ln for ln in whole.split(b"\n") if _CANDIDATE.search(ln)):
+                        fn(o, state)
                     pos += len(whole)
                 ent["offset"] = pos
             self.data[key] = ent

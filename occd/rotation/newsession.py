@@ -22,6 +22,7 @@ from pathlib import Path
 import orjson
 
 from occd.rotation.seed import ACK, Seed, is_seed_text
+from occd.transcript.jsonl import iter_objects
 
 
 def _text(content) -> str:
@@ -72,16 +73,7 @@ def read_old(source: Path | bytes, n: int = 5) -> dict:
         raw = data.split(b"\n")
         if not whole:
             raw = raw[1:]  # the first piece may be the end of a longer line
-        entries = []
-        for line in raw:
-            if not line.strip():
-                continue
-            try:
-                o = orjson.loads(line)
-            except ValueError:
-                continue
-            if isinstance(o, dict) and o.get("type") != "session" and isinstance(o.get("id"), str):
-                entries.append(o)
+        entries = [o for o in iter_objects(raw) if o.get("type") != "session" and isinstance(o.get("id"), str)]
         by_id = {e["id"]: e for e in entries}
         chain = []
         e = entries[-1] if entries else None

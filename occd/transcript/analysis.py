@@ -14,6 +14,7 @@ from pathlib import Path
 
 import orjson
 
+from occd.transcript.jsonl import iter_objects
 from occd.transcript.model import Transcript
 from occd.transcript.scan import entry_from_obj
 
@@ -221,14 +222,8 @@ def context_tokens_from_tail(path: str | os.PathLike, *, window: int = 256 * 102
                 lines = lines[1:]
             else:
                 carry = b""
-            for raw in reversed(lines):
-                if not raw.strip():
-                    continue
-                try:
-                    o = orjson.loads(raw)
-                except orjson.JSONDecodeError:
-                    continue
-                if not isinstance(o, dict) or o.get("type") == "session":
+            for o in iter_objects(reversed(lines)):
+                if o.get("type") == "session":
                     continue
                 seen_entry = True
                 e = entry_from_obj(o, 0, 0, 0, 0, 3)
