@@ -233,8 +233,10 @@ def test_release_mismatch_words():
     assert release_mismatch((2026, 8, 1), (2026, 9, 2)) is None  # both schema 19: nothing to migrate
     older = release_mismatch((2026, 9, 5), (2026, 9, 6), 21)
     assert "older than the openclaw CLI" in older and "openclaw doctor --fix" in older and "2026.9.5" in older
+    # the real 9.6 CLI refuses a 9.5 database; its gateway migrates it on start (tests/test_upgrade_e2e.py)
+    assert "which refuses it until it is migrated" in older and "restarting the 2026.9.6 gateway" in older
     newer = release_mismatch((2026, 9, 6), (2026, 8, 1), 23)
-    assert "newer than the openclaw CLI" in newer and "update the CLI" in newer
+    assert "newer than the openclaw CLI" in newer and "which refuses it: update the CLI" in newer
     assert release_mismatch(None, (2026, 9, 6)) is None and release_mismatch((2026, 9, 6), None) is None
 
 

@@ -7,7 +7,8 @@
 
 Releases and their agent database schema (`PRAGMA user_version`): 2026.8.1–9.4 write 19, 9.5 21, 9.6 23 (the
 global state database 15 → 18). An upgraded CLI refuses the older database until `openclaw doctor --fix`
-migrates it (seen on 9.5 → 9.6); an older CLI cannot read a newer database. occd reads every schema it knows
+migrates it, or the upgraded gateway does on start (seen on 9.5 → 9.6); an older CLI refuses a newer database
+(9.5 and 8.1 on 9.6's). occd reads every schema it knows
 either way.
 """
 
@@ -47,11 +48,14 @@ def release_mismatch(db_release: tuple[int, int, int] | None, cli_release: tuple
     db_schema = db_schema if db_schema is not None else schema_for_release(db_release)
     if cli_schema is not None and db_schema is not None and cli_schema == db_schema:
         return None
-    if db_release > cli_release:
+    if db_release > cli_release:  # 9.5 and 8.1 CLIs on a 9.6 database: "uses newer schema version 18"
         return (f"the OpenClaw database was written by {_text(db_release)}, newer than the openclaw CLI on PATH "
-                f"({_text(cli_release)}), which may refuse it: update the CLI (occd reads the database either way)")
+                f"({_text(cli_release)}), which refuses it: update the CLI (occd reads the database either way)")
+    # a 9.6 CLI on a 9.5 database: `agent`, `sessions list` refuse it ("stop active agents and run openclaw doctor
+    # --fix"); `openclaw doctor --fix` migrates it, and so does the newer gateway when it starts
     return (f"the OpenClaw database was written by {_text(db_release)}, older than the openclaw CLI on PATH "
-            f"({_text(cli_release)}): OpenClaw refuses it until `openclaw doctor --fix` migrates it (occd reads it "
+            f"({_text(cli_release)}), which refuses it until it is migrated: stop OpenClaw's agents and run "
+            f"`openclaw doctor --fix` (restarting the {_text(cli_release)} gateway migrates it too; occd reads it "
             "either way)")
 
 
