@@ -243,3 +243,52 @@ def test_status_marks_a_rotation_done_for_an_emergency():
            "reason": "BLOCKED: ...", "ts": 1.0}
     assert [(e["kind"], e["action"]) for e in _emergencies([rot])] == [("BLOCKED", "rotate")]
     assert _emergencies([{**rot, "policy": "rotate_at_compactions"}]) == []
+
+
+def test_a_failing_database_era_compaction_is_tried_once_per_turn_and_trips_its_breaker(isolated_env, tmp_path,
+                                                                                         monkeypatch):
+    """The routine database-era strip is OpenClaw's compaction through its gateway. When that fails (here: no
+    `openclaw` on PATH, as in a loop run with `agent --local`), occd tries once per agent turn, not every
+    cycle, and the failures count for the breaker of the kind they are recorded as (compact)."""
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+
+    def heavy(where):  # four tool turns of ~15k tokens each and 12k of prompt overhead: over 80% after a turn
+        db = DbState(where / ".openclaw")
+        (db.state_dir / "openclaw.json").write_text("{}")
+        entry = {"contextTokens": 128_000, "compactionCount": 0,
+                 "contextBudgetStatus": {"estimatedPromptTokens": 12_000, "messageCount": 0,
+                                         "contextTokenBudget": 128_000, "promptBudgetBeforeReserve": 108_000}}
+        db.add_session(KEY, events=_tool_events(4, 30_000), entry=entry,
+                       updated_at=int((time.time() - 3600) * 1000))
+        return db.state_dir
+
+    state = heavy(tmp_path)
+    led = Ledger.open()
+    for _ in range(3):  # three cycles, no new turn in between
+        _run(state, led)
+    tries = [a for a in led.history(limit=50) if a["kind"] == "compact"]
+    assert [a["outcome"] for a in tries] == ["failed"], _kinds(led.history(limit=50))
+    # two earlier failures in the breaker's window: this one opens it
+    now = time.time()
+    for k in (1, 2):
+        led.record_action("compact", "main", "other-session", "agent:main:other", trigger="auto", policy="p",
+                          reason="r", outcome="failed", error="e", now=now - 60 * k)
+    state2 = heavy(tmp_path / "2")
+    _run(state2, led)
+    assert led.get_breaker("main", "compact").state == brk.OPEN
+
+
+def _tool_events(turns: int, chars: int) -> list[dict]:
+    """Turns that each read a file: a question, the model's call, the tool's result of `chars`, an answer."""
+    out, parent = [], None
+    for i in range(1, turns + 1):
+        for e in ({"id": f"u{i}", "message": {"role": "user", "content": f"Q{i}: READ /w/doc{i}.txt"}},
+                  {"id": f"c{i}", "message": {"role": "assistant", "stopReason": "toolUse", "usage": USED, "content": [
+                      {"type": "toolCall", "id": f"call{i}", "name": "read", "arguments": {"path": f"/w/doc{i}.txt"}}]}},
+                  {"id": f"r{i}", "message": {"role": "toolResult", "toolCallId": f"call{i}", "toolName": "read",
+                                              "content": [{"type": "text", "text": "z " * (chars // 2)}]}},
+                  {"id": f"a{i}", "message": {"role": "assistant", "stopReason": "stop", "usage": USED,
+                                              "content": [{"type": "text", "text": f"doc{i} is about z"}]}}):
+            out.append({"type": "message", "parentId": parent, "timestamp": "2026-11-25T10:00:00.000Z", **e})
+            parent = e["id"]
+    return out

@@ -43,8 +43,11 @@ class _Recent:
         self.by_session: dict[tuple, list[dict]] = {}
         oldest_activity = min((o.last_activity for o in candidates if o.last_activity is not None), default=now)
         since = min(now - REPEAT_QUIET_S, oldest_activity)
-        for a in led.history(kind="strip", since=since, limit=1_000_000) if candidates else []:
-            self.by_session.setdefault((a["agent_id"], a["session_id"]), []).append(a)
+        for kind in ("strip", "compact") if candidates else ():  # compact: the database era's strip
+            for a in led.history(kind=kind, since=since, limit=1_000_000):
+                self.by_session.setdefault((a["agent_id"], a["session_id"]), []).append(a)
+        for acts in self.by_session.values():
+            acts.sort(key=lambda a: a["ts"], reverse=True)
         self.auto_times: dict[str, list[float]] = {}
         for a in led.history(since=now - 3600, limit=1_000_000) if candidates else []:
             if a["trigger"] == "auto" and not a["dry_run"] and a["outcome"] in ("ok", "failed"):
@@ -67,7 +70,9 @@ class _Recent:
         if obs.last_activity is None:
             return False
         for a in self.by_session.get((obs.agent, obs.session_id), []):  # newest first
-            if a["dry_run"] or a["trigger"] != "auto" or a["outcome"] not in ("ok", "skipped") or a.get("error"):
+            if a["dry_run"] or a["trigger"] != "auto" or a["outcome"] not in ("ok", "skipped", "failed"):
+                continue
+            if a["outcome"] != "failed" and a.get("error"):
                 continue
             if a.get("reason") and "blocked" in a["reason"]:
                 continue
@@ -199,7 +204,9 @@ def run(ctx) -> dict:
                 from dataclasses import replace
 
                 d = replace(d, action="rotate", reason=f"{d.reason}; the lean view is on and cannot end it: rotate")
-        if obs.era == "file" and not covered_here and recent.stripped_since_activity(obs):
+        # once per new agent turn (a failed try too: the next turn may change things); a database-era rotation
+        # has its own cooldown and backoff
+        if not covered_here and (obs.era == "file" or d.action != "rotate") and recent.stripped_since_activity(obs):
             continue
         counts["considered"] += 1
         if d.action == "rotate":
@@ -225,12 +232,13 @@ def run(ctx) -> dict:
                 recent.note(obs, ts=now, dry_run=d.would_do, outcome=d.outcome, reason=d.reason)
             continue
         # the breaker, per agent and action kind
-        g = breakers.gate(led, obs.agent, "strip", policy.breaker, now)
+        kind = "compact" if obs.era == "db" else "strip"  # the kind the action is recorded as
+        g = breakers.gate(led, obs.agent, kind, policy.breaker, now)
         if not g.allowed:
             counts["blocked"] += 1
             reason = f"{d.reason}; {g.reason}"
             if not recent.recently_recorded(obs, now, dry_run=False, outcome="skipped", reason=None):
-                led.record_action("strip", obs.agent, obs.session_id, obs.session_key, trigger="auto",
+                led.record_action(kind, obs.agent, obs.session_id, obs.session_key, trigger="auto",
                                   policy=d.policy, reason=reason, outcome="skipped", now=now)
                 recent.note(obs, ts=now, dry_run=False, outcome="skipped", reason=reason)
             continue
@@ -239,7 +247,7 @@ def run(ctx) -> dict:
             continue  # deferred (busy): not a success or a failure for the breaker
         done = record_time(ctx)
         recent.note(obs, ts=done, dry_run=False, outcome="ok" if ok else "failed", reason=d.reason, real=True)
-        breakers.record(led, g, obs.agent, "strip", policy.breaker, ok, done)
+        breakers.record(led, g, obs.agent, kind, policy.breaker, ok, done)
     return counts
 
 
