@@ -61,6 +61,7 @@ class PolicySettings(BaseModel):
     strip_at_context_percent: float = Field(60, description="strip a session when its context use reaches this share of the window (sessions without OpenClaw's budget figures: database era)")
     strip_at_budget_percent: float = Field(80, gt=0, description="strip when OpenClaw's predicted pre-prompt estimate after one more turn (the growth learned from recent turns) reaches this share of its compaction budget (window - reserve)")
     strip_target_percent: float = Field(50, gt=0, description="strip down to this share of OpenClaw's compaction budget (the gentlest strip that gets there); rotate when no strip can")
+    compact_db_sessions: bool = Field(False, description="database era without the lean view: let the budget trigger ask OpenClaw to compact (a lossy summary, earlier than OpenClaw would make it); off: occd records that it would, and `occd lean enable` is the lossless way")
     min_idle_minutes: float = Field(10, description="only touch sessions idle at least this long")
     max_actions_per_hour: int = Field(60, description="automatic actions per agent per hour (emergencies are not counted; the breaker still applies)")
     exclude: list[str] = Field(default_factory=list, description="session key globs never touched")

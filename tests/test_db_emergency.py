@@ -154,10 +154,10 @@ def _state(tmp_path, plan, *, status_pct: float | None = None, usage_pct: float 
     return db.state_dir
 
 
-def _run(state, led, mode="act", covered=False, lean_at=None):
+def _run(state, led, mode="act", covered=False, lean_at=None, **policy):
     from occd.jobs import apply, scan
 
-    s = load_settings({"state_dir": str(state), "policy": {"mode": mode, "min_idle_minutes": 5}})
+    s = load_settings({"state_dir": str(state), "policy": {"mode": mode, "min_idle_minutes": 5, **policy}})
     ctx = JobContext(settings=s, ledger=led, state_dir=state)
     scan.run(ctx)
     if covered:
@@ -265,7 +265,7 @@ def test_a_failing_database_era_compaction_is_tried_once_per_turn_and_trips_its_
     state = heavy(tmp_path)
     led = Ledger.open()
     for _ in range(3):  # three cycles, no new turn in between
-        _run(state, led)
+        _run(state, led, compact_db_sessions=True)
     tries = [a for a in led.history(limit=50) if a["kind"] == "compact"]
     assert [a["outcome"] for a in tries] == ["failed"], _kinds(led.history(limit=50))
     # two earlier failures in the breaker's window: this one opens it
@@ -274,8 +274,16 @@ def test_a_failing_database_era_compaction_is_tried_once_per_turn_and_trips_its_
         led.record_action("compact", "main", "other-session", "agent:main:other", trigger="auto", policy="p",
                           reason="r", outcome="failed", error="e", now=now - 60 * k)
     state2 = heavy(tmp_path / "2")
-    _run(state2, led)
+    _run(state2, led, compact_db_sessions=True)
     assert led.get_breaker("main", "compact").state == brk.OPEN
+
+    # by default occd never asks for that compaction: it records once that it would not, and why
+    led2 = Ledger.open(tmp_path / "l2.db")
+    state3 = heavy(tmp_path / "3")
+    for _ in range(2):
+        counts, rows = _run(state3, led2)
+    assert [(a["kind"], a["outcome"]) for a in rows] == [("compact", "skipped")]
+    assert "occd lean enable" in rows[0]["reason"] and counts["acted"] == 0
 
 
 def _tool_events(turns: int, chars: int) -> list[dict]:

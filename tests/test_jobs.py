@@ -82,8 +82,9 @@ def test_observe_mode_records_again_when_the_figure_changes(isolated_env):
 
 
 def test_database_era_compacts_through_openclaw_and_defers_when_gateway_down(isolated_env, monkeypatch):
-    """A db-era agent: the scan reads the read-only store; the action is `openclaw sessions compact <key>`;
-    a gateway that is down defers (recorded), and the database is never written."""
+    """A db-era agent whose user allowed compaction (policy.compact_db_sessions): the scan reads the read-only
+    store; the action is `openclaw sessions compact <key>`; a gateway that is down defers (recorded), and the
+    database is never written."""
     import occd.jobs.apply as apply_mod
     from occd.errors import BusyError
     from occd.jobs.scan import SessionObs, ScanResult
@@ -106,7 +107,7 @@ def test_database_era_compacts_through_openclaw_and_defers_when_gateway_down(iso
     state = isolated_env / ".openclaw"
     state.mkdir()
     with Ledger.open() as led:
-        ctx = ctx_for(state, led, mode="act")
+        ctx = ctx_for(state, led, mode="act", compact_db_sessions=True)
         obs = SessionObs("main", "db", "sid-1", "agent:main:main", None, None, 2, 45_000, "index", 50_000, None,
                          time.time() - 3600)
         ctx.last_scan = ScanResult(started=time.time(), sessions=[obs], agents={"main": "db"})

@@ -231,6 +231,17 @@ def run(ctx) -> dict:
                                   before=d.details, now=now)
                 recent.note(obs, ts=now, dry_run=d.would_do, outcome=d.outcome, reason=d.reason)
             continue
+        if obs.era == "db" and d.action == "strip" and not policy.compact_db_sessions:
+            # occd's only strip here is OpenClaw's own compaction: the lossy step occd exists to avoid, and sooner
+            # than OpenClaw would take it. Said once an hour; the lean view is the lossless tool.
+            counts["skipped"] = counts.get("skipped", 0) + 1
+            reason = (f"{d.reason}; not compacted: in the database era a strip is OpenClaw's own lossy compaction "
+                      "(`occd lean enable` hides old tool calls losslessly; policy.compact_db_sessions allows it)")
+            if not recent.recently_recorded(obs, now, dry_run=False, outcome="skipped", reason=reason):
+                led.record_action("compact", obs.agent, obs.session_id, obs.session_key, trigger="auto",
+                                  policy=d.policy, reason=reason, outcome="skipped", before=d.details, now=now)
+                recent.note(obs, ts=now, dry_run=False, outcome="skipped", reason=reason)
+            continue
         # the breaker, per agent and action kind
         kind = "compact" if obs.era == "db" else "strip"  # the kind the action is recorded as
         g = breakers.gate(led, obs.agent, kind, policy.breaker, now)
