@@ -223,10 +223,11 @@ def new_actions(*, after_id: int, agent=None, session=None, kind=None, limit=100
         return list(reversed(led.history(agent=agent, session=session, kind=kind, limit=limit, after_id=after_id)))
 
 
-def history(settings, *, agent=None, session=None, kind=None, since=None, limit=200, now=None,
+def history(settings=None, *, agent=None, session=None, kind=None, since=None, limit=200, now=None,
             with_total: bool = False):
     """Actions newest first; with_total: (rows, how many match without the limit). An unknown kind or agent is
-    an error (a typo would otherwise look like 'nothing happened')."""
+    an error (a typo would otherwise look like 'nothing happened'). Reads the ledger only: `settings` is not
+    needed (kept for callers that pass it)."""
     now = time.time() if now is None else now
     since_ts = parse_since(since, now)
     if kind and kind not in ACTION_KINDS:

@@ -311,8 +311,8 @@ def history_cmd(agent, session, kind, since, limit, as_json, follow=False):
     """
     from occd import status as st
 
-    settings = load_settings_from_ctx()
-    rows, total = st.history(settings, agent=agent, session=session, kind=kind, since=since, limit=limit,
+    # the ledger only: no settings to load (that import alone is most of a read command's time)
+    rows, total = st.history(agent=agent, session=session, kind=kind, since=since, limit=limit,
                              with_total=True)
     if as_json:
         emit_json({"actions": rows, "total": total, "limit": limit})
