@@ -55,6 +55,7 @@ def test_archive_dry_run_and_busy(isolated_env, settings):
 
 def test_archive_copy_fails_nothing_lost(isolated_env, settings, monkeypatch):
     import occd.actions.archive as arch
+    import occd.transcript.archive as files
 
     st = make_state(Path(os.environ["OPENCLAW_STATE_DIR"]))
     p = st.transcript()
@@ -63,8 +64,8 @@ def test_archive_copy_fails_nothing_lost(isolated_env, settings, monkeypatch):
     def no_links(a, b):
         raise OSError(18, "Invalid cross-device link")
 
-    monkeypatch.setattr(arch, "_link", no_links)
-    monkeypatch.setattr(arch, "_copy_range", disk_full_after(1000))
+    monkeypatch.setattr(files, "_link", no_links)
+    monkeypatch.setattr(files, "_copy_range", disk_full_after(1000))
     with pytest.raises(OccdError):
         arch.archive_session(settings, ref=KEY)
     assert p.read_bytes() == before and st.index()[KEY]["sessionId"] == p.stem

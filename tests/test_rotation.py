@@ -190,7 +190,7 @@ def disk_full_after(limit: int):
 
 
 def test_copy_verified_disk_full_leaves_nothing(tmp_path, monkeypatch):
-    import occd.actions.archive as arch
+    import occd.transcript.archive as arch
 
     src = tmp_path / "s.jsonl"
     generate_transcript(src, turns=3)
@@ -389,7 +389,7 @@ def test_openclaw_appends_during_rotation_aborts_nothing_lost(state, settings, m
 
 
 def test_disk_full_while_archiving(state, settings, monkeypatch):
-    import occd.actions.archive as arch
+    import occd.transcript.archive as arch
 
     old_path = state.transcript()
     before = old_path.read_bytes()
@@ -415,7 +415,7 @@ def test_disk_full_while_archiving(state, settings, monkeypatch):
 
 
 def test_archive_by_link_needs_no_disk_space(state, settings, monkeypatch):
-    import occd.actions.archive as arch
+    import occd.transcript.archive as arch
 
     old_path = state.transcript()
     before = old_path.read_bytes()
@@ -427,7 +427,7 @@ def test_archive_by_link_needs_no_disk_space(state, settings, monkeypatch):
 
 
 def test_archive_copy_when_links_are_impossible(state, settings, monkeypatch, oracle):
-    import occd.actions.archive as arch
+    import occd.transcript.archive as arch
 
     def no_links(a, b):
         raise OSError(18, "Invalid cross-device link")

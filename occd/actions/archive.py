@@ -10,203 +10,21 @@ source is left alone, so a full disk or a crash never costs a byte of the transc
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
 from pathlib import Path
 
-import orjson
-
-from occd.errors import BusyError, OccdError, WriteError
-
-ARCHIVE_DIR = "archive"
-
-
-def _copy_range(fd_in: int, fd_out: int, offset: int, count: int) -> int:
-    """Copy up to `count` bytes at `offset` inside the kernel (copy_file_range, else sendfile, else read and
-    write); returns how many were copied (0 at the end of the file). The one place archive bytes are written:
-    tests make it fail like a full disk."""
-    if hasattr(os, "copy_file_range"):
-        try:
-            return os.copy_file_range(fd_in, fd_out, count, offset)
-        except OSError as e:
-            if e.errno not in (18, 38, 95, 22):  # EXDEV, ENOSYS, EOPNOTSUPP, EINVAL: try the next way
-                raise
-    if hasattr(os, "sendfile"):
-        try:
-            return os.sendfile(fd_out, fd_in, offset, count)
-        except OSError as e:
-            if e.errno not in (38, 95, 22):
-                raise
-    data = os.pread(fd_in, count, offset)
-    return os.write(fd_out, data) if data else 0
-
-
-def count_lines(p: Path) -> int:
-    n = 0
-    with open(p, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            n += chunk.count(b"\n")
-    return n
-
-
-def header_id(p: Path) -> str | None:
-    from occd.errors import OccdError
-    from occd.transcript.scan import open_transcript
-
-    try:
-        with open_transcript(p) as fh:  # never blocks on a FIFO
-            h = orjson.loads(fh.readline(1 << 20))
-    except (OSError, ValueError, OccdError):
-        return None
-    return h.get("id") if isinstance(h, dict) else None
-
-
-def verify_copy(copy: Path, *, lines: int | None, size: int | None, src_id: str | None) -> str | None:
-    """None when `copy` is a complete copy of a source with that many lines, size and header id; else what
-    is wrong with it. lines/size None: not compared (a hard link is the source itself)."""
-    try:
-        with open(copy, "rb") as fh:
-            first = fh.readline()
-            csize = os.fstat(fh.fileno()).st_size
-            fh.seek(max(0, csize - (1 << 16)))
-            tail = fh.read()
-    except OSError as e:
-        return f"unreadable ({e.strerror})"
-    if size is not None and csize != size:
-        return f"{csize} bytes, the source has {size}"
-    try:
-        head = orjson.loads(first)
-    except ValueError:
-        return "first line is not valid JSON"
-    if not tail.endswith(b"\n"):
-        return "does not end with a newline"
-    last = [ln for ln in tail.split(b"\n") if ln.strip()]
-    try:
-        if last:
-            orjson.loads(last[-1])
-    except ValueError:
-        return "last line is not valid JSON"
-    if src_id is not None and (not isinstance(head, dict) or head.get("id") != src_id):
-        return "header id differs from the source"
-    n = count_lines(copy) if lines is not None else None
-    if n != lines:
-        return f"{n} lines, the source has {lines}"
-    return None
-
-
-def verify_against(src: Path, copy: Path, src_id: str | None = None) -> str | None:
-    """verify_copy with the source's current size, line count and header id (a hard link is the source)."""
-    if same_file(src, copy):
-        return verify_copy(copy, lines=None, size=None, src_id=src_id)
-    try:
-        size = src.stat().st_size
-    except OSError as e:
-        return f"source unreadable ({e.strerror})"
-    return verify_copy(copy, lines=count_lines(src), size=size,
-                       src_id=src_id if src_id is not None else header_id(src))
-
-
-@contextlib.contextmanager
-def _staged(src: Path, dst: Path):
-    """A temp name beside `dst` (any leftover of an earlier attempt removed first) for the archive to be built
-    and checked under; it is always removed afterwards, and an OSError becomes one WriteError."""
-    tmp = dst.with_name(f".{dst.name}.occd-tmp")
-    try:
-        dst.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp.unlink(missing_ok=True)
-        yield tmp
-    except OSError as e:
-        raise WriteError(f"Failed to archive {src.name} to {dst.parent}",
-                         f"check disk space and permissions ({e.strerror or e}); the session was not changed") from None
-    finally:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-
-
-def copy_verified(src: Path, dst: Path, src_id: str | None = None) -> list[int]:
-    """Copy src to dst through a temp file (counting the source's lines on the way), verify the copy (read
-    back: size, line count, first/last line, header id) before it takes dst's name; fsync file and folder.
-    Returns the source's [size, mtime_ns, inode] the verified copy matches. On any failure (disk full, short
-    copy, source changed while copying) the temp file is removed and OccdError raised; src is never touched."""
-    from occd.actions.backups import fsync_dir
-
-    with _staged(src, dst) as tmp:
-        with open(src, "rb") as fin:
-            before = os.fstat(fin.fileno())
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                off = 0
-                while off < before.st_size:
-                    n = _copy_range(fin.fileno(), fd, off, min(1 << 30, before.st_size - off))
-                    if n <= 0:
-                        break
-                    off += n
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            lines = 0
-            while chunk := fin.read(1 << 22):  # the source's line count, from the page cache just read
-                lines += chunk.count(b"\n")
-        os.chmod(tmp, before.st_mode & 0o7777)
-        after = src.stat()
-        if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns):
-            raise BusyError(f"Session '{src.stem}' changed while it was being archived",
-                            "nothing was lost; it is retried when the agent is idle")
-        problem = verify_copy(tmp, lines=lines, size=after.st_size, src_id=src_id)
-        if problem:
-            raise OccdError(f"The archive copy of {src.name} is incomplete: {problem}",
-                            "check free disk space; the session was not changed", code="ARCHIVE_FAILED")
-        os.replace(tmp, dst)
-        fsync_dir(dst.parent)
-        return [after.st_size, after.st_mtime_ns, after.st_ino]
-
-
-def same_file(a: Path, b: Path) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
-def archive_file(src: Path, dst: Path, src_id: str | None = None) -> tuple[list[int], str]:
-    """Give the transcript its archive name: a hard link when the archive folder is on the same filesystem (the
-    same bytes by construction, O(1), no extra disk space, so a full disk cannot stop it), else a verified copy
-    (copy_verified). The link is made under a temp name, checked (same inode, header id, size, last line) and
-    renamed into place. Returns (the source's [size, mtime_ns, inode] the archive matches, "link"|"copy")."""
-    from occd.actions.backups import fsync_dir
-
-    with _staged(src, dst) as tmp:
-        try:
-            _link(src, tmp)
-        except OSError:
-            return copy_verified(src, dst, src_id), "copy"
-        st = src.stat()
-        problem = None if same_file(src, tmp) else "not the same file"
-        problem = problem or verify_copy(tmp, lines=None, size=st.st_size, src_id=src_id)
-        if problem:
-            raise OccdError(f"The archive of {src.name} is not complete: {problem}", "the session was not changed",
-                            code="ARCHIVE_FAILED")
-        os.replace(tmp, dst)
-        fsync_dir(dst.parent)
-        return [st.st_size, st.st_mtime_ns, st.st_ino], "link"
-
-
-def _link(src: Path, dst: Path) -> None:
-    os.link(src, dst)  # tests make it fail to exercise the copy (another filesystem, no hard links)
-
-
-def archive_path_for(transcript: Path) -> Path:
-    """`sessions/archive/<name>`, or `<stem>.<n>.jsonl` when that name is taken (never overwrites)."""
-    d = transcript.parent / ARCHIVE_DIR
-    p = d / transcript.name
-    n = 1
-    while p.exists():
-        p = d / f"{transcript.stem}.{n}{transcript.suffix}"
-        n += 1
-    return p
+from occd.errors import OccdError
+from occd.transcript.archive import (  # noqa: F401 - the file-level primitives, one floor lower; names kept here
+    ARCHIVE_DIR,
+    archive_file,
+    archive_path_for,
+    copy_verified,
+    count_lines,
+    header_id,
+    same_file,
+    verify_against,
+    verify_copy,
+)
 
 
 def archive_session(settings, *, agent: str | None = None, ref: str | None = None, trigger: str = "manual",
@@ -268,7 +86,7 @@ def _archive_locked(settings, t, path: Path, dst: Path, result: dict, *, trigger
         if path.exists():  # the original is still there: the archive copy is a spare, not a move
             dst.unlink(missing_ok=True)
         raise
-    from occd.actions.backups import fsync_dir
+    from occd.transcript.rewrite import fsync_dir
 
     fsync_dir(path.parent)
     record_action("archive", t, outcome="ok", trigger=trigger, policy=policy, reason=reason,

@@ -57,7 +57,7 @@ def build_plan(settings, state_dir: Path, agent: str, store, info, *, now: float
         old_path = Path(info.path)
         new_id = new_id or new_session_id()
         new_path = old_path.parent / f"{new_id}.jsonl"
-        from occd.actions.archive import archive_path_for
+        from occd.transcript.archive import archive_path_for
 
         archive = archive or str(archive_path_for(old_path))
         note = rotation_note(info.session_id, comp, archive, now_dt, reason)
@@ -128,7 +128,7 @@ def rotate_session(settings, *, agent=None, ref=None, dry_run=False, force=False
         if not path.is_file():
             raise OccdError(f"{path} is not a session file", "run `occd list` to see what exists",
                             code="SESSION_NOT_FOUND")
-        from occd.actions.archive import header_id
+        from occd.transcript.archive import header_id
 
         hid = header_id(path)
         if hid is not None and hid != info.session_id:
@@ -238,8 +238,8 @@ def drive_file(settings, led, rid: int, plan: dict, *, trigger: str, policy: str
 def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, now: float | None = None) -> dict:
     """Put the archived session back under its key while the new one has no turn beyond its seed. The seeded
     session goes to the archive folder in its place (nothing is deleted)."""
-    from occd.actions.archive import copy_verified
-    from occd.actions.backups import fsync_dir
+    from occd.transcript.archive import copy_verified
+    from occd.transcript.rewrite import fsync_dir
     from occd.ledger import Ledger
     from occd.openclaw import update_index
     from occd.transcript import scan

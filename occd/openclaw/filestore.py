@@ -351,7 +351,9 @@ def write_index_atomic(path: Path, data: dict, expect=False) -> bool:
                 return False
             os.replace(tmp, path)
             tmp = None
-        _fsync_dir(path.parent)
+        from occd.transcript.rewrite import fsync_dir
+
+        fsync_dir(path.parent)
         return True
     finally:
         if tmp is not None:
@@ -381,14 +383,6 @@ def _swap_back(tmp: str, path: Path, ours: str) -> None:
         return
     if came_out != ours:
         exchange(tmp, path)
-
-
-def _fsync_dir(d: Path) -> None:
-    dfd = os.open(d, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
 
 
 INDEX_SETTLE_S = 0.1

@@ -51,7 +51,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from occd.actions.archive import ARCHIVE_DIR, archive_file, archive_path_for, copy_verified, same_file, verify_against
+from occd.transcript.archive import ARCHIVE_DIR, archive_file, archive_path_for, copy_verified, same_file, verify_against
 from occd.errors import BusyError, OccdError
 
 log = logging.getLogger("occd.rotation")
@@ -321,7 +321,7 @@ class FileRotation:
                     file_stat(held) != self.details.get("archivedStat") or not self.archive.exists()):
                 self.details["archivedStat"] = copy_verified(held, self.archive, self.row["old_session_id"])
             held.unlink()
-            from occd.actions.backups import fsync_dir
+            from occd.transcript.rewrite import fsync_dir
 
             fsync_dir(self.old_path.parent)
             maybe_crash("OLD_REMOVED")
