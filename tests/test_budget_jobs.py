@@ -121,29 +121,44 @@ def test_blocked_session_is_acted_on_without_the_idle_wait(isolated_env):
     assert _predicted(path) < 40_000
 
 
-def _with_open_call(path: Path, age_s: float) -> dict:
-    """A 4th turn whose run crashed after the model called a tool: the call has no result, no lock is held."""
+def _with_open_call(path: Path, age_s: float, *, spiral: bool = True) -> dict:
+    """A 4th turn whose run crashed after the model called a tool: the call has no result, no lock is held.
+    spiral: OpenClaw compacted after turn 3 to retry an overflow (a compaction entry, an `overflow-retry`
+    checkpoint in the index): an emergency."""
     lines = path.read_text().splitlines()
-    last = json.loads(lines[-1])
-    user = {"type": "message", "id": "open-u", "parentId": last["id"], "timestamp": "2026-11-25T10:00:00.000Z",
+    parent = json.loads(lines[-1])["id"]
+    extra = []
+    if spiral:
+        extra.append({"type": "compaction", "id": "comp1", "parentId": parent, "timestamp": "2026-11-25T10:00:00.000Z",
+                      "summary": "S", "firstKeptEntryId": "e0000005", "tokensBefore": 48000})
+        parent = "comp1"
+        idx_path = path.parent / "sessions.json"
+        idx = json.loads(idx_path.read_text())
+        idx["agent:main:main"].update(compactionCount=1, compactionCheckpoints=[
+            {"reason": "overflow-retry", "createdAt": int((time.time() - 15 * 60) * 1000)}])
+        idx_path.write_text(json.dumps(idx))
+    user = {"type": "message", "id": "open-u", "parentId": parent, "timestamp": "2026-11-25T10:00:00.000Z",
             "message": {"role": "user", "content": "Q4: READ /w/doc4.txt"}}
     call = {"type": "message", "id": "open-c", "parentId": "open-u", "timestamp": "2026-11-25T10:00:00.000Z",
             "message": {"role": "assistant", "content": [{"type": "toolCall", "id": "call_4", "name": "read",
                                                           "arguments": {"path": "/w/doc4.txt"}}],
                         "usage": {"input": 3000, "output": 5, "totalTokens": 3005}, "stopReason": "toolUse"}}
-    path.write_text("\n".join(lines + [json.dumps(user), json.dumps(call)]) + "\n")
+    path.write_text("\n".join(lines + [json.dumps(e) for e in extra] + [json.dumps(user), json.dumps(call)]) + "\n")
     old = time.time() - age_s
     os.utime(path, (old, old))
     return call
 
 
-def test_a_crashed_run_is_cleaned_by_the_daemon_and_its_open_turn_left_as_it_is(isolated_env):
+def test_a_crashed_run_in_an_emergency_is_cleaned_and_its_open_turn_left_as_it_is(isolated_env):
+    """Issue 10: the daemon leaves a crashed run alone (OpenClaw patches it on the next turn) unless the session is
+    in trouble; then it cleans it as `occd edit --crashed-run` does."""
     state, path = _state(isolated_env, turns=3)
     call = _with_open_call(path, age_s=20 * 60)  # no change for 20 min, no lock: the run crashed
     with Ledger.open() as led:
         res = run_cycle(_ctx(state, led, mode="act"), ["scan", "apply"])["apply"][1]
         assert res["acted"] == 1, res
-        assert [x["outcome"] for x in led.history(kind="strip")] == ["ok"]
+        (a,) = led.history(kind="strip")
+        assert a["outcome"] == "ok" and a["before"]["emergency"] == "SPIRAL"
     entries = [json.loads(x) for x in path.read_text().splitlines()]
     assert entries[-1] == call and entries[-2]["id"] == "open-u"  # the unanswered turn exactly as it was
     text = path.read_text()
@@ -151,9 +166,19 @@ def test_a_crashed_run_is_cleaned_by_the_daemon_and_its_open_turn_left_as_it_is(
     assert all(f"Q{i}:" in text for i in (1, 2, 3, 4))
 
 
+def test_a_crashed_run_without_an_emergency_is_left_alone(isolated_env):
+    state, path = _state(isolated_env, turns=3)
+    _with_open_call(path, age_s=20 * 60, spiral=False)  # over the budget trigger, but not in trouble
+    before = path.read_bytes()
+    with Ledger.open() as led:
+        res = run_cycle(_ctx(state, led, mode="act"), ["scan", "apply"])["apply"][1]
+        assert res["acted"] == 0 and [x["outcome"] for x in led.history(kind="strip")] == ["deferred"]
+    assert path.read_bytes() == before
+
+
 def test_a_run_that_may_still_be_going_is_not_touched(isolated_env):
     state, path = _state(isolated_env, turns=3)
-    _with_open_call(path, age_s=6 * 60)  # idle for the policy (5 min), but not long enough to call it crashed
+    _with_open_call(path, age_s=6 * 60)  # in trouble, idle for the policy (5 min), not long enough to be crashed
     before = path.read_bytes()
     with Ledger.open() as led:
         run_cycle(_ctx(state, led, mode="act"), ["scan", "apply"])

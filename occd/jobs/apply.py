@@ -298,8 +298,8 @@ def _details(ctx, obs, d) -> dict | None:
 def _crashed_run(obs, now: float) -> bool:
     """The file has not changed for CRASHED_RUN_IDLE_S: if its last tool call is still unanswered, that run
     crashed (`occd edit --crashed-run`: the edit still checks that no live process holds the transcript lock, and
-    leaves the unanswered turn exactly as it is). Without this a crashed run, often the very session that is
-    blocked, would be deferred as "in use" for ever."""
+    leaves the unanswered turn exactly as it is). The daemon cleans a crashed run only in an emergency (blocked
+    or spiralling): otherwise it leaves it alone, for OpenClaw to patch on the next turn."""
     from occd.cleaner.plan import CRASHED_RUN_IDLE_S
 
     try:
@@ -341,7 +341,8 @@ def _act(ctx, obs, d, policy, counts) -> bool | None:
                 strip = None
             res = edit_session(ctx.settings, agent=obs.agent, preset=policy.strip_preset, trigger="auto",
                                policy=d.policy, reason=d.reason, ledger=led, now=record_time(ctx), target=target,
-                               strip=strip, details=_details(ctx, obs, d), crashed_run=_crashed_run(obs, ctx.now()))
+                               strip=strip, details=_details(ctx, obs, d),
+                               crashed_run=bool(d.details.get("emergency")) and _crashed_run(obs, ctx.now()))
             if res.changed:
                 _after_strip(ctx, obs, res)
         counts["acted"] += 1
