@@ -135,6 +135,9 @@ def switched_entry(entry: dict, new_id: str, new_path: Path, now_ms: int) -> dic
     return e
 
 
+STRAY_SETTLE_S = 0.25
+
+
 def absorb_strays(old_path: Path, into: Path) -> bool:
     """Move whatever a writer appended by path to `old_path` (a new file there, created after occd took the name
     away) to the end of `into`, and remove it; True when there was something. The stray is renamed first, so
@@ -150,8 +153,17 @@ def absorb_strays(old_path: Path, into: Path) -> bool:
         stray = old_path.with_name(f".{old_path.name}.occd-stray")
         os.rename(old_path, stray)
         with open(stray, "rb") as fin, open(into, "ab") as fout:
-            while chunk := fin.read(1 << 20):
-                fout.write(chunk)
+            # a writer that opened the name before the rename may still be writing through its descriptor:
+            # the stray is removed only after it stayed quiet for STRAY_SETTLE_S (appendFileSync writes at once)
+            quiet = 0.0
+            while quiet < STRAY_SETTLE_S:
+                chunk = fin.read(1 << 20)
+                if chunk:
+                    fout.write(chunk)
+                    quiet = 0.0
+                    continue
+                time.sleep(0.01)
+                quiet += 0.01
             fout.flush()
             os.fsync(fout.fileno())
         stray.unlink()
