@@ -284,6 +284,24 @@ def test_a_failing_database_era_compaction_is_tried_once_per_turn_and_trips_its_
         counts, rows = _run(state3, led2)
     assert [(a["kind"], a["outcome"]) for a in rows] == [("compact", "skipped")]
     assert "occd lean enable" in rows[0]["reason"] and counts["acted"] == 0
+    # the agent goes on (its estimate and so the reason's percentage change every turn): still once an hour
+    import json as _json
+
+    c = DbState(state3).connect("main")
+    for turn in range(3):
+        (raw,) = c.execute("SELECT entry_json FROM session_nodes WHERE session_key = ?", (KEY,)).fetchone()
+        e = _json.loads(raw)
+        e["contextBudgetStatus"]["estimatedPromptTokens"] += 2_000
+        time.sleep(0.01)
+        at = int(time.time() * 1000)  # a new agent turn, after occd's last look
+        e["updatedAt"] = at
+        with c:
+            c.execute("UPDATE session_nodes SET entry_json = ?, updated_at = ?, last_interaction_at = ? "
+                      "WHERE session_key = ?", (_json.dumps(e), at, at, KEY))
+            c.execute("UPDATE session_nodes SET entry_valid = 1 WHERE session_key = ?", (KEY,))
+        counts, rows = _run(state3, led2, min_idle_minutes=0)
+    c.close()
+    assert [(a["kind"], a["outcome"]) for a in rows] == [("compact", "skipped")], _kinds(rows)
 
 
 def _tool_events(turns: int, chars: int) -> list[dict]:

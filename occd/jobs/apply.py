@@ -237,7 +237,7 @@ def run(ctx) -> dict:
             counts["skipped"] = counts.get("skipped", 0) + 1
             reason = (f"{d.reason}; not compacted: in the database era a strip is OpenClaw's own lossy compaction "
                       "(`occd lean enable` hides old tool calls losslessly; policy.compact_db_sessions allows it)")
-            if not recent.recently_recorded(obs, now, dry_run=False, outcome="skipped", reason=reason):
+            if not recent.recently_recorded(obs, now, dry_run=False, outcome="skipped", reason=None):  # once an hour
                 led.record_action("compact", obs.agent, obs.session_id, obs.session_key, trigger="auto",
                                   policy=d.policy, reason=reason, outcome="skipped", before=d.details, now=now)
                 recent.note(obs, ts=now, dry_run=False, outcome="skipped", reason=reason)
