@@ -259,20 +259,13 @@ def test_check_stores_for_doctor(tmp_path):
 
 
 def test_status_and_log_name_an_unreadable_schema_and_a_cli_mismatch(isolated_env, tmp_path, monkeypatch):
-    import os
-
     from occd import paths
 
     from click.testing import CliRunner
 
     from occd.cli.main import cli
 
-    state = tmp_path / "home" / ".openclaw"
-    _drop_column_db(tmp_path / "x", "2026.8.1", "transcript_events", "event_json")
-    (state / "agents").mkdir(parents=True)
-    os.rename(tmp_path / "x" / ".openclaw" / "agents" / "main", state / "agents" / "broken")
-    db = DbState(state, app_version="2026.9.5")
-    db.add_session("agent:main:main", events=_turns(1, "t"))
+    _broken_beside_readable(tmp_path)
     monkeypatch.setenv("OCCD_OPENCLAW_BIN", _fake_cli(tmp_path, "2026.9.6"))
     r = CliRunner().invoke(cli, ["run", "--once", "--json"])
     assert r.exit_code == 0, r.output
