@@ -259,6 +259,28 @@ def check_breakers(ctx: DoctorContext) -> Result | None:
     return Result("breakers", "ok", "all closed")
 
 
+@check("problems", order=56)
+def check_problems(ctx: DoctorContext) -> Result | None:
+    """Open problems `occd check` (or a verification of what occd did) recorded: damaged or missing backups
+    and archives, a rotation that changed nothing, turns that bypassed the lean view."""
+    led = ctx.ledger()
+    if led is None:
+        return None
+    try:
+        open_ = led.open_problems(severity="fail")
+        last = led.last_check_run()
+    except Exception:  # noqa: BLE001 - an older ledger: the ledger check says to upgrade
+        return None
+    if open_:
+        shown = "; ".join(f"{p['subject']}: {p['message']}" for p in open_[:3])
+        more = f" (+{len(open_) - 3} more)" if len(open_) > 3 else ""
+        return Result("problems", "fail", f"{len(open_)} open: {shown}{more}", open_[0].get("hint") or "occd check")
+    if last is None:
+        return Result("problems", "warn", "no `occd check` recorded yet", "run `occd check` (the daemon runs it weekly)")
+    return Result("problems", "ok", f"none open; last check {_age(ctx.now - last['started'])} ago, "
+                                    f"{last['artifacts']} artifact(s)")
+
+
 @check("locks", order=60)
 def check_locks(ctx: DoctorContext) -> Result | None:
     from occd.openclaw.locks import read_lock

@@ -323,4 +323,20 @@ def health_problems(settings, now: float | None = None) -> list[dict]:
     if ls and ls.get("errors"):
         out.append({"code": "SCAN_FAILED", "message": f"the last scan had {ls['errors']} error(s)",
                     "hint": "occd logs --since 1h"})
+    out.extend(recorded_problems())
     return out
+
+
+def recorded_problems() -> list[dict]:
+    """Open problems recorded in the ledger by `occd check` and by the verifications of what occd did
+    (severity fail): each stays until a later check passes or the artifact is forgotten."""
+    led = _open_ledger()
+    if led is None:
+        return []
+    with led:
+        try:
+            rows = led.open_problems(severity="fail")
+        except Exception:  # noqa: BLE001 - a ledger without the table (older schema): nothing recorded
+            return []
+    return [{"code": p["code"], "message": f"{p['subject']}: {p['message']}", "hint": p.get("hint") or "occd check",
+             "subject": p["subject"], "source": p["source"]} for p in rows]

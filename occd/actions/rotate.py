@@ -232,6 +232,13 @@ def drive_file(settings, led, rid: int, plan: dict, *, trigger: str, policy: str
         log.debug("could not mark %s archived", old_id, exc_info=True)
     summary["notified"] = notify(settings, summary, desktop=trigger == "auto")
     fr.absorb_late_strays()  # the very last step: lines a writer appended to the old name go to the archive
+    if archive:
+        from occd.actions.common import record_archive_fingerprint
+
+        try:
+            record_archive_fingerprint(led, agent, old_id, archive)
+        except Exception:  # noqa: BLE001 - the first `occd check` records it instead
+            log.debug("could not record the fingerprint of %s", archive, exc_info=True)
     return summary
 
 
@@ -311,6 +318,9 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
         led.rotation_transition(r["id"], "UNDONE", now=now, note="undone: the old session is back under its key")
         led.mark_session_unarchived(aid, r["old_session_id"], str(old_path), now=now)
         led.mark_session_archived(aid, r["new_session_id"], str(archive.parent / new_path.name), now=now)
+        from occd.actions.common import record_archive_fingerprint
+
+        record_archive_fingerprint(led, aid, r["new_session_id"], archive.parent / new_path.name)
         led.record_action("rotate-undo", aid, r["old_session_id"], r["session_key"], outcome="ok",
                           after={"restored": str(old_path), "seededSessionArchived": str(archive.parent / new_path.name)})
         return {"success": True, "mode": "rotate-undo", "sessionKey": r["session_key"], "sessionId": r["old_session_id"],
