@@ -203,7 +203,22 @@ def session_status(settings, ref: str, now: float | None = None, since_days: flo
                 "firstSeen": s.get("first_seen"), "lastSeen": _last_seen(led, s), "archivedAt": s.get("archived_at"),
                 "buckets": buckets, "observations": series[-50:],
                 "actions": led.history(session=s["session_id"], limit=50),
-                "backups": led.backups(session_id=s["session_id"], include_pruned=True)}
+                "backups": led.backups(session_id=s["session_id"], include_pruned=True),
+                # what the checks found about this session (a strip prediction miss, turns that bypassed the lean
+                # view, a damaged backup): open ones first
+                "problems": _session_problems(led, s)}
+
+
+def _session_problems(led, s: dict) -> list[dict]:
+    try:
+        rows = led.problems_of(agent=s["agent_id"], session_id=s["session_id"], limit=20)
+    except Exception:  # noqa: BLE001 - an older ledger without the table
+        return []
+    rows.sort(key=lambda p: p.get("resolved_at") is not None)
+    return [{"code": p["code"], "severity": p["severity"], "subject": p["subject"], "message": p["message"],
+             "hint": p.get("hint"), "firstSeen": p["first_seen"], "lastSeen": p["last_seen"],
+             "resolvedAt": p.get("resolved_at"), "resolution": p.get("resolution"), "details": p.get("details")}
+            for p in rows]
 
 
 def _last_seen(led, s: dict):

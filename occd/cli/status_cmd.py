@@ -125,6 +125,9 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
                 indent=2)
         c.print(f"  first seen {_when(data.get('firstSeen'), now_dt)}, last seen {_when(data.get('lastSeen'), now_dt)}"
                 + (f", archived {_when(data['archivedAt'], now_dt)}" if data.get("archivedAt") else ""))
+        for p in data.get("problems") or []:
+            if not p.get("resolvedAt"):
+                c.print(f"  PROBLEM ({p['code']}, since {_when(p['firstSeen'], now_dt)}): {p['message']}", highlight=False)
         b = data["buckets"]
         ascii_only = not use_color()
         if b:
