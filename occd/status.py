@@ -123,9 +123,24 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
         from occd.lean import sessions_summary  # the lean view per session: on or not, and what it saves
 
         out["lean"] = sessions_summary()
+        bypassed = {}
+        try:  # open problems (a damaged backup, turns that bypassed the lean view, ...): named, never silent
+            open_ = led.open_problems(severity="fail")
+        except Exception:  # noqa: BLE001 - an older ledger without the table
+            open_ = []
+        out["problems"] = [{"subject": p["subject"], "code": p["code"], "message": p["message"], "hint": p.get("hint"),
+                            "firstSeen": p["first_seen"]} for p in open_]
+        for p in open_:
+            if p["code"] == "LEAN_BYPASSED":
+                bypassed[p["subject"].split("/", 1)[-1]] = p["message"]
         for a in agents:
             for b in a["biggest"]:
                 b["lean"] = out["lean"]["sessions"].get(b.get("key"))
+                if b["lean"] is not None and b.get("key") in bypassed:
+                    b["lean"] = {**b["lean"], "bypassed": bypassed[b["key"]]}
+        for k, msg in bypassed.items():  # occd no longer just says the lean view is on
+            if k in out["lean"]["sessions"]:
+                out["lean"]["sessions"][k] = {**out["lean"]["sessions"][k], "bypassed": msg}
         try:
             out["llmSpendToday"] = led.spend_today(now)
         except Exception:  # noqa: BLE001

@@ -244,6 +244,8 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
         saved = sum(v.get("tokensSaved", 0) for v in lean["sessions"].values() if v["active"])
         c.print(f"\nLean view: on for {len(on)} sessions, the model is sent ~{human_tokens(saved)} fewer tokens per turn "
                 f"(`occd lean status`)", wrap=True)
+    for p in data.get("problems") or []:
+        c.print(f"\nPROBLEM {p['subject']}: {p['message']}\n  what to do: {p['hint']}", wrap=True, highlight=False)
     if data.get("llmSpendToday"):
         c.print(f"\nModel spend today: ${data['llmSpendToday']:.4f}")
     sv = data.get("savings7d")

@@ -12,6 +12,11 @@ log = logging.getLogger("occd.jobs.verify")
 def run(ctx) -> dict:
     from occd.health.strip_check import verify_strips
 
-    scan = ctx.last_scan
-    sessions = list(scan.sessions) if scan is not None else []
-    return verify_strips(ctx.ledger, sessions, ctx.now())
+    from occd.jobs.scan import ensure_scan
+
+    sessions = list(ensure_scan(ctx).sessions)
+    out = verify_strips(ctx.ledger, sessions, ctx.now())
+    from occd.health.lean_check import verify_lean
+
+    out.update(verify_lean(ctx, sessions))
+    return out
