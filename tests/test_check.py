@@ -205,3 +205,10 @@ def test_daemon_jobs_run_both_forms_and_record_them(state, monkeypatch):
         runs = led._rows("SELECT read_data, trigger, problems FROM check_runs ORDER BY id")
         assert runs == [{"read_data": 0, "trigger": "auto", "problems": 1}, {"read_data": 1, "trigger": "auto", "problems": 1}]
         assert [p["code"] for p in led.open_problems()] == ["ARTIFACT_MISSING"]
+
+
+def test_check_without_a_ledger_creates_none(isolated_env):
+    from occd import paths
+
+    code, out = jrun("check")
+    assert code == 0 and out["success"] and out["artifacts"] == [] and not paths.ledger_path().exists()

@@ -24,9 +24,23 @@ def check_cmd(read_data, forget_id, as_json):
       occd check --read-data         and each one loads as the transcript of its session
       occd check --forget backup:12  the loss of backup 12 is accepted (its problem closes)
     """
+    from occd import paths
     from occd.health import check as chk
     from occd.ledger import Ledger
 
+    if not paths.ledger_path().exists():  # nothing made yet: a check never creates the ledger
+        if forget_id:
+            from occd.errors import OccdError
+
+            raise OccdError(f"No ledger yet: no artifact {forget_id!r} to forget", "`occd check` lists problems",
+                            code="NOT_FOUND")
+        note = "no ledger yet: occd has made no backup or archive to check"
+        if as_json:
+            emit_json({"success": True, "readData": read_data, "artifacts": [], "problems": [], "stillOpen": [],
+                       "note": note})
+        else:
+            click.echo(f"OK: {note}.")
+        return
     with Ledger.open() as led:
         if forget_id:
             res = chk.forget(led, forget_id)
