@@ -241,7 +241,7 @@ def test_release_mismatch_words():
 
 
 def test_check_stores_for_doctor(tmp_path):
-    from occd.doctor import Result
+    from occd.health.doctor import Result
     from occd.openclaw.health import check_stores
 
     db = DbState(tmp_path / ".openclaw", app_version="2026.9.5")

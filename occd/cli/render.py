@@ -49,8 +49,8 @@ def relative_time(ts: datetime | float | None, now: datetime) -> str:
 
 
 def short_id(session_id: str | None, among=None) -> str:
-    """The id as tables show it: from its second group on, unique among `among` (occd.ids)."""
-    from occd.ids import short_id as _short
+    """The id as tables show it: from its second group on, unique among `among` (occd.openclaw.ids)."""
+    from occd.openclaw.ids import short_id as _short
 
     return _short(session_id, among)
 

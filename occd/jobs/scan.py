@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 from occd.errors import OccdError
-from occd.figure import rewrite_marks, session_figure, stale_estimate
+from occd.openclaw.figure import rewrite_marks, session_figure, stale_estimate
 
 log = logging.getLogger("occd.jobs.scan")
 CACHE_KEY = "scan.files"

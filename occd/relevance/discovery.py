@@ -78,7 +78,7 @@ class Session:
     size: int | None = None
     context_tokens: int | None = None
     context_window: int | None = None
-    context_source: str | None = None  # occd.figure: usage | estimate | openclaw-estimate | index
+    context_source: str | None = None  # occd.openclaw.figure: usage | estimate | openclaw-estimate | index
     compaction_count: int = 0
     model: str | None = None
     running: bool = False
@@ -108,7 +108,7 @@ class Session:
         return " ".join(x for x in (self.label, self.first_user_message, self.latest_user_task) if x)
 
     def context_percent(self) -> float | None:
-        from occd.figure import percent
+        from occd.openclaw.figure import percent
 
         return percent(self.context_tokens, self.context_window)
 
@@ -503,7 +503,7 @@ def _fill_from_objects(s: Session, head: list[dict], tail: list[dict]) -> None:
 
 def _file_session(state_dir: Path, agent: str, store, info, counter: Counter | None, cfg: dict,
                   marks: dict | None = None) -> Session | None:
-    from occd.figure import file_figure
+    from occd.openclaw.figure import file_figure
     from occd.openclaw import context_window
 
     p = info.path
@@ -527,7 +527,7 @@ def _file_session(state_dir: Path, agent: str, store, info, counter: Counter | N
     s.context_window = ct if isinstance(ct, int) and ct > 0 else context_window(
         state_dir, agent=agent, model=info.model, provider=info.model_provider, config=cfg)
     fig = file_figure(p, entry=info.entry, window=s.context_window, mark=(marks or {}).get(info.session_id),
-                      session_id=info.session_id, tail_window=256 * 1024)  # the one figure (occd.figure)
+                      session_id=info.session_id, tail_window=256 * 1024)  # the one figure (occd.openclaw.figure)
     s.context_tokens, s.context_source = fig.tokens, fig.source
     try:
         if store.is_running(info):
@@ -587,10 +587,10 @@ def _db_session(state_dir: Path, agent: str, store, info, cfg: dict) -> Session:
     ct = (info.entry or {}).get("contextTokens")
     s.context_window = ct if isinstance(ct, int) and ct > 0 else context_window(
         state_dir, agent=agent, model=info.model, provider=info.model_provider, config=cfg)
-    from occd.figure import session_figure
+    from occd.openclaw.figure import session_figure
 
     fig = session_figure(transcript=(usage, "usage") if usage is not None else (None, None), entry=info.entry,
-                         window=s.context_window, session_id=info.session_id)  # the one figure (occd.figure)
+                         window=s.context_window, session_id=info.session_id)  # the one figure (occd.openclaw.figure)
     s.context_tokens, s.context_source = fig.tokens, fig.source
     if info.status == "running":
         s.running, s.running_source = True, "database"
@@ -642,7 +642,7 @@ def openclaw_sessions(state_dir: Path, *, agent: str | None = None, repo: Path |
         try:
             for info in infos:
                 if store.era != "db" and marks is None:
-                    from occd.figure import rewrite_marks
+                    from occd.openclaw.figure import rewrite_marks
 
                     marks = rewrite_marks(a.id)
                 if store.era == "db":
