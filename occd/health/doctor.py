@@ -120,7 +120,7 @@ def _age(secs: float) -> str:
 
 
 def _size(n: int) -> str:
-    from occd.cli.render import human_bytes
+    from occd.units import human_bytes
 
     return human_bytes(n)
 
