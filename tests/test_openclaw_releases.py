@@ -227,7 +227,7 @@ def _fake_cli(tmp_path, version: str) -> str:
 
 
 def test_release_mismatch_words():
-    from occd.openclaw.health import release_mismatch
+    from occd.openclaw.release import release_mismatch
 
     assert release_mismatch((2026, 9, 5), (2026, 9, 5)) is None
     assert release_mismatch((2026, 8, 1), (2026, 9, 2)) is None  # both schema 19: nothing to migrate
