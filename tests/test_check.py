@@ -162,7 +162,7 @@ def test_read_data_problem_survives_a_cheap_check(state):
     text = p.read_text().replace(state.entry()["sessionId"], "another-session-id")
     p.write_text(text)
     with _led() as led:
-        from occd.health.digest import fingerprint
+        from occd.ledger.digest import fingerprint
 
         size, sha = fingerprint(p)
         led.set_backup_fingerprint(b["id"], size, sha, "creation")

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from occd import lean
 from occd.cli.main import cli
-from occd.health.lean_check import judge, stored_turns
+from occd.lean.check import judge, stored_turns
 from occd.jobs import run_cycle
 from occd.ledger import Ledger
 from test_lean import fake_openclaw  # noqa: F401 - fixture
@@ -60,7 +60,8 @@ def test_stored_turns_skips_occds_own_file_era_seed():
                              "message": {"role": role, "content": [{"type": "text", "text": text}]}})
     lines = [m("user", SEED_MARK + " abc", 10), m("assistant", ACK, 11), m("user", "q", 20), m("assistant", "a", 21),
              m("user", "pending", 30)]
-    (t,) = stored_turns(lines)
+    (t,) = stored_turns(lines, lambda u, r: SEED_MARK in u and r == ACK)
+    assert len(stored_turns(lines)) == 2
     assert abs(t["userAt"] - 20) < 0.01 and abs(t["replyAt"] - 21) < 0.01
 
 

@@ -115,7 +115,7 @@ def _settings():
 
 
 def test_db_rotation_through_gateway(db):
-    from occd.actions.rotate import rotate_session
+    from occd.rotation.rotate import rotate_session
     from occd.ledger import Ledger
 
     st, sid = db
@@ -145,7 +145,7 @@ def test_db_rotation_through_gateway(db):
 
 
 def test_db_gateway_down_defers(db):
-    from occd.actions.rotate import rotate_session
+    from occd.rotation.rotate import rotate_session
     from occd.ledger import Ledger
 
     st, sid = db
@@ -159,7 +159,7 @@ def test_db_gateway_down_defers(db):
 
 
 def test_db_running_session_defers(db):
-    from occd.actions.rotate import rotate_session
+    from occd.rotation.rotate import rotate_session
 
     st, sid = db
     gw = FakeGateway(sid, st=st)
@@ -176,7 +176,7 @@ def test_db_crash_at_every_step_resumes_without_repeating(db, step, monkeypatch)
     then recovery: exactly one reset and one seed turn in total, and COOLDOWN."""
     import occd.rotation.db as dbmod
     import occd.rotation.machine as m
-    from occd.actions.rotate import rotate_session
+    from occd.rotation.rotate import rotate_session
     from occd.ledger import Ledger
     from occd.rotation.recovery import resume_all
 
@@ -232,7 +232,7 @@ def test_db_seed_reply_wait_is_a_poll_not_a_sleep(db):
 # ---------------------------------------------------------------- did it take effect? (issue 21)
 
 def test_db_rotation_confirms_reset_and_seed_from_the_database(db):
-    from occd.actions.rotate import rotate_session
+    from occd.rotation.rotate import rotate_session
     from occd.ledger import Ledger
 
     st, sid = db
@@ -248,7 +248,7 @@ def test_db_rotation_confirms_reset_and_seed_from_the_database(db):
 def test_db_reset_that_changes_nothing_fails_the_rotation_and_sends_no_seed(db):
     """sessions.reset answers ok but nothing changes (OpenClaw #126836): no reset event, no new window, the
     same sessionStartedAt. The rotation is recorded as failed with the reason; no seed (no model call)."""
-    from occd.actions.rotate import rotate_session
+    from occd.rotation.rotate import rotate_session
     from occd.ledger import Ledger
 
     st, sid = db
@@ -265,7 +265,7 @@ def test_db_reset_that_changes_nothing_fails_the_rotation_and_sends_no_seed(db):
 
 
 def test_db_seed_missing_from_the_database_fails_the_rotation(db):
-    from occd.actions.rotate import rotate_session
+    from occd.rotation.rotate import rotate_session
     from occd.ledger import Ledger
 
     st, sid = db
@@ -280,7 +280,7 @@ def test_db_seed_missing_from_the_database_fails_the_rotation(db):
 def test_db_reset_noop_is_a_failure_in_the_daemons_rotation_path(db, monkeypatch):
     """Through the daemon's rotation path (jobs.rotate._act): the failed confirmation is a failure (False), which
     jobs.rotate.run hands to the rotation breaker (brk.record_result(ok=False))."""
-    from occd.actions import rotate as ar
+    from occd.rotation import rotate as ar
     from occd.jobs import JobContext
     from occd.jobs import rotate as jr
     from occd.ledger import Ledger

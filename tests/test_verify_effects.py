@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from occd.cli.main import cli
-from occd.health.strip_check import TOLERANCE_RELATIVE, TOLERANCE_TOKENS, judge
+from occd.actions.verify_strip import TOLERANCE_RELATIVE, TOLERANCE_TOKENS, judge
 from test_rotation import KEY, make_state
 
 

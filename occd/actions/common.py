@@ -251,7 +251,7 @@ def record_action(kind: str, target: Target | None, *, outcome: str, trigger: st
                                          backup_path=backup_path, error=error, dry_run=dry_run,
                                          duration_ms=duration_ms)
         if backup_path:
-            from occd.health.digest import try_fingerprint
+            from occd.ledger.digest import try_fingerprint
 
             size, sha = try_fingerprint(backup_path)  # what `occd check` compares against later
             ledger.record_backup(backup_path, aid, sid, size=size, sha256=sha, action_id=action_id)
@@ -274,7 +274,7 @@ def record_action(kind: str, target: Target | None, *, outcome: str, trigger: st
 
 def record_archive_fingerprint(ledger, agent: str, session_id: str, path) -> None:
     """Record the size and sha256 of an archive occd just made (`occd check` compares against them)."""
-    from occd.health.digest import try_fingerprint
+    from occd.ledger.digest import try_fingerprint
 
     size, sha = try_fingerprint(path)
     if sha is not None:

@@ -25,7 +25,7 @@ def check_cmd(read_data, forget_id, as_json):
       occd check --forget backup:12  the loss of backup 12 is accepted (its problem closes)
     """
     from occd import paths
-    from occd.health import check as chk
+    from occd.ledger import check as chk
     from occd.ledger import Ledger
 
     if not paths.ledger_path().exists():  # nothing made yet: a check never creates the ledger
@@ -64,7 +64,7 @@ def check_cmd(read_data, forget_id, as_json):
 
 
 def _render(rep: dict, problems: list[dict]) -> None:
-    from occd.cli.render import human_bytes
+    from occd.units import human_bytes
 
     c = console()
     n = rep["counts"]

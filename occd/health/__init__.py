@@ -1,2 +1,1 @@
-"""Checks of what occd keeps and of what it did: `occd check` (backups, archives, the ledger) and the
-verifications that an action took effect (rotation resets, strip predictions, the lean view)."""
+"""Health: `occd doctor`'s registry of checks (the result type is occd.checks.CheckResult)."""

@@ -10,7 +10,7 @@ log = logging.getLogger("occd.jobs.check")
 
 
 def run_form(ctx, read_data: bool) -> dict:
-    from occd.health.check import run_check
+    from occd.ledger.check import run_check
 
     rep = run_check(ctx.ledger, read_data=read_data, trigger="auto", now=ctx.now(), stop=ctx.stop)
     for p in rep["problems"]:

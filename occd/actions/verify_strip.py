@@ -22,7 +22,7 @@ from pathlib import Path
 
 import orjson
 
-log = logging.getLogger("occd.health")
+log = logging.getLogger("occd.actions")
 
 TOLERANCE_RELATIVE = 0.25
 TOLERANCE_TOKENS = 2000

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import orjson
 
-log = logging.getLogger("occd.health")
+log = logging.getLogger("occd.lean")
 
 SLACK_S = 2.0       # a call may be recorded this long before the user message's own timestamp
 AFTER_REPLY_S = 0.5  # and, clocks of one machine, at most this long after the reply's
@@ -49,11 +49,10 @@ def _text(content) -> str:
     return ""
 
 
-def stored_turns(lines) -> list[dict]:
+def stored_turns(lines, is_seed=None) -> list[dict]:
     """Pure: the turns in a transcript's lines: [{"userAt", "replyAt"}] (epoch seconds), a user message with the
-    first assistant message after it. occd's own seed of a file-era rotation (written, never sent) is left out."""
-    from occd.rotation.seed import ACK, SEED_MARK
-
+    first assistant message after it. `is_seed(user_text, reply_text)` names occd's own seed of a file-era rotation
+    (written, never sent to a model): left out."""
     out, user = [], None
     for raw in lines:
         try:
@@ -67,7 +66,7 @@ def stored_turns(lines) -> list[dict]:
             user = (_ts(o), _text(m.get("content")))
         elif m.get("role") == "assistant" and user is not None:
             at = _ts(o)
-            if user[0] is not None and at is not None and not (SEED_MARK in user[1] and _text(m.get("content")) == ACK):
+            if user[0] is not None and at is not None and not (is_seed and is_seed(user[1], _text(m.get("content")))):
                 out.append({"userAt": user[0], "replyAt": at})
             user = None
     return out
@@ -118,8 +117,9 @@ def _lines(state_dir: Path, obs) -> list[bytes]:
         return st.all_lines(st.resolve(obs.session_key))
 
 
-def verify_lean(ctx, sessions) -> dict:
-    """Judge the new turns of every session with the lean view on; open or close its LEAN_BYPASSED problem."""
+def verify_lean(ctx, sessions, is_seed=None) -> dict:
+    """Judge the new turns of every session with the lean view on; open or close its LEAN_BYPASSED problem.
+    `is_seed`: see stored_turns (the caller knows the rotation's seed; the lean view does not)."""
     from occd import lean
 
     counts = {"leanJudged": 0, "leanBypassed": 0}
@@ -144,7 +144,7 @@ def verify_lean(ctx, sessions) -> dict:
         if obs.last_activity is not None and obs.last_activity <= max(on, done):
             continue  # nothing new since the last judgement
         try:
-            turns = stored_turns(_lines(ctx.state_dir, obs))
+            turns = stored_turns(_lines(ctx.state_dir, obs), is_seed)
         except Exception as e:  # noqa: BLE001 - an unreadable session is the scan's to report
             log.debug("lean check of %s: %s", key, e)
             continue

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from occd import paths
 from occd.errors import OccdError
-from occd.health.digest import digest_with_prefix
+from occd.ledger.digest import digest_with_prefix
 
 SOURCE = "check"            # problems the cheap form finds (presence, size, hash, the ledger)
 SOURCE_DATA = "check-data"  # problems only --read-data finds (the file does not load as the session's transcript)
