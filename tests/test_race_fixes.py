@@ -113,3 +113,175 @@ def test_score_job_does_not_archive_a_fresh_file_with_old_entry_timestamps(isola
     assert out["archived"] == 1, out
     assert (sdir / "archive" / "old-rota.jsonl").exists()
     assert (sdir / "imported.jsonl").exists() and (sdir / "touched.jsonl").exists()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# item 10: small robustness fixes
+# ---------------------------------------------------------------------------------------------------------
+
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_index_temp_files_left_by_a_kill_are_cleaned_only_old_ours_and_dead(isolated_env, tmp_path):
+    import os
+
+    from occd.openclaw import update_index
+
+    sdir = tmp_path / "sessions"
+    sdir.mkdir()
+    (sdir / "sessions.json").write_text("{}")
+    dead, old = _dead_pid(), time.time() - 3600
+    names = {
+        f".sessions.json.{dead}.k1ll3d.tmp": False,      # ours, writer dead, old: removed
+        ".sessions.json.ab12cd_x.tmp": False,            # an older occd's name (no pid), old: removed
+        f".sessions.json.{os.getpid()}.l1ve.tmp": True,  # a live writer's: kept
+        f"sessions.json.{dead}.0f3e-uuid.tmp": True,     # OpenClaw's own naming: never ours
+        ".sessions.json.notes": True,                    # not a temp file
+    }
+    for n in names:
+        (sdir / n).write_text("{")
+        os.utime(sdir / n, (old, old))
+    fresh = sdir / f".sessions.json.{dead}.fresh.tmp"    # ours, dead writer, but written a moment ago: kept
+    fresh.write_text("{")
+    names[fresh.name] = True
+    update_index(sdir, lambda idx: idx | {"k": {"sessionId": "s1"}}, settle=0)
+    left = {p.name for p in sdir.iterdir()}
+    assert {n for n, keep in names.items() if keep} <= left
+    assert not {n for n, keep in names.items() if not keep} & left
+    assert not [n for n in left if n.startswith(".sessions.json.") and n not in names]  # our own write left none
+
+
+def test_an_empty_index_lock_left_by_a_kill_does_not_block_for_30s(isolated_env, tmp_path):
+    import os
+
+    from occd.openclaw import update_index
+    from occd.openclaw.locks import PIDLESS_STALE_S, read_lock
+
+    sdir = tmp_path / "sessions"
+    sdir.mkdir()
+    (sdir / "sessions.json").write_text("{}")
+    lock = sdir / "sessions.json.lock"
+    lock.write_bytes(b"")  # killed between O_EXCL create and the payload write
+    assert read_lock(lock, pidless_stale=PIDLESS_STALE_S).alive  # a writer may be about to fill it: held
+    t = time.time() - 5
+    os.utime(lock, (t, t))
+    for junk in (b"", b'{"pid": ', b"{}"):
+        lock.write_bytes(junk)
+        os.utime(lock, (t, t))
+        t0 = time.monotonic()
+        update_index(sdir, lambda idx: idx | {"k": {"sessionId": "s1"}}, settle=0)
+        assert time.monotonic() - t0 < 2.0, junk
+        assert not lock.exists()
+    # a transcript's run lock stays conservative: an empty one is a run for 30 s
+    run = sdir / "s1.jsonl.lock"
+    run.write_bytes(b"")
+    os.utime(run, (t, t))
+    assert read_lock(run).alive
+
+
+def test_rotation_whose_file_vanished_under_it_says_so_and_exits_75(isolated_env, monkeypatch):
+    import os
+
+    from click.testing import CliRunner
+
+    from occd.cli.main import cli
+    from test_rotation import KEY, make_state
+
+    make_state(Path(os.environ["OPENCLAW_STATE_DIR"]))
+    real = os.rename
+
+    def other_occd_took_it(a, b, *x, **k):
+        if str(b).endswith(".occd-rotating"):  # another occd home's rotation moved the file an instant before
+            raise FileNotFoundError(2, "No such file or directory", str(a))
+        return real(a, b, *x, **k)
+
+    monkeypatch.setattr(os, "rename", other_occd_took_it)
+    r = CliRunner().invoke(cli, ["rotate", KEY, "--force"])
+    assert r.exit_code == 75, r.output
+    assert "Internal error" not in r.output and "vanished" in r.output
+
+
+def test_full_occd_home_no_logging_traceback_and_a_done_strip_is_not_failed(isolated_env, capsys, monkeypatch):
+    import errno
+
+    from occd import logging_setup
+    from occd.errors import OccdError
+    from test_jobs import BIG, ctx_for, make_state
+
+    logging_setup.setup("INFO")
+
+    class Full:
+        closed = False
+
+        def write(self, *_):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def flush(self):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def close(self):
+            pass
+
+    try:
+        fh = [h for h in logging.getLogger("occd").handlers if isinstance(h, logging.FileHandler)][0]
+        fh.stream = Full()
+        state = make_state(isolated_env, {"agent:main:main": {**BIG, "seed": 1}})
+        real = Ledger.record_action
+
+        def ledger_full(self, kind, *a, **k):
+            if kind == "strip" and k.get("outcome") == "ok":
+                raise OccdError("database or disk is full", "free space in OCCD_HOME", code="LEDGER_WRITE")
+            return real(self, kind, *a, **k)
+
+        monkeypatch.setattr(Ledger, "record_action", ledger_full)
+        path = next((state / "agents" / "main" / "sessions").glob("*.jsonl"))
+        before = path.stat().st_size
+        with Ledger.open() as led:
+            res = run_cycle(ctx_for(state, led, mode="act"), ["scan", "apply"])["apply"][1]
+        assert res["acted"] == 1 and res["failed"] == 0, res
+        assert path.stat().st_size < before  # the strip was done
+        logging.getLogger("occd.test").warning("one more line on the full disk")
+        assert logging_setup.degraded()
+        err = capsys.readouterr().err
+        assert "Logging error" not in err and "Traceback" not in err, err[-2000:]
+    finally:
+        for name in logging_setup.LOGGERS:
+            for h in list(logging.getLogger(name).handlers):
+                logging.getLogger(name).removeHandler(h)
+
+
+def test_mcp_answers_an_unparsable_line_with_a_json_rpc_parse_error(isolated_env):
+    import os
+    import select
+    import subprocess
+
+    from test_mcp import _occd_command
+
+    proc = subprocess.Popen([*_occd_command(), "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=dict(os.environ), text=True)
+    got = []
+    try:
+        for ln in ['{"jsonrpc": "2.0", "id": 1, "method": ', '{"no": "rpc"}',
+                   json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {}})]:
+            proc.stdin.write(ln + "\n")
+            proc.stdin.flush()
+            ready, _, _ = select.select([proc.stdout], [], [], 30)
+            assert ready, f"no answer to {ln!r} in 30 s (the line was ignored)"
+            raw = proc.stdout.readline()
+            assert raw, proc.stderr.read()[-2000:]
+            got.append(json.loads(raw))
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    assert got[0]["error"]["code"] == -32700 and got[0]["id"] is None
+    assert got[1]["error"]["code"] == -32600 and got[1]["id"] is None
+    assert got[2]["id"] == 7  # the server goes on answering

@@ -137,23 +137,35 @@ def rotate_session(settings, *, agent=None, ref=None, dry_run=False, force=False
                             "the file does not belong to this session; check sessions.json", code="UNSAFE_PATH")
         lock = session_lock(path)
     own = ledger is None
-    with lock:
-        if era == "file":
-            ensure_idle(Path(info.path), settings.idle_seconds, force, now)
-        led = Ledger.open() if own else ledger
-        try:
-            res = _rotate_locked(settings, led, state_dir, aid, store, info, era=era, why=why, now=now,
-                                 budget_percent=budget_percent, trigger=trigger, policy=policy, gateway=gateway)
-        finally:
-            if own:
-                led.close()
-    if era == "file" and res.get("archivePath"):
-        from occd.rotation.machine import absorb_strays
+    try:
+        with lock:
+            if era == "file":
+                ensure_idle(Path(info.path), settings.idle_seconds, force, now)
+            led = Ledger.open() if own else ledger
+            try:
+                res = _rotate_locked(settings, led, state_dir, aid, store, info, era=era, why=why, now=now,
+                                     budget_percent=budget_percent, trigger=trigger, policy=policy, gateway=gateway)
+            finally:
+                if own:
+                    led.close()
+        if era == "file" and res.get("archivePath"):
+            from occd.rotation.machine import absorb_strays
 
-        # the very last step: lines a writer appended to the old name after the rotation's checks go to the end
-        # of the archive (a new headerless file there would otherwise hold them, indexed by nothing)
-        absorb_strays(Path(info.path), Path(res["archivePath"]))
+            # the very last step: lines a writer appended to the old name after the rotation's checks go to the
+            # end of the archive (a new headerless file there would otherwise hold them, indexed by nothing)
+            absorb_strays(Path(info.path), Path(res["archivePath"]))
+    except FileNotFoundError as e:
+        # a file occd had just seen is gone: another process moved it meanwhile (another occd with its own
+        # OCCD_HOME rotating the same state, or OpenClaw). Every step is fenced and resumable: try again.
+        raise vanished(info.key or info.session_id, e) from None
     return res
+
+
+def vanished(what: str, e: FileNotFoundError) -> BusyError:
+    name = Path(e.filename).name if e.filename else "a file"
+    return BusyError(f"Session '{what}' changed while occd worked on it: {name} vanished (another occd or "
+                     "OpenClaw moved it)", "nothing was lost; try again in a moment (`occd status --rotations` "
+                     "shows an unfinished rotation, which the daemon resumes)")
 
 
 def _rotate_locked(settings, led, state_dir, aid, store, info, *, era, why, now, budget_percent, trigger, policy,
@@ -204,8 +216,11 @@ def drive_file(settings, led, rid: int, plan: dict, *, trigger: str, policy: str
     fr = FileRotation(led, rid)
     agent, key, old_id = plan["agent"], plan["sessionKey"], plan["sessionId"]
     try:
-        fr.run(lambda p: write_new_session(p, plan["_lines"], mode),
-               settings.policy_for(agent).rotation.old_session_policy)
+        try:
+            fr.run(lambda p: write_new_session(p, plan["_lines"], mode),
+                   settings.policy_for(agent).rotation.old_session_policy)
+        except FileNotFoundError as e:
+            raise vanished(key, e) from None
     except BusyError as e:
         led.record_action("rotate", agent, old_id, key, trigger=trigger, policy=policy, reason=plan["reason"],
                           outcome="deferred", error=e.message)

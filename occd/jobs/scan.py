@@ -382,7 +382,7 @@ def _note_errors(ctx, notes: dict, errors: list[str]) -> None:
     if len(gone) == 1:
         log.info("resolved: %s", gone[0])
     elif gone:
-        log.info("%s", _summary("problems resolved", gone))
+        log.info("resolved: %s", _summary("problems", gone))
 
 
 def record_time(ctx, result: ScanResult | None = None) -> float:
