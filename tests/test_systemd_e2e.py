@@ -73,7 +73,7 @@ def test_service_under_a_real_systemd():
             if BOOT_FAILURE.search(text):
                 _cannot("the container did not boot: " + " | ".join(text.strip().splitlines()[-3:]))
             pytest.fail(f"run-test.sh printed no results (exit {kit.returncode}):\n{text[-3000:]}")
-        probes = _run([str(PROBES), str(KIT)], env, timeout=600)
+        probes = _run(["bash", str(PROBES), str(KIT)], env, timeout=600)
     finally:
         _run([str(KIT / "run-test.sh"), "--stop"], env, timeout=180)
     presults = _results(probes.stdout)
