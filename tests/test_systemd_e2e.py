@@ -53,7 +53,13 @@ def _run(cmd: list[str], env: dict, timeout: float) -> subprocess.CompletedProce
 
 
 def _results(out: str) -> list[str]:
-    return [line for line in out.splitlines() if re.match(r"^(PASS|FAIL|INFO) ", line)]
+    """The PASS/FAIL/INFO lines of the script's closing summary (its transcript above may hold doctor lines
+    that start with FAIL too)."""
+    lines = out.splitlines()
+    start = max((i for i, line in enumerate(lines) if re.match(r"^=== (probes )?summary", line)), default=None)
+    if start is None:
+        return []
+    return [line for line in lines[start + 1:] if re.match(r"^(PASS|FAIL|INFO) ", line)]
 
 
 def test_service_under_a_real_systemd():
