@@ -36,11 +36,14 @@ def _cannot(why: str):
 
 
 def _kit_env() -> dict[str, str]:
-    """The kit runs as root on the host; pip (the wheelhouse) keeps its cache beside the kit's state, never in
-    a home folder."""
+    """A root shell's environment for the kit: without the test isolation's XDG_*/OCCD_*/OPENCLAW_* variables
+    (nsenter and runuser pass them on into the container, where they would point occd at this test's tmp
+    folders); pip (the wheelhouse) keeps its cache beside the kit's state, never in a home folder."""
     state = os.environ.get("SYSD_STATE", "/tmp/sysd/state")
-    return {**os.environ, "PIP_CACHE_DIR": os.environ.get("PIP_CACHE_DIR") or f"{state}/pip-cache",
-            "SYSD_KEEP": "1"}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("XDG_", "OCCD_", "OPENCLAW_", "CLAWDBOT_", "WATCHDOG_", "DBUS_"))
+           and k != "NOTIFY_SOCKET"}
+    return {**env, "PIP_CACHE_DIR": os.environ.get("PIP_CACHE_DIR") or f"{state}/pip-cache", "SYSD_KEEP": "1"}
 
 
 def _run(cmd: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
