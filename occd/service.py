@@ -196,7 +196,8 @@ def render_systemd(command: list[str], env_file: Path, env: dict[str, str]) -> s
 
 def render_plist(command: list[str], env: dict[str, str], home: Path, log_dir: Path) -> str:
     args = "\n".join(f"    <string>{escape(c)}</string>" for c in command + ["run"])
-    base_env = {"PATH": service_path(None, os.path.dirname(command[0]), BASE_PATH), "HOME": str(home), **env}
+    base_env = {"PATH": service_path(None, os.path.dirname(command[0]), BASE_PATH, str(home / ".local" / "bin")),
+                "HOME": str(home), **env}
     environment = "\n".join(f"    <key>{escape(k)}</key>\n    <string>{escape(v)}</string>"
                             for k, v in sorted(base_env.items()))
     text = template("occd.launchd", f"{LABEL}.plist")
@@ -225,7 +226,7 @@ def install_plan(platform: str | None = None, *, act: bool = False, interval: st
     home = _home(home)
     cmd = command or occd_command()
     oc = resolve_openclaw(environ, which)
-    spath = service_path(oc, os.path.dirname(cmd[0]), BASE_PATH)
+    spath = service_path(oc, os.path.dirname(cmd[0]), BASE_PATH, str(home / ".local" / "bin"))
     env = service_env(act, parse_interval(interval), environ, oc, spath)
     if platform == "linux":
         unit = systemd_unit_path(home, environ)

@@ -82,9 +82,11 @@ def resolve_openclaw(environ=None, which=shutil.which) -> OpenClawBin | None:
     return OpenClawBin(path, source, interp, os.path.dirname(os.path.abspath(where)))
 
 
-def service_path(openclaw: OpenClawBin | None, occd_dir: str, base: str) -> str:
-    """The PATH written into the unit / plist: openclaw's folder (and node's), occd's own, then `base`."""
-    dirs = (openclaw.dirs if openclaw else []) + [occd_dir] + base.split(":")
+def service_path(openclaw: OpenClawBin | None, occd_dir: str, base: str, user_bin: str | None = None) -> str:
+    """The PATH written into the unit / plist: openclaw's folder (and node's), occd's own, the user's
+    ~/.local/bin (the XDG folder for per-user programs: pipx, pip --user, an npm prefix of ~/.local put them
+    there, so an openclaw installed there after the service is found too), then `base`."""
+    dirs = (openclaw.dirs if openclaw else []) + [occd_dir] + ([user_bin] if user_bin else []) + base.split(":")
     out: list[str] = []
     for d in dirs:
         if d and d not in out:

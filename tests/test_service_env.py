@@ -184,6 +184,13 @@ def test_install_without_openclaw_says_so_and_writes_no_bin(isolated_env, monkey
     assert r.exit_code == 0, r.output
     assert "openclaw: none found on PATH" in r.output
     assert "OCCD_OPENCLAW_BIN" not in service.installed_path("linux").read_text()
+    # the service's PATH holds ~/.local/bin all the same: an openclaw installed there later is found
+    svc_env = service.installed_environment("linux")
+    assert str(isolated_env / ".local" / "bin") in svc_env["PATH"].split(":")
+    assert compare(svc_env, None)["status"] == "warn"
+    later = _exe(isolated_env / ".local" / "bin" / "openclaw")
+    r = compare(svc_env, resolve_openclaw({"PATH": str(later.parent)}))
+    assert r["status"] == "ok" and r["service"]["bin"] == str(later)
 
 
 def test_cli_install_names_the_openclaw_it_wrote(isolated_env, npm_openclaw, monkeypatch):

@@ -44,26 +44,34 @@ service_line() { grep -E '^\S+ +service ' <<<"$OUT"; }
 
 # ------------------------------------------------------------------------------------------------- P1
 begin "P1 the service finds the user's openclaw (only in ~/.local/bin)"
-# a fake openclaw that records who ran it; Debian's ~/.profile puts ~/.local/bin on a login shell's PATH
-# (it answers --version like the file-era release the demo state is, and refuses anything else)
-U "mkdir -p ~/.local/bin && printf '#!/bin/sh\necho \"\$PPID \$*\" >> \$HOME/openclaw-calls.log\n[ \"\$1\" = --version ] && exec echo 2026.7.35\necho fake openclaw >&2; exit 1\n' > ~/.local/bin/openclaw && chmod +x ~/.local/bin/openclaw && rm -f ~/openclaw-calls.log && cat ~/.local/bin/openclaw"
+# (a) installed before openclaw exists (the order of the kit's own probe): the unit's PATH still holds ~/.local/bin
+U "rm -rf ~/.local/bin ~/openclaw-calls.log; occd service install --act --interval 1m"; say "$OUT"
+expect "service install (no openclaw yet) exit 0, says none was found" bash -c '[ "$2" = 0 ] && grep -q "^openclaw: none found" <<<"$1"' _ "$OUT" "$RC"
+wait_prop ActiveState active 60
+# a fake openclaw that records who ran it; it answers --version like the file-era release the demo state is and
+# refuses anything else. Debian's ~/.profile puts ~/.local/bin on a login shell's PATH (when it exists).
+U "mkdir -p ~/.local/bin && printf '#!/bin/sh\necho \"\$PPID \$*\" >> \$HOME/openclaw-calls.log\n[ \"\$1\" = --version ] && exec echo 2026.7.35\necho fake openclaw >&2; exit 1\n' > ~/.local/bin/openclaw && chmod +x ~/.local/bin/openclaw && cat ~/.local/bin/openclaw"
 U "echo shell: \$(command -v openclaw); ls /usr/local/bin /usr/bin /bin | grep -c '^openclaw\$'"
 say "  $(tr '\n' ' ' <<<"$OUT")"
 expect "the login shell finds ~/.local/bin/openclaw, and it is nowhere on the manager's PATH" \
     bash -c 'grep -q "shell: /home/tester/.local/bin/openclaw" <<<"$1" && grep -qx 0 <<<"$1"' _ "$OUT"
+# run, in the daemon's own environment, what occd runs to find openclaw (occd.lean.openclaw_bin), and run it
+FIND="from occd.lean import openclaw_bin; import subprocess; b = openclaw_bin(); print(\"found\", b); print(\"version\", subprocess.run([b, \"--version\"], capture_output=True, text=True).stdout.strip() if b else None)"
+found_by_daemon() {
+    U "env -i \$(tr '\\0' ' ' < /proc/$(prop MainPID)/environ) ~/v/bin/python3 -c '$FIND'"; say "$OUT"
+    grep -q "^found $H/.local/bin/openclaw$" <<<"$OUT" && grep -q "^version 2026.7.35$" <<<"$OUT"
+}
+expect "installed before it: the daemon's environment finds and runs ~/.local/bin/openclaw" found_by_daemon
+# (b) installed again now: the openclaw is resolved and written into the unit
 U "occd service install --act --interval 1m"; say "$OUT"
 expect "service install exit 0" [ "$RC" = 0 ]
 expect "service install says which openclaw it wrote" has "^openclaw: ~/.local/bin/openclaw \(written into the service"
-wait_prop ActiveState active 60
+sleep 2; wait_prop ActiveState active 60
 PID=$(prop MainPID)
 U "tr '\\0' '\\n' < /proc/$PID/environ | grep -E '^(PATH|OCCD_OPENCLAW_BIN)='"; say "$OUT"
 expect "the daemon has OCCD_OPENCLAW_BIN=~/.local/bin/openclaw" has "^OCCD_OPENCLAW_BIN=$H/.local/bin/openclaw$"
 expect "the daemon's PATH holds ~/.local/bin" has "^PATH=(.*:)?$H/.local/bin(:|$)"
-# run, in the daemon's own environment, what occd runs to find openclaw (occd.lean.openclaw_bin) and run it
-U "env -i \$(tr '\\0' ' ' < /proc/$PID/environ) ~/v/bin/python3 -c 'from occd.lean import openclaw_bin; import subprocess; b = openclaw_bin(); print(\"found\", b); print(\"version\", subprocess.run([b, \"--version\"], capture_output=True, text=True).stdout.strip())'"
-say "$OUT"
-expect "with the service's environment occd finds and runs ~/.local/bin/openclaw" \
-    bash -c 'grep -q "^found /home/tester/.local/bin/openclaw$" <<<"$1" && grep -q "^version 2026.7.35$" <<<"$1"' _ "$OUT"
+expect "with the service's environment occd finds and runs ~/.local/bin/openclaw" found_by_daemon
 U "occd doctor --check service-openclaw"; say "$OUT"
 expect "doctor: the service runs the shell's openclaw" has "^(OK|✓) +service-openclaw +the service runs ~/.local/bin/openclaw, as this shell does"
 end
