@@ -1,5 +1,5 @@
 """Issue 24 item 3: the idle-archive and `rotate --undo` take a transcript's name away behind the same fence as
-a rotation (occd.rotation.fence): a run starting at any step (deterministic hooks at the exact step, and at
+a rotation (occd.openclaw.fence): a run starting at any step (deterministic hooks at the exact step, and at
 random against a real appender) loses no line and leaves no headerless file at the old name."""
 
 from __future__ import annotations
@@ -216,7 +216,7 @@ def test_archive_racing_an_appender_loses_no_line(fstate, settings):
 # ------------------------------------------------------------------------------------------ rotate --undo
 
 def _rotated(fstate, settings):
-    from occd.actions.rotate import rotate_session
+    from occd.rotation.rotate import rotate_session
 
     s = _session(fstate)
     res = rotate_session(settings, ref=KEY, force=True)
@@ -224,7 +224,7 @@ def _rotated(fstate, settings):
 
 
 def _undo(settings):
-    from occd.actions.rotate import undo_rotation
+    from occd.rotation.rotate import undo_rotation
 
     return undo_rotation(settings, ref=KEY)
 

@@ -89,7 +89,7 @@ def test_reenable_killed_or_failing_at_every_step_keeps_the_configured_folder(fa
 
 def test_a_missing_plugin_folder_is_broken_in_status_and_doctor(fake_openclaw):  # noqa: F811
     from occd.cli.main import cli
-    from occd.doctor import diagnose
+    from occd.health.doctor import diagnose
 
     state = fake_openclaw
     lean.enable(None, state, yes=True)

@@ -36,7 +36,8 @@ def _scan_cycles(state: Path, led, log_file: Path) -> tuple[float, int]:
 
 
 def test_scan_of_many_missing_transcripts_is_linear_and_logs_a_summary(isolated_env, tmp_path):
-    from occd import logging_setup, paths
+    from occd import paths
+    from occd.runtime import logging_setup
 
     logging_setup.setup("INFO", quiet_stderr=True)
     log_file = paths.log_dir() / "occd.log"
@@ -210,7 +211,7 @@ def test_rotation_whose_file_vanished_under_it_says_so_and_exits_75(isolated_env
 def test_full_occd_home_no_logging_traceback_and_a_done_strip_is_not_failed(isolated_env, capsys, monkeypatch):
     import errno
 
-    from occd import logging_setup
+    from occd.runtime import logging_setup
     from occd.errors import OccdError
     from test_jobs import BIG, ctx_for, make_state
 

@@ -55,7 +55,7 @@ def archive_session(settings, *, agent: str | None = None, ref: str | None = Non
     with session_lock(path):
         out = _archive_locked(settings, t, path, dst, result, trigger=trigger, policy=policy, reason=reason,
                               force=force, ledger=ledger, now=now)
-    from occd.rotation.fence import absorb_strays
+    from occd.openclaw.fence import absorb_strays
 
     # the very last step: lines a writer appended to the old name after the fence go to the end of the archive
     # (a new headerless file there would otherwise hold them, indexed by nothing)
@@ -67,7 +67,7 @@ def _archive_locked(settings, t, path: Path, dst: Path, result: dict, *, trigger
                     now) -> dict:
     from occd.actions.common import ensure_idle, record_action
     from occd.openclaw import update_index
-    from occd.rotation.fence import file_stat, give_back, release, take_name, writer_seen
+    from occd.openclaw.fence import file_stat, give_back, release, take_name, writer_seen
 
     ensure_idle(path, settings.idle_seconds, force, now)
     hid = header_id(path)

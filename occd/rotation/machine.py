@@ -52,8 +52,8 @@ from typing import Callable
 
 from occd.transcript.archive import ARCHIVE_DIR, archive_file, archive_path_for, copy_verified, same_file, verify_against
 from occd.errors import BusyError, OccdError
-from occd.rotation.fence import STRAY_SETTLE_S, absorb_strays, file_stat, give_back, take_name  # noqa: F401
-from occd.rotation.fence import held_path as _held_path
+from occd.openclaw.fence import STRAY_SETTLE_S, absorb_strays, file_stat, give_back, take_name  # noqa: F401
+from occd.openclaw.fence import held_path as _held_path
 
 log = logging.getLogger("occd.rotation")
 
@@ -309,7 +309,7 @@ class FileRotation:
         away (renamed to held_path, so the key never pointed at a missing file), and the name must stay free:
         a writer appending by path (like OpenClaw's appendFileSync) would create a new file there. Any sign
         of a writer → the switch is undone, the old file with every line back under its name, BusyError (75).
-        The fence itself is occd.rotation.fence (shared with the idle-archive and the undo)."""
+        The fence itself is occd.openclaw.fence (shared with the idle-archive and the undo)."""
         take_name(self.old_path, self.details.get("oldStat"),
                   revert=lambda held: self._revert_switch(held, entry, new_id),
                   after_rename=lambda: maybe_crash("OLD_NAME_TAKEN"))

@@ -257,7 +257,7 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
     from occd.transcript.archive import copy_verified
     from occd.transcript.rewrite import fsync_dir
     from occd.ledger import Ledger
-    from occd.rotation.fence import absorb_strays, file_stat, take_name
+    from occd.openclaw.fence import absorb_strays, file_stat, take_name
     from occd.openclaw import update_index
     from occd.transcript import scan
 
@@ -328,7 +328,7 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
         seeded = archive.parent / new_path.name
         if new_path.exists():
             # the seeded session's first turn may be starting right now: its name is taken away behind the same
-            # fence as a rotation's (occd.rotation.fence); a writer → the key goes back to it, every line kept
+            # fence as a rotation's (occd.openclaw.fence); a writer → the key goes back to it, every line kept
             held = take_name(new_path, planned_new, lambda h: _undo_revert(r, old_path, new_path, h, seeded_entry,
                                                                             planned_old, archive))
             absorb_strays(new_path, held)
@@ -357,7 +357,7 @@ def _undo_revert(r: dict, old_path: Path, new_path: Path, held: Path | None, see
     every line) back under its name, and the old session's restored copy goes (its archive holds it) unless
     something wrote to it too (then it stays where it is, unindexed, rather than lose a line)."""
     from occd.openclaw import update_index
-    from occd.rotation.fence import give_back, writer_seen
+    from occd.openclaw.fence import give_back, writer_seen
 
     def forward(index: dict) -> dict:
         e = index.get(r["session_key"])
@@ -377,7 +377,7 @@ def _undo_revert(r: dict, old_path: Path, new_path: Path, held: Path | None, see
 
 def _observe_new_session(led, plan: dict) -> None:
     """The new session's figure as an observation, at once (as after every occd action): the seed's estimate,
-    labelled so, until its first reply measures it (occd.figure)."""
+    labelled so, until its first reply measures it (occd.openclaw.figure)."""
     try:
         p = Path(plan["newPath"])
         st = p.stat()
