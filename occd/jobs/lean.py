@@ -58,7 +58,15 @@ def run(ctx) -> dict:
     counts = {"enabled": True, "active": 0, "turnedOn": 0, "wouldDo": 0, "blocked": 0}
     changed = False
     pending = []
+    dropped = []
+    from occd.jobs.scan import UNVERIFIED_ERA
+
     for obs in scan.sessions:
+        if obs.era == UNVERIFIED_ERA and obs.session_key in doc["sessions"]:
+            # a schema occd does not know: no lean rules (the view hides what occd can no longer vouch for)
+            dropped.append((obs, doc["sessions"].pop(obs.session_key)))
+            changed = True
+            continue
         if obs.era not in ("file", "db") or not obs.session_key:
             continue
         cur = doc["sessions"].get(obs.session_key)
@@ -91,6 +99,12 @@ def run(ctx) -> dict:
         pending.append((obs, d, g, cur, policy))
     if changed:
         lean.write_policy(doc)  # one atomic write for the cycle, then the ledger says what it changed
+        for obs, cur in dropped:
+            led.record_action("lean", obs.agent, obs.session_id, obs.session_key, trigger="auto", policy=None,
+                              reason="lean view off: OpenClaw database schema unverified (occd acts on nothing)",
+                              outcome="ok", before=cur, after={"mode": "off"}, now=record_time(ctx))
+            counts["turnedOff"] = counts.get("turnedOff", 0) + 1
+            log.warning("%s/%s: lean view off (unverified OpenClaw schema)", obs.agent, obs.session_id[:13])
         for obs, d, g, cur, policy in pending:
             now = record_time(ctx)
             led.record_action("lean", obs.agent, obs.session_id, obs.session_key, trigger="auto", policy=d.policy,

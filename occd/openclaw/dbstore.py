@@ -312,8 +312,13 @@ class DbStore:
             if words:
                 self.warnings.append(words)
         ((invalid,),) = self._query("SELECT COUNT(*) FROM session_nodes WHERE entry_valid != 1")
+        from occd.openclaw.cold import cold_rows
+
+        cold = cold_rows(self.conn())  # a cold session's size is its archive's raw bytes, not 0
         out = []
         for key, sid, entry_json, updated, status, label, display, size in rows:
+            if not size and sid in cold and isinstance(cold[sid].get("raw_bytes"), int):
+                size = cold[sid]["raw_bytes"]
             try:
                 entry = orjson.loads(entry_json) if entry_json else {}
             except orjson.JSONDecodeError:
@@ -361,12 +366,27 @@ class DbStore:
         else:
             sql = "SELECT seq, event_json, NULL, NULL FROM transcript_events WHERE session_id = ? ORDER BY seq"
         out = []
-        for seq, ej, ez, nbytes in self._query(sql, (info.session_id,)):
+        rows = self._query(sql, (info.session_id,))
+        for seq, ej, ez, nbytes in rows:
             try:
                 out.append(decode_event(ej, ez, nbytes) + b"\n")
             except ValueError as e:
                 self.warnings.append(f"{info.session_id}: transcript event seq {seq} is unreadable ({e})")
+        if not rows:  # no hot rows: a cold session is read from its archive (never restored), never empty
+            from occd.openclaw.cold import cold_rows, read_cold
+
+            cold = cold_rows(self.conn(), [info.session_id]).get(info.session_id)
+            if cold is not None:
+                return read_cold(self.conn(), self.agent_dir, info.session_id, cold)
         return out
+
+    def is_cold(self, info: SessionInfo) -> bool:
+        """The session's events are in a cold archive (no hot rows)."""
+        from occd.openclaw.cold import cold_rows
+
+        if info.session_id not in cold_rows(self.conn(), [info.session_id]):
+            return False
+        return not self._query("SELECT 1 FROM transcript_events WHERE session_id = ? LIMIT 1", (info.session_id,))
 
     def read_lines(self, info: SessionInfo) -> list[bytes]:
         """The transcript as OpenClaw's context sees it: from the last reset marker on (see context_window_lines)."""
