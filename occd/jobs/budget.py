@@ -114,7 +114,9 @@ def facts(ctx, obs) -> Facts | None:
     except OSError as e:
         log.debug("%s: %s", obs.path, e)
         return None
-    comps = [e for e in entries if e.get("type") == "compaction"]
+    from occd.transcript.compaction import is_compaction
+
+    comps = [e for e in entries if is_compaction(e)]
     f = Facts(estimate_context(context_messages(entries)), observe_entries(entries),
               _iso(comps[-1].get("timestamp")) if comps else None)
     cache[str(obs.path)] = (key, f)

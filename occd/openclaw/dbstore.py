@@ -177,15 +177,16 @@ def loop_signals(lines: list[bytes], recent_turns: int = 10) -> dict:
     blocked = False
     last_reply: dict | None = None
     last_comp_at = None
+    from occd.transcript.compaction import is_compaction
     from occd.transcript.jsonl import iter_objects
 
     for o in iter_objects(ctx[1:]):
         t = o.get("type")
-        if t == "compaction":
+        if is_compaction(o):  # OpenClaw's entry, or a provider checkpoint on an assistant message (10.2+)
             compactions += 1
             per_turn[-1] += 1
             last_comp_at = o.get("timestamp") if isinstance(o.get("timestamp"), str) else last_comp_at
-        elif t == "message" and isinstance(o.get("message"), dict):
+        if t == "message" and isinstance(o.get("message"), dict):
             m = o["message"]
             if m.get("role") == "user":
                 turns += 1

@@ -76,6 +76,8 @@ def detect(o: Observations, now: float) -> Emergency | None:
 
 def observe_entries(entries: Sequence[dict]) -> Observations:
     """Observations from a transcript's parsed lines (file order)."""
+    from occd.transcript.compaction import is_compaction
+
     turns = 0
     comps: list[int] = []
     last_text, zero, after_user = None, False, True
@@ -83,9 +85,10 @@ def observe_entries(entries: Sequence[dict]) -> Observations:
         if not isinstance(e, dict):
             continue
         t = e.get("type")
-        if t == "compaction":
+        if is_compaction(e):  # a provider checkpoint rides on an assistant message: it is read below too
             comps.append(turns)
-            continue
+            if t == "compaction":
+                continue
         if t != "message" or not isinstance(e.get("message"), dict):
             continue
         m = e["message"]
