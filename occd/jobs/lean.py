@@ -50,12 +50,13 @@ def run(ctx) -> dict:
     ctx.cache[CACHE_KEY] = set()
     if not lean.is_enabled(ctx.state_dir):
         return {"enabled": False}
+    upgraded = _after_upgrade(ctx)
     scan = ensure_scan(ctx)
     s = ctx.settings
     led = ctx.ledger
     doc = lean.read_policy()
     rules = rules_from_settings(s)
-    counts = {"enabled": True, "active": 0, "turnedOn": 0, "wouldDo": 0, "blocked": 0}
+    counts = {"enabled": True, "active": 0, "turnedOn": 0, "wouldDo": 0, "blocked": 0, **upgraded}
     changed = False
     pending = []
     dropped = []
@@ -115,6 +116,34 @@ def run(ctx) -> dict:
             counts["turnedOn"] += 1
             log.info("%s/%s: lean view on (%s)", obs.agent, obs.session_id[:13], d.reason)
     return counts
+
+
+def _after_upgrade(ctx) -> dict:
+    """OpenClaw was upgraded since `occd lean enable`: the plugin is re-installed and reloaded
+    (occd.lean.upgrade), recorded in the ledger either way."""
+    from occd.errors import OccdError
+    from occd.jobs.scan import record_time
+    from occd.lean.upgrade import refresh_after_upgrade
+
+    try:
+        up = refresh_after_upgrade(ctx.state_dir)
+    except OccdError as e:
+        key = f"lean.upgrade.failed:{e.message}"
+        if key not in ctx.cache:  # once per daemon and failure, not once per cycle
+            ctx.cache[key] = True
+            log.warning("%s (%s)", e.message, e.hint)
+            ctx.ledger.record_action("lean", None, trigger="auto", reason=f"re-install after an OpenClaw upgrade: "
+                                     f"{e.message}", outcome="failed", error=e.message, now=record_time(ctx))
+        return {"reinstallFailed": e.message}
+    if not up:
+        return {}
+    log.info("OpenClaw %s -> %s: lean view plugin re-installed%s", up["from"], up["to"],
+             ", reloaded" if up["reloaded"] else f" ({up['hint']})")
+    ctx.ledger.record_action("lean", None, trigger="auto", reason=f"OpenClaw {up['from']} -> {up['to']}: plugin "
+                             "re-installed" + (" and reloaded" if up["reloaded"] else f"; {up['hint']}"),
+                             outcome="ok", before={"release": up["from"]}, after={"release": up["to"],
+                             "reloaded": up["reloaded"]}, now=record_time(ctx))
+    return {"reinstalled": up["to"], "reloaded": up["reloaded"]}
 
 
 def _recent(led, obs, now: float, *, dry_run: bool) -> bool:

@@ -238,13 +238,11 @@ def enable(settings, state_dir: Path, *, confirm: Callable[[str], bool] | None =
     _copy_plugin(dest, env)
     if _read_json(policy_path(env)) is None:
         write_policy(initial_policy(settings), env)
-    help_p = oc.run(["plugins", "install", "--help"], timeout=120)
-    args = ["plugins", "install", "-l", str(dest)]
-    if "--accept-capabilities" in help_p.stdout:
-        # 2026.8+: --force confirms a non-registry source, --accept-capabilities is the operator's consent (given
-        # above); 2026.7.x has neither meaning (its --force is refused with --link) and asks for no consent
-        args += ["--force", "--accept-capabilities"]
-    p = oc.run(args)
+    from occd.lean.upgrade import install_args
+
+    # 2026.8+: --force confirms a non-registry source, --accept-capabilities is the operator's consent (given
+    # above); 2026.7.x has neither meaning (its --force is refused with --link) and asks for no consent
+    p = oc.run(install_args(oc, dest))
     after = slot_owner(_load_config(state_dir))
     if p.returncode != 0 or after != PLUGIN_ID:
         raise OccdError(f"OpenClaw did not install the plugin: {_last_line(p)}",
