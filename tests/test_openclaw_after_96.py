@@ -248,3 +248,16 @@ def test_a_damaged_cold_archive_is_named_never_empty(tmp_path, damage):
         store.read_lines(store.resolve("agent:main:cold"))
     assert ei.value.code == "COLD_ARCHIVE_UNREADABLE" and sid in ei.value.message
     assert {"flip": "sha256", "delete": "No such file", "count": "the row says 9"}[damage] in ei.value.message
+
+
+def test_occd_never_asks_chat_history_of_a_cold_session(tmp_path, monkeypatch):
+    _fake_cli(tmp_path, monkeypatch)
+    db = DocDbState(tmp_path / ".openclaw", schema=26)
+    db.add_session("agent:main:hot", events=_turns(1, "h"))
+    db.add_cold_session("agent:main:cold", events=_turns(2, "c"), storage="sqlite")
+    gw = Gateway(db.state_dir)
+    with pytest.raises(OccdError) as ei:
+        gw.chat_history("agent:main:cold")
+    assert ei.value.code == "COLD_SESSION" and _calls(db.state_dir) == []  # chat.history restores: never called
+    gw.chat_history("agent:main:hot")
+    assert [c[:3] for c in _calls(db.state_dir)] == [["gateway", "call", "chat.history"]]

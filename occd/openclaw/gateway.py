@@ -203,6 +203,28 @@ class Gateway:
                                        "idempotencyKey": idempotency_key})
 
     def chat_history(self, key: str) -> dict:
+        """The session's messages. Refused (COLD_SESSION) for a cold session: `chat.history` restores a cold
+        transcript (a write); occd reads cold archives itself (occd.openclaw.cold), never restoring them."""
+        self.guard(key)
+        from occd.openclaw.dbstore import DbStore
+        from occd.openclaw.state import get_agent
+
+        parts = key.split(":")
+        agent = parts[1] if len(parts) >= 3 and parts[0] == "agent" else "main"
+        try:
+            a = get_agent(self.state_dir, agent)
+        except OccdError:
+            a = None
+        if a is not None and a.era == "db":
+            with DbStore(self.state_dir, agent, a.dir) as store:
+                try:
+                    info = store.resolve(key)
+                except OccdError:
+                    info = None
+                if info is not None and store.is_cold(info):
+                    raise OccdError(f"Session '{key}' is in cold storage: chat.history would restore it",
+                                    "occd reads its archive instead; OpenClaw restores it on the session's next use",
+                                    code="COLD_SESSION")
         return self.call("chat.history", {"sessionKey": key})
 
     def sessions_compact(self, key: str) -> dict:
