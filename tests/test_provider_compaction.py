@@ -76,9 +76,32 @@ def test_spiral_detection_counts_provider_checkpoints(kind):
     assert em is not None and em.kind == SPIRAL
     mixed = loop_signals(_lines(_events("ttcptpc", kind)))
     assert mixed["compactions"] == 4
-    obs = observe_entries(ev)
-    assert obs == observe_entries(_events("tttpppt", kind))
     assert len([e for e in ev if is_compaction(e)]) == 3
+
+
+@pytest.mark.parametrize("kind", sorted(PROVIDER_COMPACTION_TYPES))
+def test_the_file_era_budget_facts_count_them(tmp_path, kind):
+    """occd.jobs.budget reads a transcript slim and marks checkpoints; the file era's spiral detection and the
+    last compaction's time see them."""
+    from occd.jobs.budget import _parse
+
+    p = tmp_path / "s.jsonl"
+    p.write_bytes(b"".join(_lines(_events("tttpppt", kind))))
+    entries = _parse(p)
+    obs = observe_entries(entries)
+    plain = observe_entries(_parse_plain(tmp_path, "ttttttt"))
+    assert obs != plain
+    em = detect(obs, time.time())
+    assert em is not None and em.kind == SPIRAL
+    assert [e["id"] for e in entries if e.get("_compaction")] == ["a3", "a4", "a5"]
+
+
+def _parse_plain(tmp_path, plan):
+    from occd.jobs.budget import _parse
+
+    p = tmp_path / "plain.jsonl"
+    p.write_bytes(b"".join(_lines(_events(plan))))
+    return _parse(p)
 
 
 def test_occd_info_counts_them(tmp_path):

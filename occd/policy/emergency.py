@@ -76,8 +76,6 @@ def detect(o: Observations, now: float) -> Emergency | None:
 
 def observe_entries(entries: Sequence[dict]) -> Observations:
     """Observations from a transcript's parsed lines (file order)."""
-    from occd.transcript.compaction import is_compaction
-
     turns = 0
     comps: list[int] = []
     last_text, zero, after_user = None, False, True
@@ -85,8 +83,8 @@ def observe_entries(entries: Sequence[dict]) -> Observations:
         if not isinstance(e, dict):
             continue
         t = e.get("type")
-        if is_compaction(e):  # a provider checkpoint rides on an assistant message: it is read below too
-            comps.append(turns)
+        if t == "compaction" or e.get("_compaction"):  # `_compaction`: a provider checkpoint on an assistant
+            comps.append(turns)                          # message (occd.jobs.budget marks it), read below too
             if t == "compaction":
                 continue
         if t != "message" or not isinstance(e.get("message"), dict):
