@@ -202,6 +202,17 @@ def _copy_plugin(dest: Path, env=None) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def install_args(oc, dest: Path) -> list[str]:
+    """`plugins install -l <dest>`, with `--force --accept-capabilities` where the CLI offers them: 2026.8+ (and
+    every install on 10.x/11.x): --force confirms a non-registry source, --accept-capabilities is the operator's
+    consent (asked by `enable`); 2026.7.x has neither meaning (its --force is refused with --link)."""
+    help_p = oc.run(["plugins", "install", "--help"], timeout=120)
+    args = ["plugins", "install", "-l", str(dest)]
+    if "--accept-capabilities" in help_p.stdout:
+        args += ["--force", "--accept-capabilities"]
+    return args
+
+
 def gateway_running(state_dir: Path) -> bool:
     try:
         from occd.openclaw.dbstore import gateway_status
@@ -238,10 +249,6 @@ def enable(settings, state_dir: Path, *, confirm: Callable[[str], bool] | None =
     _copy_plugin(dest, env)
     if _read_json(policy_path(env)) is None:
         write_policy(initial_policy(settings), env)
-    from occd.lean.upgrade import install_args
-
-    # 2026.8+: --force confirms a non-registry source, --accept-capabilities is the operator's consent (given
-    # above); 2026.7.x has neither meaning (its --force is refused with --link) and asks for no consent
     p = oc.run(install_args(oc, dest))
     after = slot_owner(_load_config(state_dir))
     if p.returncode != 0 or after != PLUGIN_ID:

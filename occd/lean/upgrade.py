@@ -19,15 +19,6 @@ from typing import Mapping
 from occd.errors import OccdError
 
 
-def install_args(oc, dest: Path) -> list[str]:
-    """`plugins install -l <dest>`, with `--force --accept-capabilities` when this CLI offers them."""
-    help_p = oc.run(["plugins", "install", "--help"], timeout=120)
-    args = ["plugins", "install", "-l", str(dest)]
-    if "--accept-capabilities" in help_p.stdout:
-        args += ["--force", "--accept-capabilities"]
-    return args
-
-
 def can_reload(oc) -> bool:
     """The CLI has `openclaw plugins reload <id>` (listed by `openclaw plugins --help`)."""
     p = oc.run(["plugins", "--help"], timeout=120)
@@ -54,7 +45,7 @@ def refresh_after_upgrade(state_dir: Path, env: Mapping[str, str] | None = None)
     oc = lean._OpenClaw(state_dir, binary, env)
     dest = lean.installed_plugin_dir(env)
     lean._copy_plugin(dest, env)  # occd's own copy, which OpenClaw installs from (never OpenClaw's sealed files)
-    p = oc.run(install_args(oc, dest))
+    p = oc.run(lean.install_args(oc, dest))
     if p.returncode != 0 or lean.slot_owner(lean._load_config(state_dir)) != lean.PLUGIN_ID:
         raise OccdError(f"OpenClaw {support['version']} did not re-install the lean view plugin: {lean._last_line(p)}",
                         "run `occd lean enable` again, or `occd lean disable`", code="OPENCLAW_FAILED")

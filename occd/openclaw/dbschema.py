@@ -178,8 +178,7 @@ def ensure_actionable(state_dir: Path, agent: str) -> None:
     """Raise SCHEMA_UNVERIFIED (an OccdError naming the schema, the release and what to do) unless occd may act on
     this agent: its database is of a KNOWN schema. A file-era agent (no database) passes. The one gate every
     actor of the database era goes through (occd.openclaw.gateway.Gateway before any call, the lean job)."""
-    from occd.openclaw.dbstore import DbStore
-    from occd.openclaw.state import get_agent
+    from occd.openclaw.state import DB_NAME, get_agent
 
     try:
         a = get_agent(state_dir, agent)
@@ -187,8 +186,12 @@ def ensure_actionable(state_dir: Path, agent: str) -> None:
         return  # no such agent: the action itself says so
     if a.era != "db":
         return
-    with DbStore(state_dir, agent, a.dir) as store:
-        schema = store.schema()
+    db = a.dir / "agent" / DB_NAME
+    c = connect_ro(db)
+    try:
+        schema = inspect_schema(c, db)
+    finally:
+        c.close()
     if not schema.get("actionable"):
         msg, hint = unverified_words(agent, schema)
         raise OccdError(msg, hint, code="SCHEMA_UNVERIFIED",
