@@ -136,3 +136,25 @@ def test_the_daemon_reinstalls_after_an_upgrade(oc):
     with Ledger.open(readonly=True) as led:
         (row,) = led.history(kind="lean")
     assert row["outcome"] == "ok" and "2026.9.6 -> 2026.10.3: plugin re-installed" in row["reason"]
+
+
+def test_no_lean_rules_for_an_agent_whose_schema_occd_does_not_know(oc):
+    """Rules the daemon turned on stay only while occd knows the agent's schema: bumped to 29, they go (the view
+    hides what occd can no longer vouch for), and the ledger says why."""
+    from docschemas import DocDbState
+    from occd.ledger import Ledger
+
+    state, pkg = oc
+    db = DocDbState(state, schema=29)
+    db.add_session("agent:main:main", events=[])
+    lean.enable(None, state, yes=True)
+    pol = lean.read_policy()
+    pol["sessions"]["agent:main:main"] = {"mode": "drop", "keepTurns": 5, "batchTurns": 3}
+    lean.write_policy(pol)
+    r = CliRunner().invoke(cli, ["run", "--once", "--act", "--json"])
+    assert r.exit_code == 0, r.output
+    assert lean.read_policy()["sessions"] == {}
+    with Ledger.open(readonly=True) as led:
+        rows = led.history(kind="lean")
+    assert any(x["session_key"] == "agent:main:main" and "schema unverified" in x["reason"] for x in rows)
+    assert not [c for c in _calls(state) if c[:2] == ["gateway", "call"] or c[:2] == ["sessions", "compact"]]
