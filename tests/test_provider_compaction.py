@@ -16,7 +16,7 @@ from occd.policy.emergency import SPIRAL, detect, observations_from_signals, obs
 from occd.transcript import rewrite, scan
 from occd.transcript.analysis import analyze
 from occd.transcript.compaction import PROVIDER_COMPACTION_TYPES, is_compaction, provider_checkpoint
-from occd.transcript.synth import TreeBuilder
+from occd.transcript.treebuilder import TreeBuilder
 from statefactory import message
 
 USED = {"input": 100, "output": 5, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 105}
