@@ -180,6 +180,9 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
         last = d.get("lastCycle")
         c.print("Daemon: not running" + (f" (last cycle {_when(last, now_dt)})" if last else "")
                 + " — `occd service install` runs it in the background")
+    for p in data.get("schemaProblems") or []:  # an agent occd reads but acts on nothing for
+        if p["code"] == "SCHEMA_UNVERIFIED":
+            c.print(f"! {p['message']} — {p['hint']}", markup=False, highlight=False)
     if data.get("note"):
         c.print(data["note"])
         return

@@ -27,6 +27,9 @@ CACHE_KEY = "scan.files"
 TAIL_WINDOW = 8 * 1024  # the last reply and its usage are usually in the last few KB; reads go back further if not
 
 
+UNVERIFIED_ERA = "db-unverified"  # a database-era agent whose schema occd reads but does not act on
+
+
 @dataclass
 class SessionObs:
     agent: str
@@ -237,6 +240,10 @@ def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: 
     result.agents[agent.id] = era
     try:
         infos = store.sessions()
+        if era == "db" and not store.actionable:
+            # a schema occd was not shown (occd.openclaw.dbschema): read, reported, never acted on: the apply,
+            # rotate and lean jobs act only on sessions of era file/db (the Gateway refuses on its own too)
+            era = result.agents[agent.id] = UNVERIFIED_ERA
     finally:
         for w in getattr(store, "warnings", []) or []:
             result.errors.append(f"{agent.id}: {w}")

@@ -219,6 +219,17 @@ def broken(state_dir: Path | None, env=None) -> str | None:
     return None
 
 
+def install_args(oc, dest: Path) -> list[str]:
+    """`plugins install -l <dest>`, with `--force --accept-capabilities` where the CLI offers them: 2026.8+ (and
+    every install on 10.x/11.x): --force confirms a non-registry source, --accept-capabilities is the operator's
+    consent (asked by `enable`); 2026.7.x has neither meaning (its --force is refused with --link)."""
+    help_p = oc.run(["plugins", "install", "--help"], timeout=120)
+    args = ["plugins", "install", "-l", str(dest)]
+    if "--accept-capabilities" in help_p.stdout:
+        args += ["--force", "--accept-capabilities"]
+    return args
+
+
 def gateway_running(state_dir: Path) -> bool:
     try:
         from occd.openclaw.dbstore import gateway_status
@@ -255,13 +266,7 @@ def enable(settings, state_dir: Path, *, confirm: Callable[[str], bool] | None =
     _copy_plugin(dest, env)
     if _read_json(policy_path(env)) is None:
         write_policy(initial_policy(settings), env)
-    help_p = oc.run(["plugins", "install", "--help"], timeout=120)
-    args = ["plugins", "install", "-l", str(dest)]
-    if "--accept-capabilities" in help_p.stdout:
-        # 2026.8+: --force confirms a non-registry source, --accept-capabilities is the operator's consent (given
-        # above); 2026.7.x has neither meaning (its --force is refused with --link) and asks for no consent
-        args += ["--force", "--accept-capabilities"]
-    p = oc.run(args)
+    p = oc.run(install_args(oc, dest))
     after = slot_owner(_load_config(state_dir))
     if p.returncode != 0 or after != PLUGIN_ID:
         raise OccdError(f"OpenClaw did not install the plugin: {_last_line(p)}",

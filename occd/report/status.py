@@ -72,7 +72,8 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
     led = _open_ledger()
     if led is None:
         return {"ledger": None, "daemon": daemon_info(None, now), "agents": [], "lastScan": None,
-                "note": "no ledger yet: run `occd run --once`, `occd demo`, or install the service"}
+                "note": "no ledger yet: run `occd run --once`, `occd demo`, or install the service",
+                "schemaProblems": schema_problems(settings)}
     with led:
         agents = []
         counts = led.action_counts_since(now - 86400)
@@ -119,7 +120,7 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
                             for w in would if w["agent_id"] == a["id"]][:10],
             })
         out = {"ledger": str(led.path), "daemon": dinfo, "lastScan": led.last_scan(), "agents": agents,
-               "savings7d": saved["total"]}
+               "savings7d": saved["total"], "schemaProblems": schema_problems(settings)}
         from occd.lean import sessions_summary  # the lean view per session: on or not, and what it saves
 
         out["lean"] = sessions_summary()
@@ -327,6 +328,28 @@ def pid_alive(pid: int | None) -> bool:
         return False
 
 
+def schema_problems(settings) -> list[dict]:
+    """An agent database occd reads but acts on nothing for (occd.openclaw.dbschema: unverified) or cannot read:
+    {code SCHEMA_UNVERIFIED | SCHEMA_UNREADABLE, message (the agent, schema, release, why), hint}. Read-only."""
+    from occd.errors import OccdError
+    from occd.openclaw.health import check_agent_db
+    from occd.openclaw.state import list_agents, resolve_state_dir
+
+    try:
+        sd = resolve_state_dir(state_dir=getattr(settings, "state_dir", None))
+        agents = [a for a in list_agents(sd) if a.era == "db"]
+    except OccdError:
+        return []
+    out = []
+    for a in agents:
+        for c in check_agent_db(sd, a, None):
+            if c.status == "fail":
+                level = (c.data or {}).get("level")
+                out.append({"code": "SCHEMA_UNVERIFIED" if level == "unverified" else "SCHEMA_UNREADABLE",
+                            "message": c.detail, "hint": c.hint})
+    return out
+
+
 def health_problems(settings, now: float | None = None) -> list[dict]:
     """What `occd status --check` fails on: the daemon down or stale, an open breaker, a failed last scan.
     Each problem is {code, message, hint}; an empty list is healthy."""
@@ -349,6 +372,7 @@ def health_problems(settings, now: float | None = None) -> list[dict]:
             if b["state"] != "closed":
                 out.append({"code": "BREAKER_OPEN", "message": f"breaker {a['id']}/{b['kind']} is {b['state']}"
                             + (f": {b['reason']}" if b.get("reason") else ""), "hint": f"occd breaker reset {a['id']}"})
+    out += schema_problems(settings)
     ls = data.get("lastScan")
     if ls and ls.get("errors"):
         out.append({"code": "SCAN_FAILED", "message": f"the last scan had {ls['errors']} error(s)",

@@ -84,6 +84,15 @@ function hasMeaning(b) {
 }
 
 /** The stub a hidden result is replaced by in mode "stub". */
+// The replay types of a provider's compaction checkpoint (openclaw/openclaw src/agents/transcript-redact-replay.ts,
+// isCompactionReplayCheckpoint); the Python side: occd/transcript/compaction.py.
+export const PROVIDER_COMPACTION_TYPES = Object.freeze(["anthropic-compaction", "openai-responses-compaction",
+  "openai-responses-retained-compaction"]);
+
+export function isCompactionCheckpoint(m) {
+  return m?.role === "assistant" && PROVIDER_COMPACTION_TYPES.includes(m.providerReplay?.type);
+}
+
 export function stubText(toolName, chars) {
   return `[occd: result of ${toolName || "a tool"} hidden from the model (${chars} chars); the session keeps it, call the tool again if you need it]`;
 }
@@ -160,6 +169,10 @@ export function leanView(messages, rawRules) {
     if (m?.role === "assistant" && Array.isArray(m.content) && m.content.some(hideableCall)) toolTurnSet.add(turnOf[i]);
     else if (m?.role === "toolResult" && hideableResult(i)) toolTurnSet.add(turnOf[i]);
   }
+  // a provider-native compaction checkpoint (OpenClaw 2026.10.2+: `providerReplay` on an assistant message) is
+  // never hidden or rewritten, nor is anything before it: the provider's replay was made from that prefix
+  const cp = messages.findLastIndex(isCompactionCheckpoint);
+  if (cp >= 0) for (const t of [...toolTurnSet]) if (t <= turnOf[cp]) toolTurnSet.delete(t);
   const toolTurns = [...toolTurnSet].sort((a, b) => a - b);
   stats.toolTurns = toolTurns.length;
   const over = toolTurns.length - rules.keepTurns;
