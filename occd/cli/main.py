@@ -113,6 +113,9 @@ def cli(ctx, debug):
     """
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+    from occd.cli.render import install_safe_streams
+
+    install_safe_streams()  # nothing from OpenClaw's files reaches the terminal as a control sequence
 
 
 @click.command("completion")

@@ -33,6 +33,7 @@ import orjson
 from occd.errors import BusyError, OccdError
 from occd.openclaw.filestore import SessionInfo, resolve_ref
 from occd.openclaw.state import DB_NAME, GLOBAL_DB
+from occd import jsontext
 
 # agent schema (PRAGMA user_version) -> the releases that write it, all verified with occd on a real state
 KNOWN_SCHEMAS = {19: "2026.8.1–2026.9.4", 21: "2026.9.5", 23: "2026.9.6"}
@@ -154,7 +155,7 @@ def _is_reset(line: bytes) -> bool:
     if b'"reset"' not in line:
         return False
     try:
-        o = orjson.loads(line)
+        o = jsontext.loads(line)
     except orjson.JSONDecodeError:
         return False
     return isinstance(o, dict) and o.get("type") == "reset"
@@ -167,13 +168,13 @@ def _relink(lines: list[bytes]) -> list[bytes]:
     out, prev = [], None
     for ln in lines:
         try:
-            o = orjson.loads(ln)
+            o = jsontext.loads(ln)
         except orjson.JSONDecodeError:
             out.append(ln)
             continue
         if isinstance(o, dict) and o.get("parentId") != prev:
             o["parentId"] = prev
-            ln = orjson.dumps(o) + b"\n"
+            ln = jsontext.dumps(o) + b"\n"
         if isinstance(o, dict) and isinstance(o.get("id"), str):
             prev = o["id"]
         out.append(ln)
@@ -195,14 +196,14 @@ def context_window_lines(lines: list[bytes]) -> tuple[list[bytes], list[bytes]]:
     history = lines[start:last]
     kept: list[bytes] = []
     try:
-        first_kept = orjson.loads(lines[last]).get("firstKeptEntryId")
+        first_kept = jsontext.loads(lines[last]).get("firstKeptEntryId")
     except (orjson.JSONDecodeError, AttributeError):
         first_kept = None
     if isinstance(first_kept, str):
         seen = False
         for ln in lines[1:last]:
             try:
-                o = orjson.loads(ln)
+                o = jsontext.loads(ln)
             except orjson.JSONDecodeError:
                 continue
             if not isinstance(o, dict):
@@ -249,7 +250,7 @@ def loop_signals(lines: list[bytes], recent_turns: int = 10) -> dict:
         if _is_reset(ln):
             resets += 1
             try:
-                last_reset_at = orjson.loads(ln).get("timestamp")
+                last_reset_at = jsontext.loads(ln).get("timestamp")
             except (orjson.JSONDecodeError, AttributeError):
                 pass
     per_turn = [0]
@@ -390,7 +391,7 @@ class DbStore:
         out = []
         for key, sid, entry_json, updated, status, label, display, size in rows:
             try:
-                entry = orjson.loads(entry_json) if entry_json else {}
+                entry = jsontext.loads(entry_json) if entry_json else {}
             except orjson.JSONDecodeError:
                 self.warnings.append(f"{key}: entry_json is not valid JSON")
                 entry = {}
@@ -473,7 +474,7 @@ def _lease_alive(payload_json: str | None) -> bool:
     from occd.openclaw.locks import pid_alive
 
     try:
-        owner = (orjson.loads(payload_json) or {}).get("owner") or {}
+        owner = (jsontext.loads(payload_json) or {}).get("owner") or {}
     except (orjson.JSONDecodeError, TypeError, AttributeError):
         return True
     pid, host = owner.get("pid"), owner.get("host")
@@ -501,7 +502,7 @@ def gateway_status(state_dir: Path, now_ms: int | None = None, uid: int | None =
             for (payload,) in rows:
                 if _lease_alive(payload):
                     try:
-                        p = orjson.loads(payload) if payload else {}
+                        p = jsontext.loads(payload) if payload else {}
                     except orjson.JSONDecodeError:
                         p = {}
                     return {"running": True, "source": "lease", "pid": (p.get("owner") or {}).get("pid"),

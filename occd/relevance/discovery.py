@@ -34,6 +34,7 @@ from typing import Iterable, Mapping
 
 from occd.relevance.headtail import Counter, head_tail
 from occd.relevance.redact import squash
+from occd import jsontext
 
 ORIGIN_RE = re.compile(r"\[openclaw:agent=([A-Za-z0-9][A-Za-z0-9_.\-]{0,63})\]")
 CLAUDE_BACKEND = "claude-cli"
@@ -554,11 +555,11 @@ def _db_session(state_dir: Path, agent: str, store, info, cfg: dict) -> Session:
             for ej, ez in rows:
                 try:
                     if ej is not None:
-                        o = orjson.loads(ej)
+                        o = jsontext.loads(ej)
                     elif ez is not None:
                         from occd.openclaw.dbstore import _decode_zstd
 
-                        o = orjson.loads(_decode_zstd(ez))
+                        o = jsontext.loads(_decode_zstd(ez))
                     else:
                         continue
                 except (ValueError, Exception):  # noqa: BLE001 - one bad row is skipped

@@ -23,6 +23,7 @@ import orjson
 
 from occd.rotation.seed import ACK, Seed, is_seed_text
 from occd.transcript.jsonl import iter_objects
+from occd import jsontext
 
 
 def _text(content) -> str:
@@ -62,7 +63,7 @@ def read_old(source: Path | bytes, n: int = 5) -> dict:
     on the path, and whether a tool call is still waiting for its result (a run in progress)."""
     size = len(source) if isinstance(source, (bytes, bytearray)) else os.stat(source).st_size
     try:
-        header = orjson.loads(_first_line(source))
+        header = jsontext.loads(_first_line(source))
     except ValueError:
         header = {}
     header = header if isinstance(header, dict) and header.get("type") == "session" else {}

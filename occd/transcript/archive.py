@@ -18,6 +18,7 @@ from pathlib import Path
 import orjson
 
 from occd.errors import BusyError, OccdError, WriteError
+from occd import jsontext
 
 ARCHIVE_DIR = "archive"
 
@@ -56,7 +57,7 @@ def header_id(p: Path) -> str | None:
 
     try:
         with open_transcript(p) as fh:  # never blocks on a FIFO
-            h = orjson.loads(fh.readline(1 << 20))
+            h = jsontext.loads(fh.readline(1 << 20))
     except (OSError, ValueError, OccdError):
         return None
     return h.get("id") if isinstance(h, dict) else None
@@ -76,7 +77,7 @@ def verify_copy(copy: Path, *, lines: int | None, size: int | None, src_id: str 
     if size is not None and csize != size:
         return f"{csize} bytes, the source has {size}"
     try:
-        head = orjson.loads(first)
+        head = jsontext.loads(first)
     except ValueError:
         return "first line is not valid JSON"
     if not tail.endswith(b"\n"):
@@ -84,7 +85,7 @@ def verify_copy(copy: Path, *, lines: int | None, size: int | None, src_id: str 
     last = [ln for ln in tail.split(b"\n") if ln.strip()]
     try:
         if last:
-            orjson.loads(last[-1])
+            jsontext.loads(last[-1])
     except ValueError:
         return "last line is not valid JSON"
     if src_id is not None and (not isinstance(head, dict) or head.get("id") != src_id):

@@ -19,6 +19,7 @@ import orjson
 from occd.errors import NotFoundError, ParseError
 from occd.transcript.limits import MAX_CHARS, MAX_LINES, dumps_compact, json_text_len, jslen, text_within_limit
 from occd.transcript.model import CURRENT_VERSION, REF_TYPES, EntryMeta, Malformed, Transcript, gc_paused
+from occd import jsontext
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 _CHUNK = 1 << 20
@@ -377,7 +378,7 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
     pos = 0  # parsed objects so far
     missing_nl = False
     line = -1
-    loads = orjson.loads
+    loads = jsontext.loads
     v1_pending: list[tuple[EntryMeta, int]] = []  # (compaction entry, firstKeptEntryIndex)
     shared: tuple[dict, dict] = ({}, {})  # interned index and flag tuples (see _fill_message)
     refs: list[EntryMeta] = []  # entries that reference other entries besides their parent
