@@ -12,13 +12,14 @@ from datetime import datetime, timezone
 # cannot even be encoded). `clean` shows each as an escape (`\x1b`, `\r`, `\u202e`); in one-line text (table
 # cells, error lines) newlines and tabs too, so data cannot make fake rows. Every human line occd writes goes
 # through SafeStream (installed by the CLI group), which applies clean(one_line=False) as the last step: only
-# occd's own newlines and, on a colour terminal, its own SGR colour codes (rich's) pass. --json output is
-# written to the byte buffer and keeps the data, escaped as JSON does. ----
+# occd's own newlines pass. Colour comes only from rich (Console below), which writes past SafeStream to the
+# real stream, after Console.print and Table have cleaned every string they were given. Human renderers that
+# put data into lines of their own clean it first (clean_data), so a newline in a key makes no fake line.
+# --json output is written to the byte buffer and keeps the data, escaped as JSON does. ----
 
 _CTRL = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff"
 _UNSAFE_MULTI = re.compile(f"[{_CTRL}]")
 _UNSAFE_ONE = re.compile(f"[{_CTRL}\t\n]")
-_SGR = re.compile("(\x1b\\[[0-9;]*m)")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -38,22 +39,28 @@ def clean(text, *, one_line: bool = True) -> str:
     return (_UNSAFE_ONE if one_line else _UNSAFE_MULTI).sub(_esc, text)
 
 
-class SafeStream:
-    """A text stream that writes everything through clean(one_line=False); `allow_sgr`: occd's colour codes
-    (plain SGR) pass (a colour terminal; data is cleaned before it is styled, so these are rich's own)."""
+def clean_data(obj):
+    """A copy of a JSON-like value with every string cleaned to one line (dict keys too): for the human
+    renderers, which put data into lines of their own making."""
+    if isinstance(obj, str):
+        return clean(obj)
+    if isinstance(obj, dict):
+        return {clean(k) if isinstance(k, str) else k: clean_data(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [clean_data(v) for v in obj]
+    return obj
 
-    def __init__(self, stream, allow_sgr: bool = False):
-        self._stream = stream
-        self._allow_sgr = allow_sgr
+
+class SafeStream:
+    """A text stream that writes everything through clean(one_line=False) to the stream it wraps (`raw`)."""
+
+    def __init__(self, stream):
+        self.raw = stream
 
     def write(self, s: str) -> int:
         if not isinstance(s, str):
-            return self._stream.write(s)
-        if self._allow_sgr and "\x1b" in s:
-            out = "".join(part if i % 2 else clean(part, one_line=False) for i, part in enumerate(_SGR.split(s)))
-        else:
-            out = clean(s, one_line=False)
-        self._stream.write(out)
+            return self.raw.write(s)
+        self.raw.write(clean(s, one_line=False))
         return len(s)
 
     def writelines(self, lines) -> None:
@@ -61,19 +68,22 @@ class SafeStream:
             self.write(ln)
 
     def __getattr__(self, name):
-        return getattr(self._stream, name)
+        return getattr(self.raw, name)
+
+
+def raw_stream(stream):
+    """The stream under a SafeStream (rich writes there: its input is cleaned already, its colours are occd's)."""
+    return stream.raw if isinstance(stream, SafeStream) else stream
 
 
 def install_safe_streams() -> None:
     """Wrap sys.stdout and sys.stderr in SafeStream (once)."""
     import sys
 
-    from occd.cli.common import use_color
-
     for name in ("stdout", "stderr"):
         cur = getattr(sys, name)
         if cur is not None and not isinstance(cur, SafeStream):
-            setattr(sys, name, SafeStream(cur, allow_sgr=use_color(cur)))
+            setattr(sys, name, SafeStream(cur))
 
 
 def human_bytes(n: int | None) -> str:
@@ -376,7 +386,7 @@ class Console:
             from occd.cli.common import use_color
 
             color = use_color(self.stream)
-            self._rich = RichConsole(file=self.stream, width=self.width or PIPE_WIDTH, force_terminal=color,
+            self._rich = RichConsole(file=raw_stream(self.stream), width=self.width or PIPE_WIDTH, force_terminal=color,
                                      color_system="auto" if color else None, no_color=not color,
                                      highlight=False, markup=False, emoji=False, soft_wrap=True)
         return self._rich
