@@ -51,6 +51,10 @@ class Ledger(LedgerQueries):
         and refuses a ledger whose schema is behind (`occd db upgrade` fixes that)."""
         p = Path(path) if path is not None else paths.ledger_path()
         busy_timeout = _eng.BUSY_TIMEOUT_S if busy_timeout is None else busy_timeout
+        if os.path.islink(p):
+            raise OccdError(f"The ledger {paths.display_path(p)} is a symbolic link; occd does not open it",
+                            "move the link aside (occd creates its own ledger), or point OCCD_HOME elsewhere",
+                            code="LEDGER_UNAVAILABLE")
         if p.is_dir():
             raise OccdError(f"The ledger path {paths.display_path(p)} is a directory, not a database file",
                             "move that folder aside, or point OCCD_HOME at another folder", code="LEDGER_UNAVAILABLE")

@@ -77,7 +77,7 @@ def current_revision(engine: Engine) -> str | None:
 @contextlib.contextmanager
 def _upgrade_lock(path: Path) -> Iterator[None]:
     lock = path.with_name(path.name + ".migrate.lock")
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -21,6 +21,29 @@ from occd.errors import BusyError, OccdError, WriteError
 from occd import jsontext
 
 ARCHIVE_DIR = "archive"
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def no_symlink(p: Path, what: str = "folder") -> None:
+    """OccdError (SYMLINK_REFUSED) when `p` is a symbolic link: occd never writes through one into a place it
+    does not know (a symlinked `sessions/archive` would put transcripts into its target)."""
+    if os.path.islink(p):
+        raise OccdError(f"{p} is a symbolic link; occd does not write through it",
+                        f"replace it with a real {what} (move the link aside), then try again", code="SYMLINK_REFUSED")
+
+
+def safe_archive_dir(d: Path) -> Path:
+    """The archive folder, created (0700) when missing; refused when it (the folder itself) is a symlink or not a
+    folder."""
+    no_symlink(d)
+    try:
+        d.mkdir(exist_ok=True, mode=0o700)
+    except FileExistsError:
+        pass
+    no_symlink(d)
+    if not d.is_dir():
+        raise OccdError(f"{d} is not a folder", "move it aside, then try again", code="ARCHIVE_FAILED")
+    return d
 
 
 def _copy_range(fd_in: int, fd_out: int, offset: int, count: int) -> int:
@@ -113,6 +136,9 @@ def _staged(src: Path, dst: Path):
     """A temp name beside `dst` (any leftover of an earlier attempt removed first) for the archive to be built
     and checked under; it is always removed afterwards, and an OSError becomes one WriteError."""
     tmp = dst.with_name(f".{dst.name}.occd-tmp")
+    if dst.parent.name == ARCHIVE_DIR:
+        safe_archive_dir(dst.parent)
+    no_symlink(dst, "file")
     try:
         dst.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tmp.unlink(missing_ok=True)
@@ -137,7 +163,7 @@ def copy_verified(src: Path, dst: Path, src_id: str | None = None) -> list[int]:
     with _staged(src, dst) as tmp:
         with open(src, "rb") as fin:
             before = os.fstat(fin.fileno())
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
             try:
                 off = 0
                 while off < before.st_size:
@@ -202,9 +228,10 @@ def _link(src: Path, dst: Path) -> None:
 def archive_path_for(transcript: Path) -> Path:
     """`sessions/archive/<name>`, or `<stem>.<n>.jsonl` when that name is taken (never overwrites)."""
     d = transcript.parent / ARCHIVE_DIR
+    no_symlink(d)
     p = d / transcript.name
     n = 1
-    while p.exists():
+    while os.path.lexists(p):
         p = d / f"{transcript.stem}.{n}{transcript.suffix}"
         n += 1
     return p
