@@ -182,3 +182,19 @@ def test_drop_malformed_never_breaks_the_parent_chain(isolated_env, how):
         assert r.returncode == 1 and "parent" in (r.stdout + r.stderr), r.stdout + r.stderr
         assert b"".join(lines) == path.read_bytes()
     assert how != "invalid-json" or r.returncode == 0
+
+
+@pytest.mark.parametrize("esc", ["\\ud83d", "\\ude00\\ud83d"])
+def test_a_session_key_with_a_lone_surrogate_is_indexed_recorded_and_stripped(isolated_env, esc):
+    """The escape in a sessions.json key (and so in the ledger's session_key): the agent is indexed, the daemon's
+    scan records it (SQLite cannot store a lone surrogate: it is kept as its escape), the strip happens."""
+    state = state_with(isolated_env, {"agent:main:chat": {"turns": 40, "tools_per_turn": 3}}, window=150_000)
+    idx = state / "agents/main/sessions/sessions.json"
+    idx.write_text(idx.read_text().replace('"agent:main:chat"', f'"agent:main:chat{esc}"'))
+    r = occd("run", "--once", "--act", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = occd("history", "--json")
+    assert r.returncode == 0 and '"strip"' in r.stdout and '"ok"' in r.stdout and "failed" not in r.stdout, r.stdout
+    r = occd("list", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["sessions"][0]["key"] == "agent:main:chat" + json.loads(
+        f'"{esc}"'), r.stdout
