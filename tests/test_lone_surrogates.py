@@ -198,3 +198,25 @@ def test_a_session_key_with_a_lone_surrogate_is_indexed_recorded_and_stripped(is
     r = occd("list", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["sessions"][0]["key"] == "agent:main:chat" + json.loads(
         f'"{esc}"'), r.stdout
+
+
+@pytest.mark.parametrize("planted", ["\\ud83d", "\\ude00"], indirect=True)
+def test_rotation_and_clone_carry_the_escape(planted):
+    """The seed quotes the last exchanges (which carry the escape); the index is rewritten with a label that
+    carries it; a clone copies it: every file stays UTF-8 with the escape, never bytes that are not UTF-8."""
+    state, path, _lines, esc = planted
+    sdir = path.parent
+    r = occd("clone", KEY, "--strip-tools=aggressive", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = occd("rotate", KEY, "--force", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    for p in [*sdir.glob("*.jsonl"), sdir / "sessions.json", *(sdir / "archive").glob("*.jsonl")]:
+        data = p.read_bytes()
+        data.decode("utf-8")
+        for ln in data.splitlines():
+            if ln.strip() and p.suffix == ".jsonl":
+                jsontext.loads(ln)
+    assert esc.encode() in (sdir / "sessions.json").read_bytes()
+    new = json.loads(occd("list", "--json").stdout)["sessions"]
+    seeded = [s for s in new if s["key"] == KEY]
+    assert seeded and esc.encode() in Path(seeded[0]["path"]).read_bytes()

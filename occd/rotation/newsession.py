@@ -19,7 +19,6 @@ import secrets
 from datetime import datetime, timezone
 from pathlib import Path
 
-import orjson
 
 from occd.rotation.seed import ACK, Seed, is_seed_text
 from occd.transcript.jsonl import iter_objects
@@ -167,7 +166,7 @@ def seed_lines(new_id: str, seed: Seed, *, cwd: str | None, parent_session: str 
     text = seed.file_text() if include_memory else seed.message_text()
     add({"type": "message", "message": {"role": "user", "content": text, "timestamp": ms}})
     add(assistant(ACK, estimate))
-    return [orjson.dumps(x) + b"\n" for x in lines]
+    return [jsontext.dumps(x) + b"\n" for x in lines]  # a lone surrogate quoted from the old session stays an escape
 
 
 def write_new_session(path: Path, lines: list[bytes], mode: int = 0o644) -> None:
