@@ -93,7 +93,7 @@ def vacuum_into_backup(engine: Engine, path: Path, rev: str | None, now: float |
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now if now is not None else time.time()))
     dest = path.with_name(f"{path.name}.pre-{rev or 'base'}-{stamp}.bak")
     n = 1
-    while dest.exists():
+    while os.path.lexists(dest):  # a name taken by anything, a dangling symlink too: VACUUM INTO would follow it
         dest = path.with_name(f"{path.name}.pre-{rev or 'base'}-{stamp}-{n}.bak")
         n += 1
     with engine.connect() as conn:  # VACUUM cannot run in a transaction: use the autocommit driver directly
