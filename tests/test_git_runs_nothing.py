@@ -153,7 +153,7 @@ def _state_with_session_in(home: Path, repo: Path) -> Path:
 
 
 def test_no_entry_point_runs_a_program_the_repository_names(isolated_env, tmp_path, monkeypatch):
-    from occd.mcp_server import project_status_tool
+    from occd.relevance.mcp_server import project_status_tool
     from occd.relevance.project import find_root, project_status
 
     repo, marker = hostile_repo(tmp_path)
