@@ -28,8 +28,6 @@ import sqlite3
 import time
 from pathlib import Path
 
-import orjson
-
 from occd.errors import BusyError, OccdError
 from occd.openclaw.filestore import SessionInfo, resolve_ref
 from occd.openclaw.state import DB_NAME, GLOBAL_DB
@@ -156,7 +154,7 @@ def _is_reset(line: bytes) -> bool:
         return False
     try:
         o = jsontext.loads(line)
-    except orjson.JSONDecodeError:
+    except ValueError:
         return False
     return isinstance(o, dict) and o.get("type") == "reset"
 
@@ -169,7 +167,7 @@ def _relink(lines: list[bytes]) -> list[bytes]:
     for ln in lines:
         try:
             o = jsontext.loads(ln)
-        except orjson.JSONDecodeError:
+        except ValueError:
             out.append(ln)
             continue
         if isinstance(o, dict) and o.get("parentId") != prev:
@@ -197,14 +195,14 @@ def context_window_lines(lines: list[bytes]) -> tuple[list[bytes], list[bytes]]:
     kept: list[bytes] = []
     try:
         first_kept = jsontext.loads(lines[last]).get("firstKeptEntryId")
-    except (orjson.JSONDecodeError, AttributeError):
+    except (ValueError, AttributeError):
         first_kept = None
     if isinstance(first_kept, str):
         seen = False
         for ln in lines[1:last]:
             try:
                 o = jsontext.loads(ln)
-            except orjson.JSONDecodeError:
+            except ValueError:
                 continue
             if not isinstance(o, dict):
                 continue
@@ -251,7 +249,7 @@ def loop_signals(lines: list[bytes], recent_turns: int = 10) -> dict:
             resets += 1
             try:
                 last_reset_at = jsontext.loads(ln).get("timestamp")
-            except (orjson.JSONDecodeError, AttributeError):
+            except (ValueError, AttributeError):
                 pass
     per_turn = [0]
     turns = compactions = overflow = 0
@@ -392,7 +390,7 @@ class DbStore:
         for key, sid, entry_json, updated, status, label, display, size in rows:
             try:
                 entry = jsontext.loads(entry_json) if entry_json else {}
-            except orjson.JSONDecodeError:
+            except ValueError:
                 self.warnings.append(f"{key}: entry_json is not valid JSON")
                 entry = {}
             if not isinstance(entry, dict):
@@ -475,7 +473,7 @@ def _lease_alive(payload_json: str | None) -> bool:
 
     try:
         owner = (jsontext.loads(payload_json) or {}).get("owner") or {}
-    except (orjson.JSONDecodeError, TypeError, AttributeError):
+    except (ValueError, TypeError, AttributeError):
         return True
     pid, host = owner.get("pid"), owner.get("host")
     if isinstance(pid, int) and host == socket.gethostname():
@@ -503,7 +501,7 @@ def gateway_status(state_dir: Path, now_ms: int | None = None, uid: int | None =
                 if _lease_alive(payload):
                     try:
                         p = jsontext.loads(payload) if payload else {}
-                    except orjson.JSONDecodeError:
+                    except ValueError:
                         p = {}
                     return {"running": True, "source": "lease", "pid": (p.get("owner") or {}).get("pid"),
                             "port": p.get("port")}

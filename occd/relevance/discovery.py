@@ -506,8 +506,6 @@ def _db_session(state_dir: Path, agent: str, store, info, cfg: dict) -> Session:
     tail: list[dict] = []
     try:
         c = store.conn()
-        import orjson
-
         def objs(rows):
             out = []
             for ej, ez in rows:

@@ -14,7 +14,6 @@ from array import array
 from pathlib import Path
 from typing import IO, Iterator
 
-import orjson
 
 from occd.errors import NotFoundError, ParseError
 from occd.transcript.limits import MAX_CHARS, MAX_LINES, dumps_compact, json_text_len, jslen, text_within_limit
@@ -410,7 +409,7 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
             continue
         try:
             o = loads(raw)
-        except orjson.JSONDecodeError:
+        except ValueError:
             if not raw.strip():
                 continue  # a blank line: OpenClaw skips it
             try:
