@@ -506,6 +506,7 @@ def _db_session(state_dir: Path, agent: str, store, info, cfg: dict) -> Session:
     tail: list[dict] = []
     try:
         c = store.conn()
+
         def objs(rows):
             out = []
             for ej, ez in rows:
