@@ -16,7 +16,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from occd import jsontext
+from occd.transcript import jsontext
 from tests.test_daemon_jobs import ctx_for, state_with
 
 KEY = "agent:main:main"

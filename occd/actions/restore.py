@@ -25,7 +25,7 @@ def open_backup(backup_path, live_path, session_id: str):
     """The backup opened for reading, checked to be what a restore may put back: not a symbolic link (never
     followed: O_NOFOLLOW), a regular file of the live file's owner, and a transcript of this session (its
     header's id). The bytes are then read from this very descriptor. OccdError otherwise."""
-    from occd import jsontext
+    from occd.transcript import jsontext
 
     def refuse(why: str):
         raise OccdError(f"Backup {backup_path.name} {why}; it was not restored",

@@ -33,7 +33,7 @@ from occd.cleaner.truncate import truncate_args, truncate_result_content
 from occd.errors import BusyError, OccdError, ParseError
 from occd.transcript.model import EntryMeta, Transcript, gc_paused
 from occd.transcript.rewrite import serialize, splice_parent
-from occd import jsontext
+from occd.transcript import jsontext
 
 REMOVED, TRUNCATED, KEPT = "removed", "truncated", "kept"
 

@@ -229,13 +229,13 @@ def emit_json(obj: Any, *, key: str = "items", success: bool = True, error: dict
 
 def _json_bytes(data) -> bytes:
     """The envelope as indented JSON; a lone surrogate from OpenClaw's data is written as its escape (orjson
-    refuses it; occd.jsontext)."""
+    refuses it; occd.transcript.jsontext)."""
     import orjson
 
     try:
         return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
     except TypeError:
-        from occd.jsontext import dumps
+        from occd.transcript.jsontext import dumps
 
         return dumps(data, indent=2)
 

@@ -12,7 +12,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from occd import jsontext
+from occd.transcript import jsontext
 
 log = logging.getLogger("occd.jobs.budget")
 FACTS_KEY = "budget.facts"

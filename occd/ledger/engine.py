@@ -161,7 +161,7 @@ def make_engine(path: Path, *, readonly: bool = False, busy_timeout: float = BUS
 
 
 class _Cursor(sqlite3.Cursor):
-    """OpenClaw's data may carry lone surrogates (a JSON "\\ud83d", occd.jsontext); SQLite stores UTF-8, which
+    """OpenClaw's data may carry lone surrogates (a JSON "\\ud83d", occd.transcript.jsontext); SQLite stores UTF-8, which
     cannot hold them: every parameter is written (and looked up) with them as the escape they were read from."""
 
     def execute(self, sql, parameters=(), /):
@@ -180,7 +180,7 @@ def _clean_params(p):
     if isinstance(p, str):
         if p.isascii():
             return p
-        from occd.jsontext import escape_surrogates, has_surrogates
+        from occd.transcript.jsontext import escape_surrogates, has_surrogates
 
         return escape_surrogates(p) if has_surrogates(p) else p
     if isinstance(p, tuple):

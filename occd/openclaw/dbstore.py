@@ -31,7 +31,7 @@ from pathlib import Path
 from occd.errors import BusyError, OccdError
 from occd.openclaw.filestore import SessionInfo, resolve_ref
 from occd.openclaw.state import DB_NAME, GLOBAL_DB
-from occd import jsontext
+from occd.transcript import jsontext
 
 # agent schema (PRAGMA user_version) -> the releases that write it, all verified with occd on a real state
 KNOWN_SCHEMAS = {19: "2026.8.1–2026.9.4", 21: "2026.9.5", 23: "2026.9.6"}

@@ -18,7 +18,7 @@ from typing import Callable
 
 from occd.errors import OccdError
 from occd.openclaw.locks import IndexLock, transcript_lock
-from occd import jsontext
+from occd.transcript import jsontext
 
 SESSION_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$", re.IGNORECASE)
 _NOT_SESSION = re.compile(

@@ -35,7 +35,7 @@ from typing import Iterable, Mapping
 from occd.relevance.headtail import Counter, head_tail
 from occd.relevance.prompts import SKIP_PREFIXES, claude_prompt_text, text_of
 from occd.relevance.redact import squash
-from occd import jsontext
+from occd.transcript import jsontext
 
 ORIGIN_RE = re.compile(r"\[openclaw:agent=([A-Za-z0-9][A-Za-z0-9_.\-]{0,63})\]")
 CLAUDE_BACKEND = "claude-cli"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from occd.rotation.seed import ACK, Seed, is_seed_text
 from occd.transcript.jsonl import iter_objects
-from occd import jsontext
+from occd.transcript import jsontext
 
 
 def _text(content) -> str:

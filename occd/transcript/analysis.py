@@ -17,7 +17,7 @@ import orjson
 from occd.transcript.jsonl import iter_objects
 from occd.transcript.model import Transcript
 from occd.transcript.scan import entry_from_obj
-from occd import jsontext
+from occd.transcript import jsontext
 
 
 def context_tokens(t: Transcript) -> dict:

@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 
 from occd.errors import BusyError, OccdError, WriteError
-from occd import jsontext
+from occd.transcript import jsontext
 
 ARCHIVE_DIR = "archive"
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Iterable, Iterator
 
 import orjson
-from occd import jsontext
+from occd.transcript import jsontext
 
 
 def iter_objects(lines: Iterable[bytes | str]) -> Iterator[dict]:

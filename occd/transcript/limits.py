@@ -31,7 +31,7 @@ def dumps_compact(value) -> bytes:
     try:
         return orjson.dumps(value)
     except TypeError:
-        from occd.jsontext import escape_surrogates  # lone surrogates back as the escapes they were read from
+        from occd.transcript.jsontext import escape_surrogates  # lone surrogates back as the escapes they were read from
 
         return escape_surrogates(json.dumps(value, ensure_ascii=False, separators=(",", ":"))).encode("utf-8")
 

@@ -23,7 +23,7 @@ import orjson
 from occd.errors import BusyError, WriteError
 from occd.transcript.limits import dumps_compact
 from occd.transcript.model import CURRENT_VERSION, Transcript, gc_paused
-from occd import jsontext
+from occd.transcript import jsontext
 
 EntryTransform = Callable[[dict], dict]
 _CHUNK = 1 << 20

@@ -18,7 +18,7 @@ from typing import IO, Iterator
 from occd.errors import NotFoundError, ParseError
 from occd.transcript.limits import MAX_CHARS, MAX_LINES, dumps_compact, json_text_len, jslen, text_within_limit
 from occd.transcript.model import CURRENT_VERSION, REF_TYPES, EntryMeta, Malformed, Transcript, gc_paused
-from occd import jsontext
+from occd.transcript import jsontext
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 _CHUNK = 1 << 20
