@@ -123,8 +123,7 @@ class InstanceLock:
         try:  # never through a symlink planted at the lock's name
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o600)
         except OSError as e:
-            raise OccdError(f"Cannot take occd's lock {self.path}: {e.strerror}",
-                            "if it is a symbolic link, remove it (occd makes its own)", code="LOCK_FAILED") from None
+            raise OccdError(f"Cannot take occd's lock {self.path}: {e.strerror}", "remove it", code="LOCK_FAILED") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
