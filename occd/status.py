@@ -182,7 +182,8 @@ def stats(settings, since: str | None = "7d", now: float | None = None) -> dict:
     with led:
         s = summarize(led.history(since=start, limit=1_000_000))
     return {"since": start, **s, "assumptions": {
-        "tokensRemoved": "bytes the strips took out of the transcripts / 4",
+        "tokensRemoved": "context tokens the strips took out of what the model is sent (the figure before "
+                         "minus the figure after; never more than the context before)",
         "compactionsAvoided": f"strips made when OpenClaw was predicted to compact within {AVOID_HORIZON_TURNS} turns",
         "usdSaved": f"tokens removed x the model's input price x {SAVINGS_HORIZON_TURNS} following turns"}}
 
@@ -220,7 +221,28 @@ def new_actions(*, after_id: int, agent=None, session=None, kind=None, limit=100
     if led is None:
         return []
     with led:
+        session = _history_session(led, session, agent)
         return list(reversed(led.history(agent=agent, session=session, kind=kind, limit=limit, after_id=after_id)))
+
+
+def _history_session(led, ref: str | None, agent: str | None = None) -> str | None:
+    """`--session` resolved as every command resolves a session (occd.ids: the part a table shows, any unique
+    part of 4+ characters, a prefix, an id or a key) among the sessions the ledger has actions of: the full id,
+    or the key as given. Several matches: the usual AMBIGUOUS_SESSION error. No match: the reference as given
+    (the ledger's prefix filter then says there is nothing for it)."""
+    if not ref:
+        return ref
+    from occd.ids import resolve
+
+    pairs = led.action_sessions(agent)
+    if any(k == ref for _, k in pairs):
+        return ref  # a key: every session that has had it (a rotation keeps the key)
+    try:
+        return resolve(pairs, ref, id_of=lambda x: x[0], key_of=lambda x: x[1])[0]
+    except OccdError as e:
+        if e.code == "AMBIGUOUS_SESSION":
+            raise
+        return ref
 
 
 def history(settings=None, *, agent=None, session=None, kind=None, since=None, limit=200, now=None,
@@ -247,6 +269,7 @@ def history(settings=None, *, agent=None, session=None, kind=None, since=None, l
                 raise OccdError(f"Agent '{agent}' not found in the ledger",
                                 (f"did you mean {near[0]}? " if near else "") + "agents: " + (", ".join(known) or "none yet"),
                                 code="AGENT_NOT_FOUND")
+        session = _history_session(led, session, agent)
         rows = led.history(agent=agent, session=session, kind=kind, since=since_ts, limit=limit)
         if not with_total:
             return rows
