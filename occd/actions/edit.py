@@ -146,13 +146,13 @@ def edit_session(settings, *, agent=None, ref=None, preset=None, force=False, dr
                                 drop_malformed=drop_malformed, dry_run=dry_run, trigger=trigger, policy=policy,
                                 reason=reason, ledger=ledger, now=now, t0=t0, crashed_run=crashed_run,
                                 details=details)
-    except BusyError as e:
+    except BusyError as e:  # a refused dry run writes nothing either (record_action skips it)
         record_action(kind, target, outcome="deferred", trigger=trigger, policy=policy, reason=reason,
-                      error=e.message, ledger=ledger)
+                      error=e.message, dry_run=dry_run, ledger=ledger)
         raise
     except OccdError as e:
         record_action(kind, target, outcome="failed", trigger=trigger, policy=policy, reason=reason,
-                      error=e.message, ledger=ledger)
+                      error=e.message, dry_run=dry_run, ledger=ledger)
         raise
 
 

@@ -114,6 +114,7 @@ def rotate_session(settings, *, agent=None, ref=None, dry_run=False, force=False
         raise OccdError(f"Agent '{aid}' has sessions OpenClaw has not migrated yet", "run `openclaw doctor --fix` "
                         "first; occd only reads such a state", code="UNSUPPORTED_ERA")
     info = store.resolve(ref) if ref else store.latest()
+    times = _file_times(info) if era == "file" else None  # before occd reads it: an undo gives them back
     if not info.key:
         raise OccdError(f"Session '{info.session_id}' has no session key in the index",
                         "only indexed sessions can be rotated (the key is what continues)", code="NOT_ROTATABLE")
@@ -142,7 +143,8 @@ def rotate_session(settings, *, agent=None, ref=None, dry_run=False, force=False
         led = Ledger.open() if own else ledger
         try:
             res = _rotate_locked(settings, led, state_dir, aid, store, info, era=era, why=why, now=now,
-                                 budget_percent=budget_percent, trigger=trigger, policy=policy, gateway=gateway)
+                                 budget_percent=budget_percent, trigger=trigger, policy=policy, gateway=gateway,
+                                 times=times)
         finally:
             if own:
                 led.close()
@@ -155,8 +157,19 @@ def rotate_session(settings, *, agent=None, ref=None, dry_run=False, force=False
     return res
 
 
+def _file_times(info) -> list[int] | None:
+    """[size, atime_ns, mtime_ns] of a session's transcript, or None."""
+    import os
+
+    try:
+        st = os.stat(info.path)
+    except (OSError, TypeError):
+        return None
+    return [st.st_size, st.st_atime_ns, st.st_mtime_ns]
+
+
 def _rotate_locked(settings, led, state_dir, aid, store, info, *, era, why, now, budget_percent, trigger, policy,
-                   gateway) -> dict:
+                   gateway, times=None) -> dict:
     from occd.rotation.machine import KeyLock
 
     with KeyLock(aid, info.key):
@@ -170,14 +183,15 @@ def _rotate_locked(settings, led, state_dir, aid, store, info, *, era, why, now,
             raise BusyError(f"Session '{info.key}' has a tool call waiting for its result",
                             "a run is in progress; the rotation waits until it ends")
         if era == "file":
-            return _rotate_file(settings, led, plan, trigger=trigger, policy=policy, now=now)
+            return _rotate_file(settings, led, plan, trigger=trigger, policy=policy, now=now, times=times)
         from occd.rotation.db import rotate_db
 
         return rotate_db(settings, led, plan, state_dir=state_dir, trigger=trigger, policy=policy, now=now,
                          gateway=gateway)
 
 
-def _rotate_file(settings, led, plan: dict, *, trigger: str, policy: str | None, now: float) -> dict:
+def _rotate_file(settings, led, plan: dict, *, trigger: str, policy: str | None, now: float,
+                 times: list[int] | None = None) -> dict:
     from occd.rotation.machine import file_stat, maybe_crash
 
     old_path = Path(plan["oldPath"])
@@ -187,7 +201,7 @@ def _rotate_file(settings, led, plan: dict, *, trigger: str, policy: str | None,
                               archive_path=plan["archivePath"], seed_budget_percent=plan["seedBudgetPercent"],
                               seed_tokens=plan["seed"]["tokens"], compactions_before=plan["compactions"],
                               details={"oldStat": file_stat(old_path), "seedEntries": len(plan["_lines"]) - 1,
-                                       "seed": plan["seed"], "policy": policy}, now=now)
+                                       "seed": plan["seed"], "policy": policy, "oldTimes": times}, now=now)
     maybe_crash("PENDING")
     return drive_file(settings, led, rid, plan, trigger=trigger, policy=policy)
 
@@ -256,13 +270,7 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
     led = Ledger.open() if own else ledger
     stack = contextlib.ExitStack()
     try:
-        rows = [r for r in led.rotations(agent=aid, states=("INJECTED", "COOLDOWN"), limit=500)
-                if r.get("era") == "file" and (r["session_key"] == ref or (r["new_session_id"] or "").startswith(ref)
-                                               or (r["old_session_id"] or "").startswith(ref))]
-        if not rows:
-            raise OccdError(f"No finished rotation to undo for '{ref}'", "see `occd status --rotations`",
-                            code="NO_ROTATION")
-        r = rows[0]
+        r = _rotation_for(led.rotations(agent=aid, states=("INJECTED", "COOLDOWN"), limit=500), ref)
         details = r.get("details") or {}
         new_path, old_path = Path(r["new_path"]), Path(r["old_path"])
         archive = Path(r["archive_path"]) if r.get("archive_path") else None
@@ -282,12 +290,17 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
             ensure_idle(new_path, settings.idle_seconds, True, now)
         if not old_path.exists():
             copy_verified(archive, old_path, r["old_session_id"])
+            _give_times_back(old_path, details.get("oldTimes"))
         now_ms = int(now * 1000)
+        old_entry = details.get("oldEntry")
 
         def back(index: dict) -> dict:
             e = index.get(r["session_key"])
             if not isinstance(e, dict) or e.get("sessionId") != r["new_session_id"]:
                 raise BusyError("The session key changed since the rotation", "nothing was changed")
+            if isinstance(old_entry, dict) and old_entry.get("sessionId") == r["old_session_id"]:
+                index[r["session_key"]] = old_entry  # exactly as it was (tokens, updatedAt, every field)
+                return index
             e = dict(e)
             e["sessionId"] = r["old_session_id"]
             if "sessionFile" in e:
@@ -320,6 +333,35 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
         stack.close()
         if own:
             led.close()
+
+
+def _give_times_back(path: Path, times) -> None:
+    """The transcript's access and modification times as they were before the rotation, when the restored
+    file is the same size as then (nothing was appended to the archive since)."""
+    import os
+
+    try:
+        size, atime_ns, mtime_ns = times
+        if os.stat(path).st_size == size:
+            os.utime(path, ns=(atime_ns, mtime_ns))
+    except (TypeError, ValueError, OSError) as e:
+        log.debug("could not give %s its times back: %s", path, e)
+
+
+def _rotation_for(rows: list[dict], ref: str) -> dict:
+    """The newest undoable file-era rotation `ref` names: its session key, or its old or new session id in any
+    form every command takes (occd.ids: the part `status --rotations` shows, a unique part, a prefix)."""
+    from occd.ids import resolve
+
+    rows = [r for r in rows if r.get("era") == "file"]
+    items = [(sid, r) for r in rows for sid in (r.get("new_session_id"), r.get("old_session_id")) if sid]
+    try:
+        return resolve(items, ref, id_of=lambda x: x[0], key_of=lambda x: x[1].get("session_key"),
+                       hint_list="see `occd status --rotations`")[1]
+    except OccdError as e:
+        if e.code == "AMBIGUOUS_SESSION":
+            raise
+        raise OccdError(f"No finished rotation to undo for '{ref}'", e.hint, code="NO_ROTATION") from None
 
 
 def _observe_new_session(led, plan: dict) -> None:

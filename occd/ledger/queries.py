@@ -113,6 +113,13 @@ class LedgerQueries:
         where, params = self._history_where(agent, session, kind, since)
         return self._rows(f"SELECT COUNT(*) AS n FROM actions WHERE {where}", params)[0]["n"]
 
+    def action_sessions(self, agent: str | None = None) -> list[tuple[str, str | None]]:
+        """(session id, session key) of every session the ledger has actions of (history --session resolves
+        among them)."""
+        return [(r["session_id"], r["session_key"]) for r in self._rows(
+            "SELECT DISTINCT session_id, session_key FROM actions WHERE session_id IS NOT NULL "
+            "AND (? IS NULL OR agent_id = ?)", (agent, agent))]
+
     def action_kinds(self) -> list[str]:
         return [r["kind"] for r in self._rows("SELECT DISTINCT kind FROM actions ORDER BY kind")]
 
