@@ -207,7 +207,8 @@ def _edit_locked(settings, target, src, *, name, p, kind, force, drop_malformed,
                      dropped_malformed=[m.lineno for m in t.malformed] if drop_malformed else [])
     record_action(kind, target, outcome="ok", trigger=trigger, policy=policy, reason=reason,
                   before={"size": stats.size_original, "messages": stats.messages_original,
-                          "toolCalls": stats.tool_calls_original, "tokens": stats.tokens_before, **(details or {})},
+                          "toolCalls": stats.tool_calls_original, "tokens": stats.tokens_before,
+                          "tokensSource": stats.tokens_before_source, **(details or {})},
                   after=stats.to_json(), backup_path=backup, pruned=pruned,
                   duration_ms=(time.monotonic() - t0) * 1000, ledger=ledger)
     return res
