@@ -155,3 +155,26 @@ def test_rotate_then_undo_gives_the_index_entry_and_the_file_times_back(isolated
     listed = json.loads(run("list", "--json").stdout)["sessions"]
     row = next(x for x in listed if x["id"] == s.session_id)
     assert row["tokens"] == 123_456
+
+
+# ---- item 9: a clone outside OpenClaw's state ------------------------------------------------------------------
+
+def test_clone_written_outside_the_state_is_not_one_of_the_agents_sessions(isolated_env, tmp_path):
+    fs, s = _state(isolated_env)
+    assert run("run", "--once").exit_code == 0
+    st0 = json.loads(run("status", "--json").stdout)
+    assert st0["agents"][0]["sessions"] == 1
+    out = tmp_path / "elsewhere" / "x.jsonl"
+    out.parent.mkdir()
+    r = run("clone", s.session_id, "-o", str(out), "--no-register")
+    assert r.exit_code == 0 and out.exists(), r.output
+    for _ in range(2):  # right after the clone, and after the daemon's next scan
+        st = json.loads(run("status", "--json").stdout)
+        (agent,) = st["agents"]
+        assert agent["sessions"] == 1, agent
+        assert [b["sessionId"] for b in agent["biggest"]] == [s.session_id]
+        assert run("run", "--once").exit_code == 0
+    # a clone in the agent's own folder is one of its sessions
+    r, data = jrun("clone", s.session_id)
+    assert r.exit_code == 0
+    assert json.loads(run("status", "--json").stdout)["agents"][0]["sessions"] == 2
