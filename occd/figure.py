@@ -78,6 +78,36 @@ def _pos_int(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
+def session_window(entry: dict | None, config_window: int | None, config_mtime: float | None = None) -> int | None:
+    """The session's context window, one rule for every command (list, info, status, sessions, the daemon):
+    the window OpenClaw recorded for the session (`contextTokens`, resolved at its last turn), unless OpenClaw's
+    config changed after that record (openclaw.json newer than the entry's `updatedAt`): then the window the
+    config gives now, which the next turn uses. `config_window`: occd.openclaw.context_window for the session's
+    model (None: unknown)."""
+    e = entry if isinstance(entry, dict) else {}
+    ct = _pos_int(e.get("contextTokens"))
+    if ct is None:
+        return config_window
+    upd = e.get("updatedAt")
+    newer_config = (config_window is not None and config_mtime is not None and isinstance(upd, (int, float))
+                    and not isinstance(upd, bool) and config_mtime * 1000 > upd)
+    return config_window if newer_config else ct
+
+
+def compactions(index_count, file_count=None, *, indexed: bool = False) -> int | None:
+    """How many times OpenClaw compacted the session, one rule for every command: OpenClaw's own count (the
+    index's `compactionCount`, what `openclaw sessions list` shows; an indexed entry without one has had none:
+    OpenClaw writes it with the first compaction), else the compactions in the transcript (an unindexed file)."""
+    def ok(v):
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    if ok(index_count):
+        return index_count
+    if indexed:
+        return 0
+    return file_count if ok(file_count) else None
+
+
 @dataclass
 class Figure:
     tokens: int | None
@@ -147,6 +177,9 @@ def session_figure(*, transcript: tuple[int | None, str | None] = (None, None), 
     elif total is not None:
         fig.tokens, fig.source = total, INDEX
     budget = _pos_int(cbs.get("promptBudgetBeforeReserve"))
+    recorded_window = _pos_int(cbs.get("contextTokenBudget"))
+    if budget is not None and window is not None and recorded_window is not None and recorded_window != window:
+        budget = None  # recorded for another window (the config changed since): computed for this one below
     if budget is not None:
         fig.compact_at, fig.compact_at_source = budget, "openclaw"
     else:

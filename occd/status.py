@@ -66,7 +66,7 @@ def daemon_info(ledger, now: float) -> dict:
 
 
 def status(settings, now: float | None = None, top: int = 5) -> dict:
-    from occd.figure import compaction_point, percent
+    from occd.figure import percent
 
     now = time.time() if now is None else now
     led = _open_ledger()
@@ -96,6 +96,7 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
                 return (100.0 * o["context_tokens"] / o["context_window"]) if o.get("context_tokens") and o.get("context_window") else -1
 
             biggest = sorted(obs, key=pct, reverse=True)[:top]
+            entries = _index_entries(settings, a["id"], {o["session_id"] for o in biggest})
             policy = settings.policy_for(a["id"])
             # the running daemon's mode (its flags and overrides), else the config's
             mode = dinfo["agentModes"].get(a["id"]) or (dinfo.get("mode") if dinfo["running"] else None)
@@ -109,7 +110,7 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
                              "contextTokens": o.get("context_tokens"), "tokensSource": o.get("tokens_source"),
                              "contextWindow": o.get("context_window"),
                              "contextPercent": percent(o.get("context_tokens"), o.get("context_window")),
-                             **_headroom(o.get("context_tokens"), o.get("context_window"), compaction_point),
+                             **_headroom(o, entries.get(o["session_id"])),
                              "compactions": o.get("compaction_count"), "size": o.get("size"),
                              "emergency": _current(marks.get((a["id"], o["session_id"])), o)} for o in biggest],
                 "breakers": [{"kind": b.kind, "state": b.state, "reason": b.reason, "openedAt": b.opened_at}
@@ -133,11 +134,30 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
         return out
 
 
-def _headroom(tokens, window, compaction_point) -> dict:
-    """OpenClaw's compaction point for the window (its default reserve: the ledger keeps no per-session budget)
-    and how far the session's context is from it (negative: past it)."""
-    point = compaction_point(window)
+def _headroom(obs: dict, entry: dict | None) -> dict:
+    """OpenClaw's compaction point for the session and how far its context is from it (negative: past it), by
+    the one function every command uses (occd.figure: OpenClaw's recorded budget for this window, else its
+    default reserve)."""
+    from occd.figure import session_figure
+
+    fig = session_figure(entry=entry, window=obs.get("context_window"), session_id=obs.get("session_id"))
+    point, tokens = fig.compact_at, obs.get("context_tokens")
     return {"compactionPoint": point, "toCompaction": point - tokens if point and tokens is not None else None}
+
+
+def _index_entries(settings, agent: str, ids: set) -> dict[str, dict]:
+    """OpenClaw's index entries of the sessions status shows (their budget records), {} when unreadable."""
+    if not ids:
+        return {}
+    try:
+        from pathlib import Path
+
+        from occd.openclaw import open_store, resolve_state_dir
+
+        state_dir = Path(settings.state_dir) if getattr(settings, "state_dir", None) else resolve_state_dir()
+        return {i.session_id: (i.entry or {}) for i in open_store(state_dir, agent).sessions() if i.session_id in ids}
+    except Exception:  # noqa: BLE001 - the default budget is shown then
+        return {}
 
 
 def _current(e: dict | None, obs: dict) -> str | None:

@@ -120,9 +120,10 @@ def info_cmd(session, agent, state_dir, as_json, verbose):
     c.print(f"  Tool calls:  {a['toolCalls']} calls, {a['toolResults']} results, "
             f"{a['turnsWithTools']} of {a['turns']} turns use tools", wrap=True, indent=15)
     c.print(f"  Thinking:    {a['thinkingBlocks']} blocks   Images: {a['images']}", wrap=True, indent=15)
-    idx = info.get("compactionCountIndex")
-    by_index = f" ({idx} by OpenClaw's count)" if idx is not None and idx != a["compactions"] else ""
-    c.print(f"  Compactions: {a['compactions']}{by_index}   Branches: {a['branches']}   Entries: {a['entries']}", wrap=True, indent=15)
+    comp = info.get("compactions")
+    in_file = f" ({a['compactions']} in the transcript)" if comp is not None and comp != a["compactions"] else ""
+    c.print(f"  Compactions: {comp if comp is not None else a['compactions']}{in_file}   Branches: {a['branches']}   "
+            f"Entries: {a['entries']}", wrap=True, indent=15)
     ctx = info["context"]
     if ctx["tokens"] is not None:
         share = f" = {percent_text(ctx['percent'])} of {human_tokens(ctx['window'])} context" if ctx.get("window") else ""
