@@ -78,20 +78,22 @@ def _pos_int(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
-def session_window(entry: dict | None, config_window: int | None, config_mtime: float | None = None) -> int | None:
+def session_window(entry: dict | None, named: int | None, config_mtime: float | None = None,
+                   default: int | None = None) -> int | None:
     """The session's context window, one rule for every command (list, info, status, sessions, the daemon):
     the window OpenClaw recorded for the session (`contextTokens`, resolved at its last turn), unless OpenClaw's
-    config changed after that record (openclaw.json newer than the entry's `updatedAt`): then the window the
-    config gives now, which the next turn uses. `config_window`: occd.openclaw.context_window for the session's
-    model (None: unknown)."""
+    config changed after that record (openclaw.json newer than the entry's `updatedAt`) and names a window for
+    the model: then that one, which the next turn uses. `named`: occd.openclaw.context_window(default=None) for
+    the session's model (the catalog's or the config's window; None when neither names one); `default`:
+    OpenClaw's default window, for a session without a record and a model nothing names."""
     e = entry if isinstance(entry, dict) else {}
     ct = _pos_int(e.get("contextTokens"))
     if ct is None:
-        return config_window
+        return named if named is not None else default
     upd = e.get("updatedAt")
-    newer_config = (config_window is not None and config_mtime is not None and isinstance(upd, (int, float))
+    newer_config = (named is not None and config_mtime is not None and isinstance(upd, (int, float))
                     and not isinstance(upd, bool) and config_mtime * 1000 > upd)
-    return config_window if newer_config else ct
+    return named if newer_config else ct
 
 
 def compactions(index_count, file_count=None, *, indexed: bool = False) -> int | None:

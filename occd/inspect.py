@@ -148,6 +148,7 @@ def _window_lookup(state_dir: Path, agent: str):
     """info -> the session's window by occd.figure.session_window (the config's window per model, parsed once)."""
     from occd.figure import session_window
     from occd.openclaw import config_mtime
+    from occd.openclaw.state import DEFAULT_CONTEXT_WINDOW
 
     cache: dict = {}
     mtime = config_mtime(state_dir)
@@ -160,10 +161,10 @@ def _window_lookup(state_dir: Path, agent: str):
             try:
                 from occd.openclaw import context_window
 
-                cache[k] = context_window(state_dir, agent=agent, model=model, provider=provider)
+                cache[k] = context_window(state_dir, agent=agent, model=model, provider=provider, default=None)
             except Exception:  # noqa: BLE001 - informative only
                 cache[k] = None
-        return session_window(getattr(info, "entry", None), cache[k], mtime)
+        return session_window(getattr(info, "entry", None), cache[k], mtime, DEFAULT_CONTEXT_WINDOW)
 
     return window_for
 

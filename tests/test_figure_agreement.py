@@ -94,7 +94,9 @@ def test_the_one_rules():
     assert session_window(e, 40_000, config_mtime=999.0) == 128_000       # OpenClaw's record is the newer fact
     assert session_window(e, 40_000, config_mtime=1001.0) == 40_000       # the config changed after it
     assert session_window({}, 40_000, 5.0) == 40_000 and session_window(None, None) is None
-    assert session_window(e, None, 1001.0) == 128_000
+    assert session_window({}, None, 5.0, default=200_000) == 200_000
+    # a config edited after the record that names no window for the model: OpenClaw's record stands
+    assert session_window(e, None, 1001.0, default=200_000) == 128_000
     assert compactions(1, 2) == 1 and compactions(None, 2, indexed=True) == 0 and compactions(None, 2) == 2
     cbs = {"promptBudgetBeforeReserve": 100_000, "contextTokenBudget": 128_000}
     f = session_figure(transcript=(16_000, "usage"), entry={"contextBudgetStatus": cbs}, window=40_000)

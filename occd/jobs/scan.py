@@ -216,7 +216,7 @@ def _window(ctx, cfg: dict | None, agent_id: str, info) -> int | None:
     if cfg is None:
         return None
     return context_window(ctx.state_dir, agent=agent_id, model=getattr(info, "model", None),
-                          provider=getattr(info, "model_provider", None), config=cfg)
+                          provider=getattr(info, "model_provider", None), config=cfg, default=None)
 
 
 def scan_agent(ctx, agent, result: ScanResult, files: dict, seen_paths: set) -> None:
@@ -241,6 +241,7 @@ def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: 
     windows: dict = {}
     marks: dict | None = None  # the ledger's post-rewrite estimates, read only when a file was read from its tail
     from occd.openclaw import config_mtime
+    from occd.openclaw.state import DEFAULT_CONTEXT_WINDOW
 
     cfg_mtime = config_mtime(ctx.state_dir)
     for info in infos:
@@ -249,7 +250,8 @@ def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: 
         wkey = (getattr(info, "model", None), getattr(info, "model_provider", None))
         if wkey not in windows:
             windows[wkey] = _window(ctx, cfg, agent.id, info)
-        window = session_window(info.entry, windows[wkey], cfg_mtime)  # the one rule (occd.figure)
+        window = session_window(info.entry, windows[wkey], cfg_mtime,
+                                None if cfg is None else DEFAULT_CONTEXT_WINDOW)  # the one rule (occd.figure)
         if info.path is None:  # database era: figures from OpenClaw's own entry, no transcript read
             fig = session_figure(entry=info.entry, window=window, session_id=info.session_id)
             obs = SessionObs(

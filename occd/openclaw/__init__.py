@@ -44,9 +44,11 @@ def context_window_for_session(state_dir: Path, agent: str, info, config: dict |
     """The session's window by occd.figure.session_window (the one rule every command uses)."""
     from occd.figure import session_window
 
-    cw = context_window(state_dir, agent=agent, model=getattr(info, "model", None),
-                        provider=getattr(info, "model_provider", None), config=config)
-    return session_window(getattr(info, "entry", None), cw, config_mtime(state_dir))
+    from occd.openclaw.state import DEFAULT_CONTEXT_WINDOW
+
+    named = context_window(state_dir, agent=agent, model=getattr(info, "model", None),
+                           provider=getattr(info, "model_provider", None), config=config, default=None)
+    return session_window(getattr(info, "entry", None), named, config_mtime(state_dir), DEFAULT_CONTEXT_WINDOW)
 
 
 __all__ = ["Agent", "FileStore", "Release", "config_path", "release_evidence", "LockInfo", "SessionInfo", "context_window", "context_window_for_session",
