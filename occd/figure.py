@@ -81,13 +81,15 @@ def _pos_int(v) -> int | None:
 def session_window(entry: dict | None, named: int | None, config_mtime: float | None = None,
                    default: int | None = None) -> int | None:
     """The session's context window, one rule for every command (list, info, status, sessions, the daemon):
-    the window OpenClaw recorded for the session (`contextTokens`, resolved at its last turn), unless OpenClaw's
+    the window OpenClaw recorded for the session (`contextTokens`, resolved at its last turn, else the window of
+    its last pre-prompt check, `contextBudgetStatus.contextTokenBudget`), unless OpenClaw's
     config changed after that record (openclaw.json newer than the entry's `updatedAt`) and names a window for
     the model: then that one, which the next turn uses. `named`: occd.openclaw.context_window(default=None) for
     the session's model (the catalog's or the config's window; None when neither names one); `default`:
     OpenClaw's default window, for a session without a record and a model nothing names."""
     e = entry if isinstance(entry, dict) else {}
-    ct = _pos_int(e.get("contextTokens"))
+    cbs = e.get("contextBudgetStatus") if isinstance(e.get("contextBudgetStatus"), dict) else {}
+    ct = _pos_int(e.get("contextTokens")) or _pos_int(cbs.get("contextTokenBudget"))  # OpenClaw's records
     if ct is None:
         return named if named is not None else default
     upd = e.get("updatedAt")
@@ -98,16 +100,17 @@ def session_window(entry: dict | None, named: int | None, config_mtime: float | 
 
 def compactions(index_count, file_count=None, *, indexed: bool = False) -> int | None:
     """How many times OpenClaw compacted the session, one rule for every command: OpenClaw's own count (the
-    index's `compactionCount`, what `openclaw sessions list` shows; an indexed entry without one has had none:
-    OpenClaw writes it with the first compaction), else the compactions in the transcript (an unindexed file)."""
+    index's `compactionCount`, what `openclaw sessions list` shows), else the compactions in the transcript
+    when the caller counted them, else 0 for an indexed entry (OpenClaw writes the count with the first
+    compaction)."""
     def ok(v):
         return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
     if ok(index_count):
         return index_count
-    if indexed:
-        return 0
-    return file_count if ok(file_count) else None
+    if ok(file_count):
+        return file_count
+    return 0 if indexed else None
 
 
 @dataclass

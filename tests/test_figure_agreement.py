@@ -97,7 +97,8 @@ def test_the_one_rules():
     assert session_window({}, None, 5.0, default=200_000) == 200_000
     # a config edited after the record that names no window for the model: OpenClaw's record stands
     assert session_window(e, None, 1001.0, default=200_000) == 128_000
-    assert compactions(1, 2) == 1 and compactions(None, 2, indexed=True) == 0 and compactions(None, 2) == 2
+    assert compactions(1, 2) == 1 and compactions(None, 2, indexed=True) == 2 and compactions(None, 2) == 2
+    assert compactions(None, None, indexed=True) == 0 and compactions(None) is None
     cbs = {"promptBudgetBeforeReserve": 100_000, "contextTokenBudget": 128_000}
     f = session_figure(transcript=(16_000, "usage"), entry={"contextBudgetStatus": cbs}, window=40_000)
     assert f.compact_at <= 40_000 and f.to_compaction < 40_000             # not 41% of 40k and 84k to compaction
