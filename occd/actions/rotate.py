@@ -102,9 +102,12 @@ def _reason(trigger: str, reason: str | None, info) -> str:
 
 
 def rotate_session(settings, *, agent=None, ref=None, dry_run=False, force=False, trigger="manual", policy=None,
-                   reason=None, budget_percent=None, ledger=None, now: float | None = None, gateway=None) -> dict:
+                   reason=None, budget_percent=None, ledger=None, now: float | None = None, gateway=None,
+                   overhead: int | None = None) -> dict:
     """Rotate one session (see the module doc). Returns a JSON-able summary; raises BusyError (deferred: retry
-    later) or OccdError."""
+    later) or OccdError. `overhead`: the prompt overhead (system prompt, tools) the daemon predicted for the
+    session, else it is learned from OpenClaw's last check of the old session (else OpenClaw's typical size):
+    the new session's figure is its seed plus that overhead, what its first turn sends."""
     from occd.ledger import Ledger
 
     now = time.time() if now is None else now
@@ -144,7 +147,7 @@ def rotate_session(settings, *, agent=None, ref=None, dry_run=False, force=False
         try:
             res = _rotate_locked(settings, led, state_dir, aid, store, info, era=era, why=why, now=now,
                                  budget_percent=budget_percent, trigger=trigger, policy=policy, gateway=gateway,
-                                 times=times)
+                                 times=times, overhead=overhead)
         finally:
             if own:
                 led.close()
@@ -168,8 +171,25 @@ def _file_times(info) -> list[int] | None:
     return [st.st_size, st.st_atime_ns, st.st_mtime_ns]
 
 
+def _learned_overhead(info) -> int:
+    """The prompt overhead from OpenClaw's last pre-prompt check of the session (occd.policy.budget), else
+    OpenClaw's typical size."""
+    from occd.policy.budget import DEFAULT_OVERHEAD_TOKENS, context_messages, estimate_context, learn_overhead
+
+    status = (getattr(info, "entry", None) or {}).get("contextBudgetStatus")
+    if not isinstance(status, dict):
+        return DEFAULT_OVERHEAD_TOKENS
+    try:
+        from occd.jobs.budget import _parse
+
+        learned = learn_overhead(status, estimate_context(context_messages(_parse(Path(info.path)))))
+    except (OSError, TypeError, ValueError):
+        learned = None
+    return learned if learned is not None else DEFAULT_OVERHEAD_TOKENS
+
+
 def _rotate_locked(settings, led, state_dir, aid, store, info, *, era, why, now, budget_percent, trigger, policy,
-                   gateway, times=None) -> dict:
+                   gateway, times=None, overhead=None) -> dict:
     from occd.rotation.machine import KeyLock
 
     with KeyLock(aid, info.key):
@@ -183,7 +203,8 @@ def _rotate_locked(settings, led, state_dir, aid, store, info, *, era, why, now,
             raise BusyError(f"Session '{info.key}' has a tool call waiting for its result",
                             "a run is in progress; the rotation waits until it ends")
         if era == "file":
-            return _rotate_file(settings, led, plan, trigger=trigger, policy=policy, now=now, times=times)
+            plan["promptOverheadTokens"] = overhead if overhead is not None else _learned_overhead(info)
+        return _rotate_file(settings, led, plan, trigger=trigger, policy=policy, now=now, times=times)
         from occd.rotation.db import rotate_db
 
         return rotate_db(settings, led, plan, state_dir=state_dir, trigger=trigger, policy=policy, now=now,
@@ -365,14 +386,16 @@ def _rotation_for(rows: list[dict], ref: str) -> dict:
 
 
 def _observe_new_session(led, plan: dict) -> None:
-    """The new session's figure as an observation, at once (as after every occd action): the seed's estimate,
-    labelled so, until its first reply measures it (occd.figure)."""
+    """The new session's figure as an observation, at once (as after every occd action): the seed's estimate plus
+    the prompt overhead its first turn sends with it (a figure comparable with every measured one), labelled an
+    estimate until its first reply measures it (occd.figure)."""
     try:
         p = Path(plan["newPath"])
         st = p.stat()
         led.record_observations([dict(agent=plan["agent"], session_id=plan["newSessionId"],
                                       session_key=plan["sessionKey"], path=str(p), era="file", compaction_count=0,
-                                      context_tokens=plan["seed"]["tokens"], tokens_source="estimate",
+                                      context_tokens=plan["seed"]["tokens"] + (plan.get("promptOverheadTokens") or 0),
+                                      tokens_source="estimate",
                                       context_window=plan.get("contextWindow"), size=st.st_size, entry_count=None,
                                       last_activity=st.st_mtime)])
     except (OSError, OccdError, KeyError) as e:
