@@ -204,7 +204,7 @@ def _rotate_locked(settings, led, state_dir, aid, store, info, *, era, why, now,
                             "a run is in progress; the rotation waits until it ends")
         if era == "file":
             plan["promptOverheadTokens"] = overhead if overhead is not None else _learned_overhead(info)
-        return _rotate_file(settings, led, plan, trigger=trigger, policy=policy, now=now, times=times)
+            return _rotate_file(settings, led, plan, trigger=trigger, policy=policy, now=now, times=times)
         from occd.rotation.db import rotate_db
 
         return rotate_db(settings, led, plan, state_dir=state_dir, trigger=trigger, policy=policy, now=now,
