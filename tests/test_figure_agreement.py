@@ -88,7 +88,7 @@ def test_every_command_shows_the_same_figures(isolated_env):
 
 
 def test_the_one_rules():
-    from occd.figure import compactions, session_figure, session_window
+    from occd.openclaw.figure import compactions, session_figure, session_window
 
     e = {"contextTokens": 128_000, "updatedAt": 1_000_000}
     assert session_window(e, 40_000, config_mtime=999.0) == 128_000       # OpenClaw's record is the newer fact

@@ -126,7 +126,7 @@ def _current_figure(target, path) -> dict:
     """The figure the file being replaced has now (what every command shows for it): kept with the restore,
     so restoring that backup later shows the same figure (a stripped file's usage is stale: an estimate)."""
     from occd.actions.edit import context_window_for
-    from occd.figure import file_figure, rewrite_marks
+    from occd.openclaw.figure import file_figure, rewrite_marks
 
     try:
         fig = file_figure(path, entry=getattr(target.info, "entry", None), window=context_window_for(target),
@@ -168,7 +168,7 @@ def _record_restored_figure(target, path, source_path, ledger) -> None:
     had when they were the live file when occd knows it (a stripped version's usage predates the strip: its
     figure is the estimate occd made then), else the file's own (its usage measured it)."""
     from occd.actions.edit import context_window_for, record_figure
-    from occd.figure import ESTIMATE, file_figure
+    from occd.openclaw.figure import ESTIMATE, file_figure
 
     window = context_window_for(target)
     try:

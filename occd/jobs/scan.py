@@ -20,7 +20,9 @@ from datetime import datetime
 from pathlib import Path
 
 from occd.errors import OccdError
-from occd.figure import compactions as count_compactions, rewrite_marks, session_figure, session_window, stale_estimate
+from occd.openclaw import config_mtime
+from occd.openclaw.figure import compactions as count_compactions, rewrite_marks, session_figure, session_window, stale_estimate
+from occd.openclaw.state import DEFAULT_CONTEXT_WINDOW
 
 log = logging.getLogger("occd.jobs.scan")
 CACHE_KEY = "scan.files"
@@ -175,7 +177,7 @@ def _store_for(state_dir: Path, agent):
     if agent.era == "db":
         from occd.openclaw.dbstore import DbStore
 
-        from occd.openclaw.health import cli_release  # a database newer/older than the CLI is named (h13)
+        from occd.openclaw.release import cli_release  # a database newer/older than the CLI is named (h13)
 
         return DbStore(state_dir, agent.id, agent.dir, cli_release=cli_release())
     if agent.era == "needs-migration":  # reported and read, never acted on (open_store's own rule)
@@ -209,14 +211,12 @@ def _openclaw_config(ctx) -> dict | None:
 
 
 def _window(ctx, cfg: dict | None, agent_id: str, info) -> int | None:
-    """The config's window for the session's model (occd.openclaw.context_window, the config parsed once per
-    change); occd.figure.session_window then chooses between it and the window OpenClaw recorded."""
+    """The window the config names for the session's model (None: none; figure.session_window chooses)."""
     from occd.openclaw import context_window
 
-    if cfg is None:
-        return None
-    return context_window(ctx.state_dir, agent=agent_id, model=getattr(info, "model", None),
-                          provider=getattr(info, "model_provider", None), config=cfg, default=None)
+    return None if cfg is None else context_window(ctx.state_dir, agent=agent_id, model=getattr(info, "model", None),
+                                                   provider=getattr(info, "model_provider", None), config=cfg,
+                                                   default=None)
 
 
 def scan_agent(ctx, agent, result: ScanResult, files: dict, seen_paths: set) -> None:
@@ -240,9 +240,6 @@ def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: 
             result.errors.append(f"{agent.id}: {w}")
     windows: dict = {}
     marks: dict | None = None  # the ledger's post-rewrite estimates, read only when a file was read from its tail
-    from occd.openclaw import config_mtime
-    from occd.openclaw.state import DEFAULT_CONTEXT_WINDOW
-
     cfg_mtime = config_mtime(ctx.state_dir)
     for info in infos:
         if ctx.stop.is_set():
@@ -251,7 +248,7 @@ def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: 
         if wkey not in windows:
             windows[wkey] = _window(ctx, cfg, agent.id, info)
         window = session_window(info.entry, windows[wkey], cfg_mtime,
-                                None if cfg is None else DEFAULT_CONTEXT_WINDOW)  # the one rule (occd.figure)
+                                None if cfg is None else DEFAULT_CONTEXT_WINDOW)  # the one rule (occd.openclaw.figure)
         if info.path is None:  # database era: figures from OpenClaw's own entry, no transcript read
             fig = session_figure(entry=info.entry, window=window, session_id=info.session_id)
             obs = SessionObs(
@@ -284,8 +281,7 @@ def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: 
             continue
         files[str(path)] = state
         seen_paths.add(str(path))
-        compactions = count_compactions(info.compaction_count, state.get("compactions_seen", 0),
-                                        indexed=bool(info.key)) or 0
+        compactions = count_compactions(info.compaction_count, state.get("compactions_seen", 0), indexed=bool(info.key))
         tokens, source = state.get("tokens"), state.get("source")
         fig = session_figure(transcript=(tokens, source), entry=info.entry, window=window,
                              after_rewrite=tokens if state.get("stale") else None, session_id=info.session_id)

@@ -41,8 +41,8 @@ def config_mtime(state_dir: Path) -> float | None:
 
 
 def context_window_for_session(state_dir: Path, agent: str, info, config: dict | None = None) -> int:
-    """The session's window by occd.figure.session_window (the one rule every command uses)."""
-    from occd.figure import session_window
+    """The session's window by occd.openclaw.figure.session_window (the one rule every command uses)."""
+    from occd.openclaw.figure import session_window
 
     from occd.openclaw.state import DEFAULT_CONTEXT_WINDOW
 

@@ -48,7 +48,7 @@ def _open_ledger():
 
 
 def daemon_info(ledger, now: float) -> dict:
-    from occd.daemon import InstanceLock, read_status
+    from occd.runtime.daemon import InstanceLock, read_status
 
     pid = InstanceLock.holder()
     st = read_status() or {}
@@ -66,7 +66,7 @@ def daemon_info(ledger, now: float) -> dict:
 
 
 def status(settings, now: float | None = None, top: int = 5) -> dict:
-    from occd.figure import percent
+    from occd.openclaw.figure import percent
 
     now = time.time() if now is None else now
     led = _open_ledger()
@@ -136,9 +136,9 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
 
 def _headroom(obs: dict, entry: dict | None) -> dict:
     """OpenClaw's compaction point for the session and how far its context is from it (negative: past it), by
-    the one function every command uses (occd.figure: OpenClaw's recorded budget for this window, else its
+    the one function every command uses (occd.openclaw.figure: OpenClaw's recorded budget for this window, else its
     default reserve)."""
-    from occd.figure import session_figure
+    from occd.openclaw.figure import session_figure
 
     fig = session_figure(entry=entry, window=obs.get("context_window"), session_id=obs.get("session_id"))
     point, tokens = fig.compact_at, obs.get("context_tokens")
@@ -214,7 +214,7 @@ def session_status(settings, ref: str, now: float | None = None, since_days: flo
     if led is None:
         raise OccdError("No ledger yet", "run `occd run --once` first", code="LEDGER_MISSING")
     with led:
-        from occd.ids import resolve
+        from occd.openclaw.ids import resolve
 
         s = resolve(led.sessions(), ref, id_of=lambda r: r["session_id"], key_of=lambda r: r.get("session_key"),
                     hint_list="the ledger knows the sessions the daemon has scanned (`occd run --once` scans now)")
@@ -246,13 +246,13 @@ def new_actions(*, after_id: int, agent=None, session=None, kind=None, limit=100
 
 
 def _history_session(led, ref: str | None, agent: str | None = None) -> str | None:
-    """`--session` resolved as every command resolves a session (occd.ids: the part a table shows, any unique
+    """`--session` resolved as every command resolves a session (occd.openclaw.ids: the part a table shows, any unique
     part of 4+ characters, a prefix, an id or a key) among the sessions the ledger has actions of: the full id,
     or the key as given. Several matches: the usual AMBIGUOUS_SESSION error. No match: the reference as given
     (the ledger's prefix filter then says there is nothing for it)."""
     if not ref:
         return ref
-    from occd.ids import resolve
+    from occd.openclaw.ids import resolve
 
     pairs = led.action_sessions(agent)
     if any(k == ref for _, k in pairs):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from occd.actions.common import open_agent_store
 from occd.errors import OccdError
-from occd.figure import Figure, compactions, file_figure, percent, rewrite_marks, session_figure
+from occd.openclaw.figure import Figure, compactions, file_figure, percent, rewrite_marks, session_figure
 
 
 @dataclass
@@ -145,8 +145,8 @@ def _fill_from_ledger(agent: str, rows: list[SessionRow]) -> None:
 
 
 def _window_lookup(state_dir: Path, agent: str):
-    """info -> the session's window by occd.figure.session_window (the config's window per model, parsed once)."""
-    from occd.figure import session_window
+    """info -> the session's window by occd.openclaw.figure.session_window (the config's window per model, parsed once)."""
+    from occd.openclaw.figure import session_window
     from occd.openclaw import config_mtime
     from occd.openclaw.state import DEFAULT_CONTEXT_WINDOW
 

@@ -174,15 +174,17 @@ def _file_times(info) -> list[int] | None:
 def _learned_overhead(info) -> int:
     """The prompt overhead from OpenClaw's last pre-prompt check of the session (occd.policy.budget), else
     OpenClaw's typical size."""
-    from occd.policy.budget import DEFAULT_OVERHEAD_TOKENS, context_messages, estimate_context, learn_overhead
+    from occd.policy.budget import (DEFAULT_OVERHEAD_TOKENS, context_messages, estimate_context, learn_overhead,
+                                    slim_entry)
+    from occd.transcript.jsonl import iter_objects
 
     status = (getattr(info, "entry", None) or {}).get("contextBudgetStatus")
     if not isinstance(status, dict):
         return DEFAULT_OVERHEAD_TOKENS
     try:
-        from occd.jobs.budget import _parse
-
-        learned = learn_overhead(status, estimate_context(context_messages(_parse(Path(info.path)))))
+        with open(info.path, "rb") as fh:
+            entries = [slim_entry(o) for o in iter_objects(fh)]
+        learned = learn_overhead(status, estimate_context(context_messages(entries)))
     except (OSError, TypeError, ValueError):
         learned = None
     return learned if learned is not None else DEFAULT_OVERHEAD_TOKENS
@@ -371,8 +373,8 @@ def _give_times_back(path: Path, times) -> None:
 
 def _rotation_for(rows: list[dict], ref: str) -> dict:
     """The newest undoable file-era rotation `ref` names: its session key, or its old or new session id in any
-    form every command takes (occd.ids: the part `status --rotations` shows, a unique part, a prefix)."""
-    from occd.ids import resolve
+    form every command takes (occd.openclaw.ids: the part `status --rotations` shows, a unique part, a prefix)."""
+    from occd.openclaw.ids import resolve
 
     rows = [r for r in rows if r.get("era") == "file"]
     items = [(sid, r) for r in rows for sid in (r.get("new_session_id"), r.get("old_session_id")) if sid]
@@ -388,7 +390,7 @@ def _rotation_for(rows: list[dict], ref: str) -> dict:
 def _observe_new_session(led, plan: dict) -> None:
     """The new session's figure as an observation, at once (as after every occd action): the seed's estimate plus
     the prompt overhead its first turn sends with it (a figure comparable with every measured one), labelled an
-    estimate until its first reply measures it (occd.figure)."""
+    estimate until its first reply measures it (occd.openclaw.figure)."""
     try:
         p = Path(plan["newPath"])
         st = p.stat()
