@@ -182,6 +182,11 @@ def run(ctx) -> dict:
         # has its own cooldown and backoff
         if not covered_here and (obs.era == "file" or d.action != "rotate") and recent.stripped_since_activity(obs):
             continue
+        if d.action == "strip" and not d.details.get("emergency") and obs.era == "file":
+            from occd.jobs import rotate as rotate_job
+
+            if rotate_job.scheduled(ctx, obs, now):
+                continue  # the scheduled rotation takes it this cycle (one decision per session per cycle)
         counts["considered"] += 1
         decided.add((obs.agent, obs.session_key or obs.session_id))  # the rotate job leaves it this cycle
         if d.action == "rotate":

@@ -199,6 +199,27 @@ def rotate_now(ctx, obs, reason: str, *, emergency: str | None = None, decision=
     return "rotated" if ok else "failed"
 
 
+def scheduled(ctx, obs, now: float) -> bool:
+    """Whether the scheduled rotation (rotate_at_compactions) takes this session in this cycle: then the apply
+    job, which runs first, leaves it (one decision per session per cycle; a strip right before a rotation would
+    be work for nothing). Reads only; the rotate job decides again and records."""
+    from occd.policy import breaker as brk
+    from occd.policy.rotation import PastRotation, decide_rotation
+
+    policy = ctx.settings.policy_for(obs.agent)
+    if not obs.session_key or obs.compaction_count < policy.rotation.rotate_at_compactions:
+        return False
+    if _cannot_help(ctx, obs, policy, now):
+        return False
+    led = ctx.ledger
+    hist = [PastRotation.from_row(r) for r in _history(led, obs.agent, obs.session_key)]
+    st = brk.BreakerState(**asdict(led.get_breaker(obs.agent, "rotate")))
+    bset = brk.rotation_breaker_settings(policy)
+    recent = led.action_times(obs.agent, "rotate", now - bset.window_minutes * 60, trigger="auto")
+    d = decide_rotation(_state(obs), policy, now=now, history=hist, breaker=st, recent_rotations=recent)
+    return d is not None and (d.act or d.would_do)
+
+
 def _cannot_help(ctx, obs, policy, now: float) -> bool:
     """A fresh session would be over the strip target too (a small window whose prompt overhead dominates): a
     rotation cannot help, and the budget policy does the strongest strip instead (README, the budget trigger)."""
