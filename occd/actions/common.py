@@ -184,7 +184,8 @@ def ensure_idle(path: Path, idle_seconds: float, force: bool, now: float | None 
                             "is idle, or pass --force")
 
 
-def replace_with_backup(path: Path, write_fn: Callable, expect_stat, keep: int, *, verify=None, scanned: dict | None = None):
+def replace_with_backup(path: Path, write_fn: Callable, expect_stat, keep: int, *, verify=None, scanned: dict | None = None,
+                        pin: bool = False):
     """Write the new content via write_fn(fh) into a temp file beside `path` and atomically replace `path`,
     leaving the replaced bytes as the next backup. Returns (backup_path, pruned_paths).
 
@@ -194,7 +195,8 @@ def replace_with_backup(path: Path, write_fn: Callable, expect_stat, keep: int, 
 
     verify: the scanned original Transcript (the temp file must not add invariant problems to it), or None
     to skip the check (restore puts back bytes occd already had). `scanned`, when given, receives the scan of
-    the new file under "new" (so the caller need not read it again)."""
+    the new file under "new" (so the caller need not read it again). `pin`: the backup is a pinned one (never
+    pruned)."""
     from occd.actions import backups
     from occd.transcript import atomic_write, check_invariants, scan
 
@@ -214,7 +216,7 @@ def replace_with_backup(path: Path, write_fn: Callable, expect_stat, keep: int, 
                 raise OccdError(f"Refusing to write {path.name}: the result would be invalid ({problems[0]})",
                                 "this is a bug in occd; the original is untouched — please report it",
                                 code="INVARIANT_VIOLATION")
-        taken["backup"] = backups.snapshot(path, expect_inode=expect_stat[2] if expect_stat else None)
+        taken["backup"] = backups.snapshot(path, expect_inode=expect_stat[2] if expect_stat else None, pinned=pin)
 
     try:
         atomic_write(path, write_fn, expect_stat=expect_stat, validate=before_replace,

@@ -146,13 +146,13 @@ def edit_session(settings, *, agent=None, ref=None, preset=None, force=False, dr
                                 drop_malformed=drop_malformed, dry_run=dry_run, trigger=trigger, policy=policy,
                                 reason=reason, ledger=ledger, now=now, t0=t0, crashed_run=crashed_run,
                                 details=details)
-    except BusyError as e:
+    except BusyError as e:  # a refused dry run writes nothing either (record_action skips it)
         record_action(kind, target, outcome="deferred", trigger=trigger, policy=policy, reason=reason,
-                      error=e.message, ledger=ledger)
+                      error=e.message, dry_run=dry_run, ledger=ledger)
         raise
     except OccdError as e:
         record_action(kind, target, outcome="failed", trigger=trigger, policy=policy, reason=reason,
-                      error=e.message, ledger=ledger)
+                      error=e.message, dry_run=dry_run, ledger=ledger)
         raise
 
 
@@ -212,7 +212,8 @@ def _edit_locked(settings, target, src, *, name, p, kind, force, drop_malformed,
                      dropped_malformed=[m.lineno for m in t.malformed] if drop_malformed else [])
     record_action(kind, target, outcome="ok", trigger=trigger, policy=policy, reason=reason,
                   before={"size": stats.size_original, "messages": stats.messages_original,
-                          "toolCalls": stats.tool_calls_original, "tokens": stats.tokens_before, **(details or {})},
+                          "toolCalls": stats.tool_calls_original, "tokens": stats.tokens_before,
+                          "tokensSource": stats.tokens_before_source, **(details or {})},
                   after=stats.to_json(), backup_path=backup, pruned=pruned,
                   duration_ms=(time.monotonic() - t0) * 1000, ledger=ledger)
     return res

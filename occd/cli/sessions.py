@@ -122,9 +122,10 @@ def info_cmd(session, agent, state_dir, as_json, verbose):
     c.print(f"  Tool calls:  {a['toolCalls']} calls, {a['toolResults']} results, "
             f"{a['turnsWithTools']} of {a['turns']} turns use tools", wrap=True, indent=15)
     c.print(f"  Thinking:    {a['thinkingBlocks']} blocks   Images: {a['images']}", wrap=True, indent=15)
-    idx = info.get("compactionCountIndex")
-    by_index = f" ({idx} by OpenClaw's count)" if idx is not None and idx != a["compactions"] else ""
-    c.print(f"  Compactions: {a['compactions']}{by_index}   Branches: {a['branches']}   Entries: {a['entries']}", wrap=True, indent=15)
+    comp = info.get("compactions")
+    in_file = f" ({a['compactions']} in the transcript)" if comp is not None and comp != a["compactions"] else ""
+    c.print(f"  Compactions: {comp if comp is not None else a['compactions']}{in_file}   Branches: {a['branches']}   "
+            f"Entries: {a['entries']}", wrap=True, indent=15)
     ctx = info["context"]
     if ctx["tokens"] is not None:
         share = f" = {percent_text(ctx['percent'])} of {human_tokens(ctx['window'])} context" if ctx.get("window") else ""
@@ -290,11 +291,14 @@ def clone_cmd(session, output, strip_tools, no_register, agent, state_dir, as_js
 @click.option("--force", is_flag=True, help="Skip only the 'changed recently' idle check.")
 @click.option("--backup", "backup", type=click.IntRange(min=0), default=None, metavar="N",
               help="Restore backup number N (`occd backups SESSION` lists them; default: the newest).")
+@click.option("--discard-newer", is_flag=True,
+              help="Restore even a backup older than turns added since (they stay in a pinned backup, never pruned).")
 @json_option
 @handle_errors
-def restore_cmd(session, agent, state_dir, force, backup, as_json):
+def restore_cmd(session, agent, state_dir, force, backup, discard_newer, as_json):
     """Put a session back to its newest backup, or to backup N (the current file is backed up first: restore
-    can be undone).
+    can be undone). A backup older than turns added since is refused (it would drop them) unless
+    --discard-newer: the current file, with those turns, is then kept as a pinned backup that is never pruned.
 
     \b
     Examples:
@@ -304,7 +308,7 @@ def restore_cmd(session, agent, state_dir, force, backup, as_json):
     from occd.actions.restore import restore_session
 
     s = _settings(agent, state_dir)
-    res = restore_session(s, agent=agent, ref=session, force=force, backup=backup)
+    res = restore_session(s, agent=agent, ref=session, force=force, backup=backup, discard_newer=discard_newer)
     if as_json:
         emit_json(res.to_json())
         return
@@ -312,7 +316,10 @@ def restore_cmd(session, agent, state_dir, force, backup, as_json):
     c.print(f"{ok_mark()} Session restored: {short_id(res.session_id)}")
     c.print(f"  From:       {display_path(res.restored_from)}")
     c.print(f"  Size:       {human_bytes(res.size_before)} → {human_bytes(res.size_after)}")
-    if res.backup_of_current:
+    if res.pinned:
+        c.print(f"  Kept:       {res.discarded_turns} newer turn(s) ({res.discarded_entries} entries) are in the pinned "
+                f"backup {display_path(res.backup_of_current)} (never pruned; delete it when you no longer need it)")
+    elif res.backup_of_current:
         c.print(f"  Undo:       the replaced file is in {display_path(res.backup_of_current)} (occd restore again)")
 
 
@@ -353,7 +360,8 @@ def backups_cmd(session, agent, state_dir, as_json):
         t.add_column(col, justify=j, no_wrap=True)
     t.add_column("PATH", overflow="path")
     for b in out["backups"]:
-        t.add_row(short_id(b["sessionId"], ids), b.get("key") or "-", str(b["number"]), human_bytes(b["size"]),
+        t.add_row(short_id(b["sessionId"], ids), b.get("key") or "-", str(b["number"]) + (" pinned" if b.get("pinned") else ""),
+                  human_bytes(b["size"]),
                   relative_time(b["createdAt"], now), display_path(b["path"]))
     c.print(t)
     c.print(f"{len(out['backups'])} backup(s), {human_bytes(out['totalBytes'])}; `occd restore SESSION --backup N` "

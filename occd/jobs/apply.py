@@ -126,6 +126,15 @@ def _beyond_lean(ctx, obs, d) -> bool:
     return on is None or last > on
 
 
+DECIDED_KEY = "apply.decided"  # (the cycle's scan, {(agent, key)}) the apply job decided about this cycle
+
+
+def decided_this_cycle(ctx, scan, obs) -> bool:
+    """Whether the apply job already decided about this session in this cycle (scan)."""
+    hit = ctx.cache.get(DECIDED_KEY)
+    return bool(hit and hit[0] is scan and (obs.agent, obs.session_key or obs.session_id) in hit[1])
+
+
 def run(ctx) -> dict:
     from occd.jobs.scan import ensure_scan, record_time
     from occd.jobs import breakers
@@ -151,6 +160,8 @@ def run(ctx) -> dict:
             lean_on.add((obs.agent, obs.session_id))
         candidates.append((obs, policy))
     recent = _Recent(led, now, [o for o, _ in candidates])
+    decided: set = set()
+    ctx.cache[DECIDED_KEY] = (scan, decided)  # one decision per session per cycle (jobs.rotate reads it)
     for obs, policy in candidates:
         if ctx.stop.is_set():
             break
@@ -171,7 +182,13 @@ def run(ctx) -> dict:
         # has its own cooldown and backoff
         if not covered_here and (obs.era == "file" or d.action != "rotate") and recent.stripped_since_activity(obs):
             continue
+        if d.action == "strip" and not d.details.get("emergency") and obs.era == "file":
+            from occd.jobs import rotate as rotate_job
+
+            if rotate_job.scheduled(ctx, obs, now):
+                continue  # the scheduled rotation takes it this cycle (one decision per session per cycle)
         counts["considered"] += 1
+        decided.add((obs.agent, obs.session_key or obs.session_id))  # the rotate job leaves it this cycle
         if d.action == "rotate":
             r = _rotate(ctx, obs, d, counts, recent)
             # no strip instead where occd cannot rewrite the session (database era: it would be a compaction) or

@@ -22,7 +22,7 @@ from occd.transcript import jsontext
 
 SESSION_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$", re.IGNORECASE)
 _NOT_SESSION = re.compile(
-    r"(\.backup\.\d+\.jsonl$)"                     # occd's own backups
+    r"(\.backup\.\d+(\.pinned)?\.jsonl$)"          # occd's own backups
     r"|(\.(reset|deleted|bak)\.[^/]*$)"             # OpenClaw's archives (<file>.jsonl.reset.<time>, ...)
     r"|(\.checkpoint\.[0-9a-f-]{36}\.jsonl$)"       # OpenClaw's compaction checkpoints
     r"|(\.zst$)|(\.lock$)|(\.tmp$)|(\.occd-tmp$)"

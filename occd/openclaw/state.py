@@ -171,7 +171,7 @@ def default_model(config: dict, agent: str | None = None) -> str | None:
 
 
 def context_window(state_dir: Path, *, agent: str | None = None, model: str | None = None,
-                   provider: str | None = None, config: dict | None = None) -> int:
+                   provider: str | None = None, config: dict | None = None, default: int | None = DEFAULT_CONTEXT_WINDOW):
     """The model's context window as OpenClaw resolves it: the model catalog's `contextWindow`, else the configured
     `models.providers.<p>.models[]` entry, else `agents.defaults.contextTokens`, else 200000. Without a model
     (a session reset in place records none) the agent's configured model is used, as `openclaw sessions list`
@@ -189,7 +189,7 @@ def context_window(state_dir: Path, *, agent: str | None = None, model: str | No
     ct = _dict(_dict(cfg.get("agents")).get("defaults")).get("contextTokens")
     if isinstance(ct, int) and not isinstance(ct, bool) and ct > 0:
         return ct
-    return DEFAULT_CONTEXT_WINDOW
+    return default  # (None: the caller wants only a window the catalog or the config names)
 
 
 def workspace_dir(state_dir: Path, agent: str, config: dict | None = None, env: Mapping[str, str] | None = None) -> Path:

@@ -94,8 +94,13 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     else:
         two = 100.0 * (prediction.predicted + 2 * prediction.growth) / prediction.budget
         reason = f"OpenClaw's estimate after two more turns {two:.0f}% of its budget: no turn to spare"
+    # a fresh session would be over the target too (a small window whose prompt overhead dominates): a rotation
+    # cannot help, the strongest strip is all there is — and with nothing to strip, nothing is done (a BLOCKED
+    # session, which OpenClaw refuses to continue, is still rotated)
     hopeless = (not target.reachable and fresh_session_tokens is not None
-                and fresh_session_tokens > target.target and target.removed > 0)
+                and fresh_session_tokens > target.target)
+    if hopeless and target.removed <= 0 and strip_emergencies and (emergency is None or emergency.kind != "BLOCKED"):
+        return None
     if emergency is not None and not strip_emergencies:
         action, what = "rotate", ("rotate: reset the session in place and seed it through OpenClaw's gateway "
                                   "(its database is not occd's to rewrite, and compacting is what failed)")

@@ -470,7 +470,6 @@ def _fill_from_objects(s: Session, head: list[dict], tail: list[dict]) -> None:
 def _file_session(state_dir: Path, agent: str, store, info, counter: Counter | None, cfg: dict,
                   marks: dict | None = None) -> Session | None:
     from occd.openclaw.figure import file_figure
-    from occd.openclaw import context_window
 
     p = info.path
     s = Session(id=info.session_id, source="openclaw", agent=agent, key=info.key, path=str(p), era=store.era,
@@ -489,10 +488,8 @@ def _file_session(state_dir: Path, agent: str, store, info, counter: Counter | N
     s.last_modified = last_entry_time(tail) or s.last_modified
     c = (counter or Counter(None)).counts(p, "openclaw")
     s.message_count = c["user"] + c["assistant"]
-    s.compaction_count = max(info.compaction_count or 0, c["compactions"])
-    ct = (info.entry or {}).get("contextTokens")
-    s.context_window = ct if isinstance(ct, int) and ct > 0 else context_window(
-        state_dir, agent=agent, model=info.model, provider=info.model_provider, config=cfg)
+    s.compaction_count = _compactions(info, c["compactions"])
+    s.context_window = _window(state_dir, agent, info, cfg)
     fig = file_figure(p, entry=info.entry, window=s.context_window, mark=(marks or {}).get(info.session_id),
                       session_id=info.session_id, tail_window=256 * 1024)  # the one figure (occd.openclaw.figure)
     s.context_tokens, s.context_source = fig.tokens, fig.source
@@ -504,12 +501,23 @@ def _file_session(state_dir: Path, agent: str, store, info, counter: Counter | N
     return s
 
 
-def _db_session(state_dir: Path, agent: str, store, info, cfg: dict) -> Session:
-    from occd.openclaw import context_window
+def _window(state_dir: Path, agent: str, info, cfg: dict) -> int | None:
+    """The session's window by the one rule (occd.openclaw.figure.session_window)."""
+    from occd.openclaw import context_window_for_session
 
+    return context_window_for_session(state_dir, agent, info, config=cfg)
+
+
+def _compactions(info, in_file: int | None = None) -> int:
+    from occd.openclaw.figure import compactions
+
+    return compactions(info.compaction_count, in_file, indexed=bool(info.key)) or 0
+
+
+def _db_session(state_dir: Path, agent: str, store, info, cfg: dict) -> Session:
     s = Session(id=info.session_id, source="openclaw", agent=agent, key=info.key, era="db", size=info.size,
                 label=info.label or info.display_name, model=info.model,
-                last_modified=(info.updated_at or 0) / 1000 or None, compaction_count=info.compaction_count or 0,
+                last_modified=(info.updated_at or 0) / 1000 or None, compaction_count=_compactions(info),
                 index_updated=_updated_at(info))
     head: list[dict] = []
     tail: list[dict] = []
@@ -551,9 +559,7 @@ def _db_session(state_dir: Path, agent: str, store, info, cfg: dict) -> Session:
     _fill_from_objects(s, head, tail)
     s.last_modified = last_entry_time(tail) or s.last_modified
     usage = next((u for u in (_oc_usage(o) for o in reversed(tail)) if u), None)
-    ct = (info.entry or {}).get("contextTokens")
-    s.context_window = ct if isinstance(ct, int) and ct > 0 else context_window(
-        state_dir, agent=agent, model=info.model, provider=info.model_provider, config=cfg)
+    s.context_window = _window(state_dir, agent, info, cfg)
     from occd.openclaw.figure import session_figure
 
     fig = session_figure(transcript=(usage, "usage") if usage is not None else (None, None), entry=info.entry,

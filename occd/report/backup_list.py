@@ -25,6 +25,7 @@ def list_backups(settings, *, agent: str | None = None, ref: str | None = None) 
             except OSError:
                 continue
             rows.append({"sessionId": info.session_id, "key": info.key, "number": b.number, "path": str(b.path),
-                         "size": st.st_size, "createdAt": st.st_ctime})  # ctime: when the link was made
+                         "size": st.st_size, "createdAt": st.st_ctime,  # ctime: when the link was made
+                         "pinned": b.pinned})  # kept by a restore that discarded newer turns: never pruned
     rows.sort(key=lambda r: r["createdAt"], reverse=True)
     return {"agent": aid, "era": "file", "backups": rows, "totalBytes": sum(r["size"] for r in rows)}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from occd.actions.common import open_agent_store
 from occd.errors import OccdError
-from occd.openclaw.figure import Figure, file_figure, percent, rewrite_marks, session_figure
+from occd.openclaw.figure import Figure, compactions, file_figure, percent, rewrite_marks, session_figure
 
 
 @dataclass
@@ -95,9 +95,7 @@ def _row(store, info, window_for, marks: dict) -> SessionRow:
             running = bool(lock_fn(info))
         except Exception:  # noqa: BLE001
             running = False
-    comp = getattr(info, "compaction_count", None)
-    if comp is None and getattr(info, "key", None):
-        comp = 0  # OpenClaw (2026.7.x) writes compactionCount with the first compaction: none yet (as status shows)
+    comp = compactions(getattr(info, "compaction_count", None), indexed=bool(getattr(info, "key", None)))
     return SessionRow(info.session_id, getattr(info, "key", None), path,
                       _dt(getattr(info, "updated_at", None)) or (_dt(getattr(info, "mtime", None))),
                       size, tokens, source, fig.window, comp, _label(info),
@@ -147,7 +145,13 @@ def _fill_from_ledger(agent: str, rows: list[SessionRow]) -> None:
 
 
 def _window_lookup(state_dir: Path, agent: str):
+    """info -> the session's window by occd.openclaw.figure.session_window (the config's window per model, parsed once)."""
+    from occd.openclaw.figure import session_window
+    from occd.openclaw import config_mtime
+    from occd.openclaw.state import DEFAULT_CONTEXT_WINDOW
+
     cache: dict = {}
+    mtime = config_mtime(state_dir)
 
     def window_for(info) -> int | None:
         model = getattr(info, "model", None)
@@ -157,10 +161,10 @@ def _window_lookup(state_dir: Path, agent: str):
             try:
                 from occd.openclaw import context_window
 
-                cache[k] = context_window(state_dir, agent=agent, model=model, provider=provider)
+                cache[k] = context_window(state_dir, agent=agent, model=model, provider=provider, default=None)
             except Exception:  # noqa: BLE001 - informative only
                 cache[k] = None
-        return cache[k]
+        return session_window(getattr(info, "entry", None), cache[k], mtime, DEFAULT_CONTEXT_WINDOW)
 
     return window_for
 
@@ -203,6 +207,8 @@ def session_info(settings, *, agent: str | None = None, ref: str | None = None) 
         "sessionId": info.session_id, "key": getattr(info, "key", None), "agent": aid,
         "era": getattr(store, "era", "file"), "path": str(path) if path else None, "size": size,
         "running": running, "compactionCountIndex": getattr(info, "compaction_count", None),
+        "compactions": compactions(getattr(info, "compaction_count", None), a.get("compactions"),
+                                   indexed=bool(getattr(info, "key", None))),
         "context": {**fig.to_json(), "estimateNow": estimated_tokens(t) if not t.empty else None},
         "analysis": a,
     }

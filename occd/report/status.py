@@ -66,7 +66,7 @@ def daemon_info(ledger, now: float) -> dict:
 
 
 def status(settings, now: float | None = None, top: int = 5) -> dict:
-    from occd.openclaw.figure import compaction_point, percent
+    from occd.openclaw.figure import percent
 
     now = time.time() if now is None else now
     led = _open_ledger()
@@ -97,6 +97,7 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
                 return (100.0 * o["context_tokens"] / o["context_window"]) if o.get("context_tokens") and o.get("context_window") else -1
 
             biggest = sorted(obs, key=pct, reverse=True)[:top]
+            entries = _index_entries(settings, a["id"], {o["session_id"] for o in biggest})
             policy = settings.policy_for(a["id"])
             # the running daemon's mode (its flags and overrides), else the config's
             mode = dinfo["agentModes"].get(a["id"]) or (dinfo.get("mode") if dinfo["running"] else None)
@@ -110,7 +111,7 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
                              "contextTokens": o.get("context_tokens"), "tokensSource": o.get("tokens_source"),
                              "contextWindow": o.get("context_window"),
                              "contextPercent": percent(o.get("context_tokens"), o.get("context_window")),
-                             **_headroom(o.get("context_tokens"), o.get("context_window"), compaction_point),
+                             **_headroom(o, entries.get(o["session_id"])),
                              "compactions": o.get("compaction_count"), "size": o.get("size"),
                              "emergency": _current(marks.get((a["id"], o["session_id"])), o)} for o in biggest],
                 "breakers": [{"kind": b.kind, "state": b.state, "reason": b.reason, "openedAt": b.opened_at}
@@ -149,11 +150,30 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
         return out
 
 
-def _headroom(tokens, window, compaction_point) -> dict:
-    """OpenClaw's compaction point for the window (its default reserve: the ledger keeps no per-session budget)
-    and how far the session's context is from it (negative: past it)."""
-    point = compaction_point(window)
+def _headroom(obs: dict, entry: dict | None) -> dict:
+    """OpenClaw's compaction point for the session and how far its context is from it (negative: past it), by
+    the one function every command uses (occd.openclaw.figure: OpenClaw's recorded budget for this window, else its
+    default reserve)."""
+    from occd.openclaw.figure import session_figure
+
+    fig = session_figure(entry=entry, window=obs.get("context_window"), session_id=obs.get("session_id"))
+    point, tokens = fig.compact_at, obs.get("context_tokens")
     return {"compactionPoint": point, "toCompaction": point - tokens if point and tokens is not None else None}
+
+
+def _index_entries(settings, agent: str, ids: set) -> dict[str, dict]:
+    """OpenClaw's index entries of the sessions status shows (their budget records), {} when unreadable."""
+    if not ids:
+        return {}
+    try:
+        from pathlib import Path
+
+        from occd.openclaw import open_store, resolve_state_dir
+
+        state_dir = Path(settings.state_dir) if getattr(settings, "state_dir", None) else resolve_state_dir()
+        return {i.session_id: (i.entry or {}) for i in open_store(state_dir, agent).sessions() if i.session_id in ids}
+    except Exception:  # noqa: BLE001 - the default budget is shown then
+        return {}
 
 
 def _current(e: dict | None, obs: dict) -> str | None:
@@ -198,7 +218,8 @@ def stats(settings, since: str | None = "7d", now: float | None = None) -> dict:
     with led:
         s = summarize(led.history(since=start, limit=1_000_000))
     return {"since": start, **s, "assumptions": {
-        "tokensRemoved": "bytes the strips took out of the transcripts / 4",
+        "tokensRemoved": "context tokens the strips took out of what the model is sent (the figure before "
+                         "minus the figure after; never more than the context before)",
         "compactionsAvoided": f"strips made when OpenClaw was predicted to compact within {AVOID_HORIZON_TURNS} turns",
         "usdSaved": f"tokens removed x the model's input price x {SAVINGS_HORIZON_TURNS} following turns"}}
 
@@ -251,7 +272,28 @@ def new_actions(*, after_id: int, agent=None, session=None, kind=None, limit=100
     if led is None:
         return []
     with led:
+        session = _history_session(led, session, agent)
         return list(reversed(led.history(agent=agent, session=session, kind=kind, limit=limit, after_id=after_id)))
+
+
+def _history_session(led, ref: str | None, agent: str | None = None) -> str | None:
+    """`--session` resolved as every command resolves a session (occd.openclaw.ids: the part a table shows, any unique
+    part of 4+ characters, a prefix, an id or a key) among the sessions the ledger has actions of: the full id,
+    or the key as given. Several matches: the usual AMBIGUOUS_SESSION error. No match: the reference as given
+    (the ledger's prefix filter then says there is nothing for it)."""
+    if not ref:
+        return ref
+    from occd.openclaw.ids import resolve
+
+    pairs = led.action_sessions(agent)
+    if any(k == ref for _, k in pairs):
+        return ref  # a key: every session that has had it (a rotation keeps the key)
+    try:
+        return resolve(pairs, ref, id_of=lambda x: x[0], key_of=lambda x: x[1])[0]
+    except OccdError as e:
+        if e.code == "AMBIGUOUS_SESSION":
+            raise
+        return ref
 
 
 def history(settings=None, *, agent=None, session=None, kind=None, since=None, limit=200, now=None,
@@ -278,6 +320,7 @@ def history(settings=None, *, agent=None, session=None, kind=None, since=None, l
                 raise OccdError(f"Agent '{agent}' not found in the ledger",
                                 (f"did you mean {near[0]}? " if near else "") + "agents: " + (", ".join(known) or "none yet"),
                                 code="AGENT_NOT_FOUND")
+        session = _history_session(led, session, agent)
         rows = led.history(agent=agent, session=session, kind=kind, since=since_ts, limit=limit)
         if not with_total:
             return rows

@@ -270,6 +270,7 @@ class FileRotation:
                 if not isinstance(e, dict) or e.get("sessionId") != old_id:
                     raise BusyError(f"Session key '{self.key}' changed during the rotation", "nothing was lost")
                 original["entry"] = e
+                self.details["oldEntry"] = e  # `rotate --undo` puts it back exactly (saved with INJECTED)
                 index[self.key] = switched_entry(e, new_id, self.new_path, now_ms)
                 return index
 
