@@ -209,6 +209,8 @@ def run(ctx) -> dict:
         if not covered_here and (obs.era == "file" or d.action != "rotate") and recent.stripped_since_activity(obs):
             continue
         counts["considered"] += 1
+        if d.deferred and d.details.get("dueAt"):
+            wake_at(ctx, d.details["dueAt"])
         if d.action == "rotate":
             r = _rotate(ctx, obs, d, counts, recent)
             # no strip instead where occd cannot rewrite the session (database era: it would be a compaction) or
@@ -219,8 +221,10 @@ def run(ctx) -> dict:
             # the rotation cannot happen now (cooldown, breaker, backoff): the strongest strip still helps
             from dataclasses import replace
 
-            d = replace(d, action="strip", details={**d.details, "keepTurnsWithTools": 0},
-                        reason=f"{d.reason}; no rotation possible now: every old tool call stripped instead")
+            keep = min(policy.keep_recent_turns, d.details.get("safeKeepTurns", 0))
+            d = replace(d, action="strip", details={**d.details, "keepTurnsWithTools": keep},
+                        reason=f"{d.reason}; no rotation possible now: every tool call older than the newest {keep} "
+                               "turns with tools stripped instead")
         if not d.act:
             key = "wouldDo" if d.would_do else ("deferred" if d.deferred else "blocked")
             counts[key] += 1
@@ -260,6 +264,16 @@ def run(ctx) -> dict:
         recent.note(obs, ts=done, dry_run=False, outcome="ok" if ok else "failed", reason=d.reason, real=True)
         breakers.record(led, g, obs.agent, kind, policy.breaker, ok, done)
     return counts
+
+
+WAKE_KEY = "daemon.wake_at"
+
+
+def wake_at(ctx, t: float) -> None:
+    """Ask the daemon to look again at `t` (epoch seconds): a deferred decision becomes due then (the prompt
+    cache expired, the end of a run settled). The daemon reads and clears it after the cycle."""
+    cur = ctx.cache.get(WAKE_KEY)
+    ctx.cache[WAKE_KEY] = t if cur is None else min(cur, t)
 
 
 def _rotate(ctx, obs, d, counts, recent) -> str | None:
@@ -350,6 +364,8 @@ def _act(ctx, obs, d, policy, counts) -> bool | None:
         return True
     except BusyError as e:
         counts["deferred"] += 1
+        if not obs.running:  # the end of a run settling (idle_seconds): look again once it has
+            wake_at(ctx, ctx.now() + max(1.0, float(ctx.settings.idle_seconds)) + 0.5)
         log.info("%s/%s: deferred: %s", obs.agent, obs.session_id[:13], e.message)
         if obs.era == "db":
             led.record_action("compact", obs.agent, obs.session_id, obs.session_key, trigger="auto",

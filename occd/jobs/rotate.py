@@ -162,7 +162,8 @@ def rotate_now(ctx, obs, reason: str, *, emergency: str | None = None, decision=
     bset = brk.rotation_breaker_settings(policy)
     recent = led.action_times(obs.agent, "rotate", now - bset.window_minutes * 60, trigger="auto")
     d = decide_rotation(_state(obs), policy, now=now, history=hist, breaker=st, recent_rotations=recent,
-                        force_reason=reason, emergency=bool(emergency))
+                        force_reason=reason, emergency=bool(emergency),
+                        urgent=bool(decision is not None and (decision.details or {}).get("urgency")))
     if d is None:
         return None
     if "breaker" in d.details and (d.act or d.blocked):

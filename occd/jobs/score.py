@@ -97,7 +97,7 @@ def score_agents(settings, ledger, state_dir: Path, now: float, *, stop=None, co
                 continue
             policy = settings.policy_for(a.id)
             idle = [s for s in sessions if s.id != active.id and not s.running and s.last_modified is not None
-                    and (now - s.last_modified) / 60 >= policy.min_idle_minutes]
+                    and (now - s.last_modified) / 60 >= policy.gentle_wait_minutes()]
             ag = AgentScore(a.id, active.latest_user_task, active.id)
             report.agents.append(ag)
             if not idle:

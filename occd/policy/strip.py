@@ -11,6 +11,14 @@ from occd.policy.types import Decision, SessionState, excluded, idle_check
 POLICY = "strip_at_context_percent"
 
 
+def due_at(s: SessionState, wait_minutes: float) -> dict:
+    """{"dueAt": when a deferred gentle action becomes due} (the daemon looks again then), or {} when unknown
+    or when a run is what it waits for (the run's end wakes the daemon)."""
+    if s.running or s.pending_tool_call or s.last_activity is None:
+        return {}
+    return {"dueAt": s.last_activity + wait_minutes * 60}
+
+
 def recent_count(times: Sequence[float], now: float, window_s: float) -> int:
     return sum(1 for t in times if now - window_s < t <= now)
 
@@ -31,9 +39,10 @@ def decide_strip(s: SessionState, policy: PolicySettings, *, now: float, window_
                "preset": policy.strip_preset, "contextTokens": s.context_tokens,
                "contextWindow": window_tokens or s.context_window}
     reason = f"context {pct:.0f}% of the window >= {policy.strip_at_context_percent:g}%"
-    busy = idle_check(s, policy.min_idle_minutes, now)
+    busy = idle_check(s, policy.gentle_wait_minutes(), now)
     if busy:
-        return Decision(**base, reason=f"{reason}; deferred: {busy}", deferred=True, details=details)
+        return Decision(**base, reason=f"{reason}; deferred: {busy}", deferred=True,
+                        details={**details, **due_at(s, policy.gentle_wait_minutes())})
     n = recent_count(recent_action_times, now, 3600)
     if n >= policy.max_actions_per_hour:
         return Decision(**base, reason=f"{reason}; blocked: {n} actions in the last hour "
@@ -67,9 +76,10 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     emergency is always a rotation (sessions.reset + a seed through the gateway)."""
     if s.archived or excluded(s.session_key, policy.exclude):
         return None
-    from occd.policy.budget import should_strip
+    from occd.policy.budget import should_strip, urgency
 
     fire = should_strip(prediction, policy.strip_at_budget_percent)
+    urgent = urgency(prediction)
     if not fire and emergency is None:
         return None
     nothing = target.removed == 0 and target.reachable
@@ -84,7 +94,12 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
                "growthTokens": prediction.growth, "overheadTokens": prediction.overhead,
                "overheadSource": prediction.overhead_source, "threshold": policy.strip_at_budget_percent,
                "targetPercent": policy.strip_target_percent, "keepTurnsWithTools": target.keep_turns_with_tools,
-               "predictedAfter": target.predicted_after, "removedTokens": target.removed}
+               "predictedAfter": target.predicted_after, "removedTokens": target.removed,
+               "keepRecentTurns": policy.keep_recent_turns}
+    if target.safe_keep is not None:
+        details["safeKeepTurns"] = target.safe_keep
+    if urgent:
+        details["urgency"] = urgent
     if emergency is not None:
         details["emergency"] = emergency.kind
         reason = f"{emergency.kind}: {emergency.reason}"
@@ -95,15 +110,21 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
         two = 100.0 * (prediction.predicted + 2 * prediction.growth) / prediction.budget
         reason = f"OpenClaw's estimate after two more turns {two:.0f}% of its budget: no turn to spare"
     hopeless = (not target.reachable and fresh_session_tokens is not None
-                and fresh_session_tokens > target.target and target.removed > 0)
+                and fresh_session_tokens > target.target
+                and (target.removed > 0 or (target.safe_keep or 0) < policy.keep_recent_turns))
+    keep_floor = policy.keep_recent_turns
     if emergency is not None and not strip_emergencies:
         action, what = "rotate", ("rotate: reset the session in place and seed it through OpenClaw's gateway "
                                   "(its database is not occd's to rewrite, and compacting is what failed)")
     elif hopeless:
-        details["keepTurnsWithTools"] = 0
+        # keep the newest turns' results, unless keeping them all would leave OpenClaw compacting anyway
+        keep = 0 if target.safe_keep is None else min(keep_floor, target.safe_keep)
+        details["keepTurnsWithTools"] = keep
         details["freshSessionTokens"] = fresh_session_tokens
-        action, what = "strip", (f"strip every old tool call, to {target.predicted_after} tokens "
-                                 f"({100.0 * target.predicted_after / prediction.budget:.0f}% of {prediction.budget}): "
+        to = (f", to {target.predicted_after} tokens ({100.0 * target.predicted_after / prediction.budget:.0f}% of "
+              f"{prediction.budget})" if keep >= keep_floor else
+              f" (not {keep_floor}: with them OpenClaw would still compact within two turns)")
+        action, what = "strip", (f"strip every older tool call, keeping the newest {keep} turns with tools{to}: "
                                  f"the target {policy.strip_target_percent:g}% is out of reach even for a fresh "
                                  f"session ({fresh_session_tokens} tokens), so a rotation would not help")
     elif target.reachable and not nothing:
@@ -111,12 +132,19 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
                                  f"({100.0 * target.predicted_after / prediction.budget:.0f}% of "
                                  f"{prediction.budget}), keeping {target.keep_turns_with_tools} turns with tools")
     else:
-        action, what = "rotate", (f"rotate: even removing every old tool call leaves "
+        action, what = "rotate", (f"rotate: even removing every tool call older than the newest {keep_floor} "
+                                  f"turns with tools leaves "
                                   f"{100.0 * target.predicted_after / prediction.budget:.0f}% of the budget "
                                   f"(target {policy.strip_target_percent:g}%)")
-    busy = idle_check(s, 0 if emergency is not None else policy.min_idle_minutes, now)
+    # urgent (an emergency, or OpenClaw predicted to compact within the next turn or two): as soon as the run
+    # ends; gentle: once the session has been quiet longer than the prompt cache lives (the rewrite is then free)
+    wait = 0 if emergency is not None or urgent else policy.gentle_wait_minutes()
+    busy = idle_check(s, wait, now)
     if busy:
-        return Decision(action=action, **base, reason=f"{reason}; deferred: {busy}", deferred=True, details=details)
+        if wait:
+            busy = f"{busy} (a gentle {action}: it waits for the prompt cache to expire)"
+        return Decision(action=action, **base, reason=f"{reason}; deferred: {busy}", deferred=True,
+                        details={**details, **due_at(s, wait)})
     if emergency is None:
         n = recent_count(recent_action_times, now, 3600)
         if n >= policy.max_actions_per_hour:
