@@ -377,8 +377,8 @@ class Daemon:
                       "nextScan": nxt, "mode": self.settings.policy.mode, "agentModes": self.agent_modes(),
                       "stateDir": str(self.ctx.state_dir),
                       "scanIntervalSeconds": self.scan_interval(), "running": self.running,
-                      "watch": {"mode": self.watch_mode[0], "reason": self.watch_mode[1],
-                                "wakes": getattr(self.watcher, "wakes", 0)},
+                      "watch": {"mode": self.watch_mode[0], "wakes": getattr(self.watcher, "wakes", 0),
+                                "reason": getattr(self.watcher, "reason", None) or self.watch_mode[1]},
                       "jobs": self.last_results})
         if self.run_id is not None:
             try:

@@ -46,6 +46,7 @@ def watch_dirs(state_dir: Path) -> list[Path]:
     except OSError:
         agents = []
     for a in agents:
+        out.append(a)  # its sessions/ and agent/ folders may appear later
         for sub in ("sessions", "agent"):
             if (a / sub).is_dir():
                 out.append(a / sub)
@@ -196,13 +197,21 @@ class Watcher:
                 if self.stopping:
                     return
                 resync, self._resync = self._resync, False
-                folders = self.deb.take() if self.deb.due(self.mono()) else set()
+                due = self.deb.due(self.mono())
+                folders = self.deb.take() if due else set()
             if resync:
                 try:
+                    n = len(self.watched)
                     self._sync()
                 except (OSError, RuntimeError) as e:
                     log.warning("could not watch a new folder: %s", e)
-            if not folders:
+                else:
+                    if len(self.watched) > n:  # what was written before the watch began: one look
+                        with self.cond:
+                            self.deb.note(self.mono(), None)
+                            self.cond.notify()
+                    self.reason = f"{self.reason.split(':')[0]}: {len(self.watched)} folders"
+            if not due:
                 continue
             if any(live_run_lock(f) for f in folders):
                 continue  # a run is in progress: its lock's release wakes us

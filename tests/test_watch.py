@@ -160,3 +160,21 @@ def test_daemon_strips_within_seconds_of_the_run_end_on_its_defaults(isolated_en
             _stop(d, t)
     assert took < 10, took
     assert agent.tool_results() >= 5 and agent.predicted() <= BUDGET // 2
+
+
+def test_watcher_follows_an_agent_created_after_it_started(isolated_env):
+    state = isolated_env / ".openclaw"
+    (state / "agents").mkdir(parents=True)
+    wakes = []
+    w = watch.Watcher(state, lambda r: wakes.append(r), settle=0.3)
+    assert w.start()[0] == "events"
+    try:
+        sdir = state / "agents" / "main" / "sessions"
+        sdir.mkdir(parents=True)
+        assert wait_for(lambda: str(sdir) in w.watched, timeout=5)
+        n = len(wakes)
+        (sdir / "s1.jsonl").write_text("{}\n")
+        assert wait_for(lambda: len(wakes) > n, timeout=5)
+        assert "folders" in w.reason and str(len(w.watched)) in w.reason
+    finally:
+        w.stop()
