@@ -320,7 +320,9 @@ def start(daemon) -> None:
         extra = (stats_path(),)
     except Exception:  # noqa: BLE001 - the lean view is optional
         pass
-    w = Watcher(daemon.ctx.state_dir, lambda reason: daemon.waker.request(), settle=float(d.settle_seconds),
+    # settle at least idle_seconds: the edit refuses a transcript written more recently than that
+    settle = max(float(d.settle_seconds), float(daemon.settings.idle_seconds))
+    w = Watcher(daemon.ctx.state_dir, lambda reason: daemon.waker.request(), settle=settle,
                 extra_files=extra)
     daemon.watch_mode = w.start()
     daemon.watcher = w if daemon.watch_mode[0] == "events" else None
