@@ -233,17 +233,12 @@ def test_spiral_is_compactions_on_consecutive_turns():
 
 def test_unreachable_target_rotates_only_when_a_fresh_session_would_reach_it():
     pol = PolicySettings(mode="act", min_idle_minutes=0)
-    out = b.StripTarget(None, 60000, 54000, 30000, False, (), 5)
+    out = b.StripTarget(None, 60000, 54000, 30000, False)
     d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(90000, 10000), target=out,
                             fresh_session_tokens=30000)
     assert d.action == "rotate"
     # the prompt overhead alone is over the target: a rotation cannot reach it; the strongest strip instead
     d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(90000, 10000), target=out,
-                            fresh_session_tokens=56000)
-    # ... keeping the newest keep_recent_turns (5) turns' tool results whole (issue 19)
-    assert d.action == "strip" and d.details["keepTurnsWithTools"] == 5
-    pol0 = PolicySettings(mode="act", min_idle_minutes=0, keep_recent_turns=0)
-    d = decide_budget_strip(_state(), pol0, now=NOW, prediction=_pred(90000, 10000), target=out,
                             fresh_session_tokens=56000)
     assert d.action == "strip" and d.details["keepTurnsWithTools"] == 0
 
@@ -331,15 +326,28 @@ def test_strip_to_target_never_removes_the_newest_turns_results():
     assert b.strip_to_target(few, b.predict(few, 108000, 9500), 1, keep_recent=5).removed == 0
 
 
-def test_unreachable_while_keeping_the_newest_rotates_else_strips_the_rest():
+def test_unreachable_while_keeping_the_newest_keeps_them_while_openclaw_has_room():
     pol = PolicySettings(mode="act")
-    out = b.StripTarget(None, 60000, 54000, 20000, False, (), 5)    # keeping 5 turns: over the target
-    d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(100000, 9000), target=out,
+    # keeping the newest 5 is over the target but leaves OpenClaw two turns of room: strip the rest, keep them,
+    # even where a rotation would reach the target (its seed would leave the model only the last exchanges)
+    roomy = b.StripTarget(None, 60000, 54000, 20000, False, (), 5, 5)
+    for fresh in (30000, 56000):
+        d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(100000, 9000), target=roomy,
+                                fresh_session_tokens=fresh)
+        assert d.action == "strip" and d.details["keepTurnsWithTools"] == 5 and d.act
+    # keeping 5 would still leave OpenClaw compacting (only 3 are safe): rotate when a fresh session reaches the
+    # target, otherwise keep the 3 and strip the rest
+    tight = b.StripTarget(None, 60000, 54000, 20000, False, (), 3, 5)
+    d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(100000, 9000), target=tight,
                             fresh_session_tokens=30000)
-    assert d.action == "rotate" and d.act                           # a fresh session reaches it
-    d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(100000, 9000), target=out,
+    assert d.action == "rotate" and d.act
+    d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(100000, 9000), target=tight,
                             fresh_session_tokens=56000)
-    assert d.action == "strip" and d.details["keepTurnsWithTools"] == 5
+    assert d.action == "strip" and d.details["keepTurnsWithTools"] == 3
+    # nothing older to strip and room left: nothing to do
+    none_older = b.StripTarget(None, 60000, 54000, 0, False, (), 5, 5)
+    assert decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(100000, 9000), target=none_older,
+                               fresh_session_tokens=30000) is None
 
 
 def test_keeping_the_newest_never_costs_a_compaction():

@@ -285,6 +285,8 @@ def _rotate(ctx, obs, d, counts, recent) -> str | None:
     if r == "rotated":
         counts["rotated"] += 1
         recent.note(obs, ts=ctx.now(), dry_run=False, outcome="ok", reason=d.reason)
+    elif r == "deferred" and not obs.running and d.act:  # the end of a run settling: look again once it has
+        wake_at(ctx, ctx.now() + max(1.0, float(ctx.settings.idle_seconds)) + 0.5)
     elif r:
         counts[r] = counts.get(r, 0) + 1
     return r

@@ -433,6 +433,7 @@ class StripTarget:
     notes: tuple[str, ...] = field(default_factory=tuple)
     safe_keep: int | None = None  # unreachable: the most turns with tools (<= the kept floor) that leave OpenClaw
     #                               no compaction within two turns after the strip (None: not even keeping none)
+    floor: int = 0                # the newest turns with tools kept whatever the target (keep_recent, at most all)
 
 
 def strip_to_target(ctx: ContextEstimate, p: Prediction, target_percent: float, keep_recent: int = 0) -> StripTarget:
@@ -454,4 +455,4 @@ def strip_to_target(ctx: ContextEstimate, p: Prediction, target_percent: float, 
     notes = (f"the newest {floor} turns with tools are kept",) if floor else ()
     safe = next((k for k in range(floor, -1, -1)
                  if with_margin(ctx.after_keep(k)) + p.overhead + 2 * p.growth < p.budget), None)
-    return StripTarget(None, after, target, before - with_margin(ctx.after_keep(floor)), False, notes, safe)
+    return StripTarget(None, after, target, before - with_margin(ctx.after_keep(floor)), False, notes, safe, floor)

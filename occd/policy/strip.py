@@ -82,7 +82,9 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     urgent = urgency(prediction)
     if not fire and emergency is None:
         return None
-    nothing = target.removed == 0 and target.reachable
+    # the newest turns' results kept, the target out of reach, but OpenClaw has two turns of room: keep them
+    keep_newest = (not target.reachable and target.safe_keep is not None and target.safe_keep >= target.floor)
+    nothing = target.removed == 0 and (target.reachable or keep_newest)
     if nothing and (emergency is None or emergency.kind == "SPIRAL"):
         # already under the target: nothing to strip, and the trigger acts before OpenClaw would compact
         return None
@@ -111,11 +113,19 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
         reason = f"OpenClaw's estimate after two more turns {two:.0f}% of its budget: no turn to spare"
     hopeless = (not target.reachable and fresh_session_tokens is not None
                 and fresh_session_tokens > target.target
-                and (target.removed > 0 or (target.safe_keep or 0) < policy.keep_recent_turns))
+                and (target.removed > 0 or (target.safe_keep or 0) < target.floor))
     keep_floor = policy.keep_recent_turns
     if emergency is not None and not strip_emergencies:
         action, what = "rotate", ("rotate: reset the session in place and seed it through OpenClaw's gateway "
                                   "(its database is not occd's to rewrite, and compacting is what failed)")
+    elif keep_newest and not nothing:
+        # A rotation would reach the target but would leave the model only the last few exchanges (the seed):
+        # the conversation matters more than the target, so strip the rest and keep the newest whole.
+        details["keepTurnsWithTools"] = target.floor
+        action, what = "strip", (f"strip every tool call older than the newest {target.floor} turns with tools, "
+                                 f"to {target.predicted_after} tokens "
+                                 f"({100.0 * target.predicted_after / prediction.budget:.0f}% of {prediction.budget}: "
+                                 f"over the target {policy.strip_target_percent:g}%, with room for two more turns)")
     elif hopeless:
         # keep the newest turns' results, unless keeping them all would leave OpenClaw compacting anyway
         keep = 0 if target.safe_keep is None else min(keep_floor, target.safe_keep)
