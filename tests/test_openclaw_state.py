@@ -195,6 +195,11 @@ def test_agent_db_without_session_tables_beside_sessions_json_is_the_file_era(tm
     store = open_store(state, "main")
     assert store.era == "file" and not store.notes
     assert len(store.sessions()) == 1
+    # the same database before the first session: no sessions anywhere yet
+    bare = tmp_path / "bare"
+    (bare / "agents" / "main").mkdir(parents=True)
+    _doctor_fix_735_db(bare / "agents" / "main")
+    assert get_agent(bare, "main").era == "empty"
     # the same database with session tables is an import in progress: still needs-migration
     import sqlite3
 

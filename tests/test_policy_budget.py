@@ -335,15 +335,18 @@ def test_unreachable_while_keeping_the_newest_keeps_them_while_openclaw_has_room
         d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(100000, 9000), target=roomy,
                                 fresh_session_tokens=fresh)
         assert d.action == "strip" and d.details["keepTurnsWithTools"] == 5 and d.act
-    # keeping 5 would still leave OpenClaw compacting (only 3 are safe): rotate when a fresh session reaches the
-    # target, otherwise keep the 3 and strip the rest
+    # keeping 5 would still leave OpenClaw compacting (only 3 are safe): keep the 3 and strip the rest, also where
+    # a rotation would reach the target (its seed keeps only the last exchanges; a strip keeps every question)
     tight = b.StripTarget(None, 60000, 54000, 20000, False, (), 3, 5)
-    d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(100000, 9000), target=tight,
+    for fresh in (30000, 56000):
+        d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(100000, 9000), target=tight,
+                                fresh_session_tokens=fresh)
+        assert d.action == "strip" and d.details["keepTurnsWithTools"] == 3 and d.act
+    # no strip leaves OpenClaw room: a rotation when a fresh session reaches the target
+    d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(100000, 9000),
+                            target=b.StripTarget(None, 60000, 54000, 20000, False, (), None, 5),
                             fresh_session_tokens=30000)
     assert d.action == "rotate" and d.act
-    d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(100000, 9000), target=tight,
-                            fresh_session_tokens=56000)
-    assert d.action == "strip" and d.details["keepTurnsWithTools"] == 3
     # nothing older to strip and room left: nothing to do
     none_older = b.StripTarget(None, 60000, 54000, 0, False, (), 5, 5)
     assert decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(100000, 9000), target=none_older,

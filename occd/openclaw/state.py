@@ -356,8 +356,11 @@ def detect_era(agent_dir: Path, *, db_release: bool = False) -> str:
     db_path = agent_dir / "agent" / DB_NAME
     db = db_path.is_file()
     files = has_file_era_sessions(agent_dir)
-    if files and db and not db_release and not db_holds_sessions(db_path):
-        return "file"
+    if db and not db_holds_sessions(db_path):
+        if not files:
+            return "empty"  # e.g. 7.35's doctor --fix database before the first session is written
+        if not db_release:
+            return "file"
     if files and (db or db_release):
         return "needs-migration"
     if db:

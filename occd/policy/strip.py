@@ -84,7 +84,7 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
         return None
     # the newest turns' results kept, the target out of reach, but OpenClaw has two turns of room: keep them
     keep_newest = (not target.reachable and target.safe_keep is not None and target.safe_keep >= target.floor)
-    nothing = target.removed == 0 and (target.reachable or keep_newest)
+    nothing = target.removed == 0 and (target.reachable or (keep_newest and emergency is None))
     if nothing and (emergency is None or emergency.kind == "SPIRAL"):
         # already under the target: nothing to strip, and the trigger acts before OpenClaw would compact
         return None
@@ -111,9 +111,10 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     else:
         two = 100.0 * (prediction.predicted + 2 * prediction.growth) / prediction.budget
         reason = f"OpenClaw's estimate after two more turns {two:.0f}% of its budget: no turn to spare"
-    hopeless = (not target.reachable and fresh_session_tokens is not None
-                and fresh_session_tokens > target.target
-                and (target.removed > 0 or (target.safe_keep or 0) < target.floor))
+    # keeping all of the newest would leave OpenClaw compacting: keep as many as leave it two turns of room
+    partial = not target.reachable and target.safe_keep is not None and target.safe_keep < target.floor
+    hopeless = (not target.reachable and target.safe_keep is None and fresh_session_tokens is not None
+                and fresh_session_tokens > target.target and target.removed > 0)
     keep_floor = policy.keep_recent_turns
     if emergency is not None and not strip_emergencies:
         action, what = "rotate", ("rotate: reset the session in place and seed it through OpenClaw's gateway "
@@ -126,15 +127,18 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
                                  f"to {target.predicted_after} tokens "
                                  f"({100.0 * target.predicted_after / prediction.budget:.0f}% of {prediction.budget}: "
                                  f"over the target {policy.strip_target_percent:g}%, with room for two more turns)")
+    elif partial:
+        # fewer of the newest than keep_recent_turns, rather than a rotation: the seed would keep only the last
+        # exchanges of the conversation, a strip keeps every message and answer
+        details["keepTurnsWithTools"] = target.safe_keep
+        action, what = "strip", (f"strip every tool call older than the newest {target.safe_keep} turns with tools "
+                                 f"(not {target.floor}: with them OpenClaw would still compact within two turns)")
     elif hopeless:
-        # keep the newest turns' results, unless keeping them all would leave OpenClaw compacting anyway
-        keep = 0 if target.safe_keep is None else min(keep_floor, target.safe_keep)
-        details["keepTurnsWithTools"] = keep
+        details["keepTurnsWithTools"] = 0
         details["freshSessionTokens"] = fresh_session_tokens
-        to = (f", to {target.predicted_after} tokens ({100.0 * target.predicted_after / prediction.budget:.0f}% of "
-              f"{prediction.budget})" if keep >= keep_floor else
-              f" (not {keep_floor}: with them OpenClaw would still compact within two turns)")
-        action, what = "strip", (f"strip every older tool call, keeping the newest {keep} turns with tools{to}: "
+        to = f", to {target.predicted_after} tokens ({100.0 * target.predicted_after / prediction.budget:.0f}% of " \
+             f"{prediction.budget})"
+        action, what = "strip", (f"strip every old tool call{to}: "
                                  f"the target {policy.strip_target_percent:g}% is out of reach even for a fresh "
                                  f"session ({fresh_session_tokens} tokens), so a rotation would not help")
     elif target.reachable and not nothing:
