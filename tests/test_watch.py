@@ -178,3 +178,30 @@ def test_watcher_follows_an_agent_created_after_it_started(isolated_env):
         assert "folders" in w.reason and str(len(w.watched)) in w.reason
     finally:
         w.stop()
+
+
+def test_doctor_and_status_say_which_mode(isolated_env, monkeypatch):
+    from click.testing import CliRunner
+
+    from occd.cli.main import cli
+    from occd.doctor import DoctorContext, check_watch
+
+    agent = SimAgent(isolated_env, turns=1)
+    s = load_settings({"state_dir": str(agent.state)})
+    r = check_watch(DoctorContext(now=time.time(), settings=s))
+    assert r.status == "ok" and "would run in events mode" in r.detail
+    off = load_settings({"state_dir": str(agent.state), "daemon": {"watch": False}})
+    r = check_watch(DoctorContext(now=time.time(), settings=off))
+    assert r.status == "warn" and "polling mode (daemon.watch is off)" in r.detail
+    from occd.daemon import InstanceLock
+
+    with Ledger.open() as led, InstanceLock():  # a running daemon (`occd run` holds the lock): its own mode
+        d = _daemon(agent.state)
+        t = _start(d, led)
+        try:
+            r = check_watch(DoctorContext(now=time.time(), settings=s))
+            assert r.status == "ok" and r.detail.startswith("the daemon runs in events mode (inotify")
+            out = CliRunner().invoke(cli, ["status"], env={"OPENCLAW_STATE_DIR": str(agent.state)})
+            assert "Wakes on: OpenClaw’s writes (events: inotify" in out.output, out.output
+        finally:
+            _stop(d, t)

@@ -67,6 +67,12 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     executor chooses how (a .jsonl rewrite, or lean rules in a context engine). When no strip reaches the
     target, the decision is a rotation (action "rotate"). None: nothing to do.
 
+    Keeping the newest (`policy.keep_recent_turns`, issue 19): when the target is out of reach while keeping
+    them, they are kept and the rest stripped as long as OpenClaw then has two turns of room; else as many of them
+    as leave it that room; a rotation only when no strip does (its seed keeps only the last exchanges).
+    Timing: urgent (an emergency, or budget.urgency: OpenClaw compacts within the next turn or two) as soon as the
+    run ends; gentle once the session has been quiet longer than the prompt cache lives (cache_ttl_minutes).
+
     `prediction` is a budget.Prediction, `target` the budget.StripTarget for it. `fresh_session_tokens`: the
     predicted estimate of a rotated session (prompt overhead + its seed); when even that is over the target, a
     rotation would not reach it either, and the strongest strip (every old tool call removed) is done instead.
