@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from occd import paths, service
+from occd import paths
+from occd.runtime import service
 from occd.cli.main import cli
 from occd.errors import OccdError, UsageError
 

@@ -9,7 +9,7 @@ from occd.cli.common import emit_json, handle_errors, json_option, state_option
 
 def parse_duration(text: str) -> int:
     """'30s', '5m', '1h', '1d' or plain seconds → seconds (UsageError, exit 2, otherwise)."""
-    from occd.service import parse_interval
+    from occd.runtime.service import parse_interval
 
     return parse_interval(text)
 
@@ -37,9 +37,9 @@ def run_cmd(once, act, interval, state_dir, log_level, as_json):
       occd run --once --act --json
       occd run --act --interval 2m
     """
-    from occd import logging_setup
+    from occd.runtime import logging_setup
     from occd.cli.common import load_settings_from_ctx
-    from occd.daemon import Daemon, InstanceLock
+    from occd.runtime.daemon import Daemon, InstanceLock
     from occd.ledger import Ledger
 
     overrides: dict = {"state_dir": state_dir, "log_level": log_level}
@@ -144,7 +144,7 @@ def _show(plan, as_json: bool, dry_run: bool) -> None:
 @handle_errors
 def install(act, interval, dry_run, platform, as_json):
     """Write the unit/plist and start the service."""
-    from occd import service
+    from occd.runtime import service
 
     plan = service.install_plan(platform, act=act, interval=interval)
     if not dry_run:
@@ -161,7 +161,7 @@ def install(act, interval, dry_run, platform, as_json):
 @handle_errors
 def uninstall(dry_run, platform, as_json):
     """Stop the service and remove its unit/plist (the ledger, logs and backups stay)."""
-    from occd import service
+    from occd.runtime import service
 
     plan = service.uninstall_plan(platform)
     if not dry_run:
@@ -179,7 +179,8 @@ def status(platform, as_json):
     """The service manager's view of occd (see also `occd status`).
 
     --json: installed, unitPath, active, enabled and (Linux) lingering, without systemctl's own output."""
-    from occd import paths, service
+    from occd import paths
+    from occd.runtime import service
     from occd.errors import NotFoundError
 
     if as_json:
@@ -201,7 +202,7 @@ def status(platform, as_json):
 @handle_errors
 def logs(lines, follow, platform):
     """Recent log lines (journald on Linux, the occd log file elsewhere)."""
-    from occd import service
+    from occd.runtime import service
 
     raise SystemExit(service.run_command(service.logs_command(platform, lines, follow), capture=False).returncode)
 
@@ -222,7 +223,7 @@ def scan_now_cmd(as_json):
     import os
     import signal
 
-    from occd.daemon import InstanceLock
+    from occd.runtime.daemon import InstanceLock
     from occd.errors import OccdError
 
     pid = InstanceLock.holder()

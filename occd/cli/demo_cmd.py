@@ -26,7 +26,7 @@ def demo_cmd(keep, cycles):
     """
     import shutil
 
-    from occd import demo
+    from occd.demo import run as demo
 
     root = demo.run(keep=keep, cycles=cycles, echo=click.echo)
     try:

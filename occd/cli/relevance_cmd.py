@@ -10,7 +10,7 @@ import click
 
 from occd.cli.common import agent_filter_option, emit_json, handle_errors, json_option, load_settings_from_ctx, state_option
 from occd.cli.render import clip_words, fit_table, human_bytes, human_tokens, relative_time, short_id, terminal_width, wrap_text
-from occd.figure import percent_text, tokens_text
+from occd.openclaw.figure import percent_text, tokens_text
 
 _repo_option = click.option("--repo", "repo", type=click.Path(file_okay=False), default=None,
                             help="Only sessions whose working directory is inside this repository.")
@@ -164,9 +164,9 @@ def mcp_cmd():
     """Serve openclaw_project_status and openclaw_session_list over stdio (MCP) for agents.
 
     Needs the optional part: pip install 'occd[mcp]'."""
-    from occd.extras import require
+    from occd.relevance.extras import require
 
     require("mcp", "occd mcp")
-    from occd.mcp_server import serve
+    from occd.relevance.mcp_server import serve
 
     serve()

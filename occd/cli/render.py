@@ -3,29 +3,18 @@ inside the methods: importing this module costs nothing)."""
 
 from __future__ import annotations
 
+import os
+import sys
 from datetime import datetime, timezone
 
-
-def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    if n < 1024:
-        return f"{n} B"
-    for unit in ("KB", "MB", "GB", "TB"):
-        n /= 1024.0
-        if n < 1024 or unit == "TB":
-            return f"{n:.0f} {unit}" if n >= 10 else f"{n:.1f} {unit}"
-    return f"{n:.0f} TB"  # pragma: no cover
+from occd.units import human_bytes, human_tokens  # noqa: F401  (the renderers import them from here too)
 
 
-def human_tokens(n: int | None) -> str:
-    if n is None:
-        return "-"
-    if n >= 1_000_000:
-        return f"{n / 1_000_000:.1f}M"
-    if n >= 1000:
-        return f"{n / 1000:.0f}k"
-    return str(n)
+def use_color(stream=None) -> bool:
+    stream = stream or sys.stdout
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return bool(getattr(stream, "isatty", lambda: False)())
 
 
 def relative_time(ts: datetime | float | None, now: datetime) -> str:
@@ -49,8 +38,8 @@ def relative_time(ts: datetime | float | None, now: datetime) -> str:
 
 
 def short_id(session_id: str | None, among=None) -> str:
-    """The id as tables show it: from its second group on, unique among `among` (occd.ids)."""
-    from occd.ids import short_id as _short
+    """The id as tables show it: from its second group on, unique among `among` (occd.openclaw.ids)."""
+    from occd.openclaw.ids import short_id as _short
 
     return _short(session_id, among)
 
@@ -300,8 +289,6 @@ class Console:
     def rich(self):
         if self._rich is None:
             from rich.console import Console as RichConsole
-
-            from occd.cli.common import use_color
 
             color = use_color(self.stream)
             self._rich = RichConsole(file=self.stream, width=self.width or PIPE_WIDTH, force_terminal=color,

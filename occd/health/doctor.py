@@ -3,7 +3,7 @@
 To add a check (from any module): write a function taking the DoctorContext and returning one Result (that is
 occd.checks.CheckResult, the one type of every health check's result) or a list of them, and register it:
 
-    from occd.doctor import Result, check
+    from occd.health.doctor import Result, check
 
     @check("dbstore", order=35)
     def _dbstore(ctx):
@@ -120,7 +120,7 @@ def _age(secs: float) -> str:
 
 
 def _size(n: int) -> str:
-    from occd.cli.render import human_bytes
+    from occd.units import human_bytes
 
     return human_bytes(n)
 
@@ -188,8 +188,8 @@ def check_ledger(ctx: DoctorContext) -> Result:
 
 @check("service", order=40)
 def check_service(ctx: DoctorContext) -> Result:
-    from occd import service
-    from occd.daemon import InstanceLock
+    from occd.runtime import service
+    from occd.runtime.daemon import InstanceLock
 
     pid = InstanceLock.holder()
     try:
@@ -212,7 +212,7 @@ def check_service(ctx: DoctorContext) -> Result:
 
 @check("heartbeat", order=45)
 def check_heartbeat(ctx: DoctorContext) -> Result:
-    from occd.daemon import InstanceLock, read_status
+    from occd.runtime.daemon import InstanceLock, read_status
 
     pid = InstanceLock.holder()
     st = read_status() or {}
@@ -342,7 +342,7 @@ def check_backups(ctx: DoctorContext) -> Result | None:
 
 @check("llm", order=80)
 def check_llm(ctx: DoctorContext) -> Result:
-    from occd.extras import install_hint, installed
+    from occd.relevance.extras import install_hint, installed
 
     if ctx.settings is None:
         return Result("llm", "warn", "config not loaded")
@@ -370,7 +370,7 @@ def check_llm(ctx: DoctorContext) -> Result:
 
 @check("mcp", order=85)
 def check_mcp(ctx: DoctorContext) -> Result:
-    from occd.extras import install_hint, installed
+    from occd.relevance.extras import install_hint, installed
 
     if installed("mcp"):
         return Result("mcp", "ok", "installed (`occd mcp`)")

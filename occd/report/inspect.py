@@ -9,7 +9,7 @@ from pathlib import Path
 
 from occd.actions.common import open_agent_store
 from occd.errors import OccdError
-from occd.figure import Figure, file_figure, percent, rewrite_marks, session_figure
+from occd.openclaw.figure import Figure, file_figure, percent, rewrite_marks, session_figure
 
 
 @dataclass
