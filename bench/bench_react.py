@@ -44,7 +44,7 @@ def one(base: Path, watch: bool, timeout: float = 60.0) -> float | None:
     from simrun import SimAgent
 
     from occd.config import load_settings
-    from occd.daemon import Daemon
+    from occd.runtime.daemon import Daemon
     from occd.ledger import Ledger
 
     _isolate(base)

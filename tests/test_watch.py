@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from occd import watch
+from occd.runtime import watch
 from occd.config import load_settings
-from occd.daemon import Daemon, read_status
+from occd.runtime.daemon import Daemon, read_status
 from occd.ledger import Ledger
 from simrun import BUDGET, SimAgent
 
@@ -184,7 +184,7 @@ def test_doctor_and_status_say_which_mode(isolated_env, monkeypatch):
     from click.testing import CliRunner
 
     from occd.cli.main import cli
-    from occd.doctor import DoctorContext, check_watch
+    from occd.health.doctor import DoctorContext, check_watch
 
     agent = SimAgent(isolated_env, turns=1)
     s = load_settings({"state_dir": str(agent.state)})
@@ -193,7 +193,7 @@ def test_doctor_and_status_say_which_mode(isolated_env, monkeypatch):
     off = load_settings({"state_dir": str(agent.state), "daemon": {"watch": False}})
     r = check_watch(DoctorContext(now=time.time(), settings=off))
     assert r.status == "warn" and "polling mode (daemon.watch is off)" in r.detail
-    from occd.daemon import InstanceLock
+    from occd.runtime.daemon import InstanceLock
 
     with Ledger.open() as led, InstanceLock():  # a running daemon (`occd run` holds the lock): its own mode
         d = _daemon(agent.state)

@@ -234,7 +234,7 @@ def check_heartbeat(ctx: DoctorContext) -> Result:
 @check("watch", order=46)
 def check_watch(ctx: DoctorContext) -> Result:
     """Which mode the daemon runs in: events (it wakes on OpenClaw's writes) or polling, with the reason."""
-    from occd.daemon import InstanceLock, read_status
+    from occd.runtime.daemon import InstanceLock, read_status
 
     st = (read_status() or {}) if InstanceLock.holder() else {}
     w = st.get("watch") or {}
@@ -243,7 +243,7 @@ def check_watch(ctx: DoctorContext) -> Result:
     elif ctx.settings is not None and not ctx.settings.daemon.watch:
         mode, reason, who = "polling", "daemon.watch is off", "a daemon would run in"
     else:
-        from occd.watch import probe
+        from occd.runtime.watch import probe
 
         try:
             mode, reason = probe(ctx.state_dir())

@@ -249,8 +249,8 @@ class Daemon:
         self.dispatching: set[str] = set()   # scheduler runs in progress (job + heartbeat)  # APScheduler Job objects by id (MemoryJobStore keeps these)
         self._stall_reported = False
         self._hard_exit = False
-        self.watcher = None      # occd.watch.Watcher (events mode) or None (polling)
-        self.waker = None        # occd.watch.WakeRunner: cycles on events and on deferred decisions' due times
+        self.watcher = None      # occd.runtime.watch.Watcher (events mode) or None (polling)
+        self.waker = None        # occd.runtime.watch.WakeRunner: cycles on events and on deferred decisions' due times
         self.watch_mode: tuple[str, str] = ("polling", "not started")
 
     # context -------------------------------------------------------------------------------------------------
@@ -511,7 +511,7 @@ class Daemon:
             self.ctx.cache.clear()  # incremental scan state belongs to the old state dir
             self.ctx.last_scan = None
         logging_setup.set_level(new.log_level)
-        from occd import watch
+        from occd.runtime import watch
 
         watch.restart(self)
         self.sync_jobs()
@@ -560,7 +560,7 @@ class Daemon:
             log.warning("daemon start not recorded in the ledger: %s", e)
         self.resume_unfinished()
         self.scheduler = self.build_scheduler()
-        from occd import watch
+        from occd.runtime import watch
 
         watch.start(self)
         self.sync_jobs(initial=True)
@@ -606,7 +606,7 @@ class Daemon:
             os._exit(1)
 
     def _stop_scheduler(self) -> None:
-        from occd import watch
+        from occd.runtime import watch
 
         watch.stop(self)
         try:

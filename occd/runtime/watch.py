@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-log = logging.getLogger("occd.watch")
+log = logging.getLogger("occd.runtime.watch")
 
 WATCHED_SUFFIXES = (".jsonl", ".jsonl.lock", "sessions.json", "-wal", ".sqlite")
 
@@ -304,7 +304,7 @@ def probe(state_dir: Path) -> tuple[str, str]:
 __all__ = ["Debouncer", "WakeRunner", "Watcher", "interesting", "live_run_lock", "probe", "watch_dirs"]
 
 
-# ---- the daemon's side (occd.daemon.Daemon calls these; kept here so the daemon module stays small) ----------
+# ---- the daemon's side (occd.runtime.daemon.Daemon calls these; kept here so the daemon module stays small) ----------
 def start(daemon) -> None:
     """Start the wake runner and, unless `daemon.watch` is off, the watcher; set `daemon.watch_mode`."""
     if daemon.waker is None:
