@@ -328,7 +328,7 @@ def test_strip_to_target_never_removes_the_newest_turns_results():
 
 def test_unreachable_while_keeping_the_newest_keeps_them_while_openclaw_has_room():
     pol = PolicySettings(mode="act")
-    # keeping the newest 5 is over the target but leaves OpenClaw two turns of room: strip the rest, keep them,
+    # keeping the newest 5 is over the target but leaves OpenClaw a turn of room: strip the rest, keep them,
     # even where a rotation would reach the target (its seed would leave the model only the last exchanges)
     roomy = b.StripTarget(None, 60000, 54000, 20000, False, (), 5, 5)
     for fresh in (30000, 56000):
@@ -355,12 +355,26 @@ def test_unreachable_while_keeping_the_newest_keeps_them_while_openclaw_has_room
 
 def test_keeping_the_newest_never_costs_a_compaction():
     """A small window where 5 whole results leave OpenClaw compacting anyway, and a fresh session is over the
-    target too: keep as many of the newest as still leaves it two turns of room, strip the rest."""
+    target too: keep as many of the newest as still leave it a turn of room, strip the rest."""
     ctx = _ctx_turns(6, total=4600, tools=4400)
     p = b.predict(ctx, 28000, 14500)
     t = b.strip_to_target(ctx, p, 50, keep_recent=5)
     assert not t.reachable and t.safe_keep is not None and t.safe_keep < 5
-    assert b.with_margin(ctx.after_keep(t.safe_keep)) + 14500 + 2 * p.growth < 28000
+    assert b.with_margin(ctx.after_keep(t.safe_keep)) + 14500 + p.growth < 28000
+    assert b.with_margin(ctx.after_keep(t.safe_keep + 1)) + 14500 + p.growth >= 28000
     d = decide_budget_strip(_state(), PolicySettings(mode="act"), now=NOW, prediction=p, target=t,
                             fresh_session_tokens=21000)
     assert d.action == "strip" and d.details["keepTurnsWithTools"] == t.safe_keep and d.act
+
+
+def test_no_room_even_keeping_none_and_no_fresh_session_either_strips_everything():
+    """A 40k window (budget 20k) with 14.5k of prompt overhead, three turns of 9k results, blocked: no strip leaves
+    OpenClaw a turn of room and a rotated session is over the target too: the strongest strip (keep none), as
+    before keep_recent_turns — never a rotation that would not help (the e2e blocked-session test's shape)."""
+    ctx = _ctx_turns(3, total=9200, tools=9000)
+    p = b.predict(ctx, 20000, 14500)
+    t = b.strip_to_target(ctx, p, 50, keep_recent=5)
+    assert t.safe_keep is None and t.removed == 0 and t.removed_all > 0
+    d = decide_budget_strip(_state(), PolicySettings(mode="act"), now=NOW, prediction=p, target=t,
+                            emergency=em.Emergency("BLOCKED", "overflow notice"), fresh_session_tokens=20500)
+    assert d.action == "strip" and d.details["keepTurnsWithTools"] == 0 and d.act

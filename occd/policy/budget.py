@@ -432,8 +432,10 @@ class StripTarget:
     reachable: bool = True
     notes: tuple[str, ...] = field(default_factory=tuple)
     safe_keep: int | None = None  # unreachable: the most turns with tools (<= the kept floor) that leave OpenClaw
-    #                               no compaction within two turns after the strip (None: not even keeping none)
+    #                               no compaction during the next turn (None: not even keeping none)
     floor: int = 0                # the newest turns with tools kept whatever the target (keep_recent, at most all)
+    removed_all: int | None = None   # unreachable: what the strongest strip (keeping none) removes, and where it
+    after_all: int | None = None     # leaves the estimate
 
 
 def strip_to_target(ctx: ContextEstimate, p: Prediction, target_percent: float, keep_recent: int = 0) -> StripTarget:
@@ -454,5 +456,7 @@ def strip_to_target(ctx: ContextEstimate, p: Prediction, target_percent: float, 
     after = with_margin(ctx.after_keep(floor)) + p.overhead
     notes = (f"the newest {floor} turns with tools are kept",) if floor else ()
     safe = next((k for k in range(floor, -1, -1)
-                 if with_margin(ctx.after_keep(k)) + p.overhead + 2 * p.growth < p.budget), None)
-    return StripTarget(None, after, target, before - with_margin(ctx.after_keep(floor)), False, notes, safe, floor)
+                 if with_margin(ctx.after_keep(k)) + p.overhead + p.growth < p.budget), None)
+    after0 = with_margin(ctx.after_keep(0)) + p.overhead
+    return StripTarget(None, after, target, before - with_margin(ctx.after_keep(floor)), False, notes, safe, floor,
+                       before - with_margin(ctx.after_keep(0)), after0)

@@ -68,7 +68,8 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     target, the decision is a rotation (action "rotate"). None: nothing to do.
 
     Keeping the newest (`policy.keep_recent_turns`, issue 19): when the target is out of reach while keeping
-    them, they are kept and the rest stripped as long as OpenClaw then has two turns of room; else as many of them
+    them, they are kept and the rest stripped as long as OpenClaw then has a turn of room (the daemon
+    looks again when that turn ends); else as many of them
     as leave it that room; a rotation only when no strip does (its seed keeps only the last exchanges).
     Timing: urgent (an emergency, or budget.urgency: OpenClaw compacts within the next turn or two) as soon as the
     run ends; gentle once the session has been quiet longer than the prompt cache lives (cache_ttl_minutes).
@@ -88,7 +89,7 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     urgent = urgency(prediction)
     if not fire and emergency is None:
         return None
-    # the newest turns' results kept, the target out of reach, but OpenClaw has two turns of room: keep them
+    # the newest turns' results kept, the target out of reach, but OpenClaw has a turn of room: keep them
     keep_newest = (not target.reachable and target.safe_keep is not None and target.safe_keep >= target.floor)
     nothing = target.removed == 0 and (target.reachable or (keep_newest and emergency is None))
     if nothing and (emergency is None or emergency.kind == "SPIRAL"):
@@ -117,10 +118,11 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     else:
         two = 100.0 * (prediction.predicted + 2 * prediction.growth) / prediction.budget
         reason = f"OpenClaw's estimate after two more turns {two:.0f}% of its budget: no turn to spare"
-    # keeping all of the newest would leave OpenClaw compacting: keep as many as leave it two turns of room
+    # keeping all of the newest would leave OpenClaw compacting: keep as many as leave it a turn of room
     partial = not target.reachable and target.safe_keep is not None and target.safe_keep < target.floor
     hopeless = (not target.reachable and target.safe_keep is None and fresh_session_tokens is not None
-                and fresh_session_tokens > target.target and target.removed > 0)
+                and fresh_session_tokens > target.target
+                and (target.removed if target.removed_all is None else target.removed_all) > 0)
     keep_floor = policy.keep_recent_turns
     if emergency is not None and not strip_emergencies:
         action, what = "rotate", ("rotate: reset the session in place and seed it through OpenClaw's gateway "
@@ -132,18 +134,18 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
         action, what = "strip", (f"strip every tool call older than the newest {target.floor} turns with tools, "
                                  f"to {target.predicted_after} tokens "
                                  f"({100.0 * target.predicted_after / prediction.budget:.0f}% of {prediction.budget}: "
-                                 f"over the target {policy.strip_target_percent:g}%, with room for two more turns)")
+                                 f"over the target {policy.strip_target_percent:g}%, with room for the next turn)")
     elif partial:
         # fewer of the newest than keep_recent_turns, rather than a rotation: the seed would keep only the last
         # exchanges of the conversation, a strip keeps every message and answer
         details["keepTurnsWithTools"] = target.safe_keep
         action, what = "strip", (f"strip every tool call older than the newest {target.safe_keep} turns with tools "
-                                 f"(not {target.floor}: with them OpenClaw would still compact within two turns)")
+                                 f"(not {target.floor}: with them OpenClaw would compact during the next turn)")
     elif hopeless:
         details["keepTurnsWithTools"] = 0
         details["freshSessionTokens"] = fresh_session_tokens
-        to = f", to {target.predicted_after} tokens ({100.0 * target.predicted_after / prediction.budget:.0f}% of " \
-             f"{prediction.budget})"
+        after = target.predicted_after if target.after_all is None else target.after_all
+        to = f", to {after} tokens ({100.0 * after / prediction.budget:.0f}% of {prediction.budget})"
         action, what = "strip", (f"strip every old tool call{to}: "
                                  f"the target {policy.strip_target_percent:g}% is out of reach even for a fresh "
                                  f"session ({fresh_session_tokens} tokens), so a rotation would not help")
