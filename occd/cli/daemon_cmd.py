@@ -131,6 +131,8 @@ def _show(plan, as_json: bool, dry_run: bool) -> None:
         for step in plan.steps:
             if step.kind in ("write", "remove"):
                 click.echo(f"{'wrote' if step.kind == 'write' else 'removed'} {step.path}")
+    if plan.openclaw_line():
+        click.echo(plan.openclaw_line())
     for n in plan.notes:
         click.echo(f"note: {n}")
 
@@ -164,6 +166,12 @@ def uninstall(dry_run, platform, as_json):
     from occd.runtime import service
 
     plan = service.uninstall_plan(platform)
+    if not plan.installed:  # nothing under this HOME: say so, ask no service manager (exit 0: nothing to do)
+        if as_json:
+            emit_json({"success": True, "dryRun": dry_run, **plan.to_json()})
+        else:
+            click.echo(plan.notes[0])
+        return
     if not dry_run:
         service.execute(plan)
     _show(plan, as_json, dry_run)
@@ -180,8 +188,8 @@ def status(platform, as_json):
 
     --json: installed, unitPath, active, enabled and (Linux) lingering, without systemctl's own output."""
     from occd import paths
+    from occd.errors import NotFoundError, OccdError
     from occd.runtime import service
-    from occd.errors import NotFoundError
 
     if as_json:
         emit_json(service.service_state(platform))
@@ -190,7 +198,16 @@ def status(platform, as_json):
     if not f.exists():
         raise NotFoundError(f"The occd service is not installed ({paths.display_path(f)} does not exist)",
                             "install it with `occd service install`")
-    r = service.run_command(service.status_command(platform), capture=False)
+    r = service.run_command(service.status_command(platform))
+    no_bus = service.bus_error(r)
+    if no_bus:  # not a bare "Failed to connect to bus": what it means and what to do
+        raise OccdError(f"The occd service is installed ({paths.display_path(f)}), but your systemd user manager "
+                        f"cannot be reached from this shell ({no_bus})", service.no_bus_hint(),
+                        code="SERVICE_NO_BUS")
+    if r.stdout:
+        click.echo(r.stdout.rstrip("\n"))
+    if r.stderr and r.returncode not in (0, 3):
+        click.echo(r.stderr.rstrip("\n"), err=True)
     # systemctl status: 3 = installed but not running; that is an answer, not an error of ours
     raise SystemExit(0 if r.returncode in (0, 3) else r.returncode)
 

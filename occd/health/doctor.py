@@ -201,13 +201,42 @@ def check_service(ctx: DoctorContext) -> Result:
             return Result("service", "ok", f"not installed; a foreground daemon runs (pid {pid})")
         return Result("service", "fail", "not installed and no daemon running: nothing watches the sessions",
                       "occd service install (observe mode; --act to let it act)")
-    bits = [f"installed ({paths.display_path(st['unitPath'])})", "active" if st.get("active") else "not active"]
+    where = f"installed ({paths.display_path(st['unitPath'])})"
+    if st.get("bus") is False:  # the manager could not be asked: say so, never guess "not active"
+        from occd.runtime.service_probe import no_bus_hint
+
+        running = f"a daemon runs (pid {pid})" if pid else "no daemon runs"
+        return Result("service", "warn" if pid else "fail",
+                      f"{where}, user manager unreachable from this shell ({st.get('busError')}); {running}",
+                      no_bus_hint(), data={"service": st})
+    bits = [where, "active" if st.get("active") else "not active"]
     status = "ok" if st.get("active") else "fail"
     hint = None if st.get("active") else "systemctl --user start occd (or `occd service install` again)"
+    if st.get("enabled") is False:
+        bits.append(f"but {st.get('enabledState') or 'not enabled'}: it will not start at the next boot or login")
+        status = "warn" if status == "ok" else status
+        hint = hint or "systemctl --user enable occd"
     if st.get("lingering") is False:
+        from occd.runtime.service_probe import user_name
+
         bits.append("user not lingering: stops at logout")
-        hint = hint or "loginctl enable-linger $USER keeps it running after logout"
+        status = "warn" if status == "ok" else status
+        hint = hint or f"loginctl enable-linger {user_name()} keeps it running after logout"
     return Result("service", status, ", ".join(bits), hint, data={"service": st})
+
+
+@check("service-openclaw", order=42)
+def check_service_openclaw(ctx: DoctorContext) -> Result | None:
+    """The openclaw the installed service will run (its unit's OCCD_OPENCLAW_BIN / PATH) against the shell's."""
+    from occd.runtime import service
+    from occd.runtime.service_openclaw import compare, resolve_openclaw
+
+    svc_env = service.installed_environment()  # None: nothing installed (the service check says so)
+    if svc_env is None:
+        return None
+    r = compare(svc_env, resolve_openclaw(ctx.env))
+    return Result("service-openclaw", r["status"], r["detail"], r["hint"],
+                  data={"service": r["service"], "shell": r["shell"]})
 
 
 @check("heartbeat", order=45)
@@ -285,6 +314,28 @@ def check_breakers(ctx: DoctorContext) -> Result | None:
     return Result("breakers", "ok", "all closed")
 
 
+@check("problems", order=56)
+def check_problems(ctx: DoctorContext) -> Result | None:
+    """Open problems `occd check` (or a verification of what occd did) recorded: damaged or missing backups
+    and archives, a rotation that changed nothing, turns that bypassed the lean view."""
+    led = ctx.ledger()
+    if led is None:
+        return None
+    try:
+        open_ = led.open_problems(severity="fail")
+        last = led.last_check_run()
+    except Exception:  # noqa: BLE001 - an older ledger: the ledger check says to upgrade
+        return None
+    if open_:
+        shown = "; ".join(f"{p['subject']}: {p['message']}" for p in open_[:3])
+        more = f" (+{len(open_) - 3} more)" if len(open_) > 3 else ""
+        return Result("problems", "fail", f"{len(open_)} open: {shown}{more}", open_[0].get("hint") or "occd check")
+    if last is None:
+        return Result("problems", "warn", "no `occd check` recorded yet", "run `occd check` (the daemon runs it weekly)")
+    return Result("problems", "ok", f"none open; last check {_age(ctx.now - last['started'])} ago, "
+                                    f"{last['artifacts']} artifact(s)")
+
+
 @check("locks", order=60)
 def check_locks(ctx: DoctorContext) -> Result | None:
     from occd.openclaw.locks import read_lock
@@ -338,6 +389,33 @@ def check_backups(ctx: DoctorContext) -> Result | None:
         return Result("backups", "fail", detail, "low disk space: lower backups_keep or free space",
                       data={"files": n, "bytes": total, "freeBytes": free})
     return Result("backups", "ok", detail, data={"files": n, "bytes": total, "freeBytes": free})
+
+
+@check("openclaw-plugins", order=78)
+def check_openclaw_plugins(ctx: DoctorContext):
+    """Every folder OpenClaw is configured to load must exist (a missing one stops its start: "plugin path not
+    found"), and occd's lean view, when enabled, must be complete."""
+    from occd import lean
+    from occd.errors import OccdError
+    from occd.openclaw.state import load_openclaw_config
+
+    try:
+        state = ctx.state_dir()
+        config = load_openclaw_config(state)
+    except OccdError:
+        return None
+    out = []
+    missing = [p for p in lean.configured_plugin_paths(config) if not os.path.isdir(p)]
+    if missing:
+        out.append(Result("openclaw-plugins", "fail", f"openclaw.json's plugins.load.paths names a missing folder: "
+                          f"{missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
+                          "OpenClaw refuses to start (plugin path not found): `occd lean enable` again if it is "
+                          "occd's, else fix plugins.load.paths"))
+    why = lean.broken(state, ctx.env)
+    if why:
+        out.append(Result("lean-view", "fail", f"the lean view is enabled but broken: {why}",
+                          "`occd lean enable` again (or `occd lean disable`)"))
+    return out or None
 
 
 @check("llm", order=80)
