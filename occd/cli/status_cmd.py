@@ -176,6 +176,10 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
     if d["running"]:
         c.print(f"Daemon: running (pid {d.get('pid')}, since {_when(d.get('started'), now_dt)}); "
                 f"last cycle {_when(d.get('lastCycle'), now_dt)}, next scan {_when(d.get('nextScan'), now_dt)}")
+        w = d.get("watch") or {}
+        if w.get("mode"):
+            c.print(f"Wakes on: {'OpenClaw’s writes (events' if w['mode'] == 'events' else 'a timer (polling'}: "
+                    f"{w.get('reason')})")
     else:
         last = d.get("lastCycle")
         c.print("Daemon: not running" + (f" (last cycle {_when(last, now_dt)})" if last else "")

@@ -260,6 +260,32 @@ def check_heartbeat(ctx: DoctorContext) -> Result:
     return Result("heartbeat", "ok", f"last cycle {_age(age)} ago (pid {pid})")
 
 
+@check("watch", order=46)
+def check_watch(ctx: DoctorContext) -> Result:
+    """Which mode the daemon runs in: events (it wakes on OpenClaw's writes) or polling, with the reason."""
+    from occd.runtime.daemon import InstanceLock, read_status
+
+    st = (read_status() or {}) if InstanceLock.holder() else {}
+    w = st.get("watch") or {}
+    if w.get("mode"):
+        mode, reason, who = w["mode"], w.get("reason"), "the daemon runs in"
+    elif ctx.settings is not None and not ctx.settings.daemon.watch:
+        mode, reason, who = "polling", "daemon.watch is off", "a daemon would run in"
+    else:
+        from occd.runtime.watch import probe
+
+        try:
+            mode, reason = probe(ctx.state_dir())
+        except Exception as e:  # noqa: BLE001 - the probe reports, never fails the doctor
+            mode, reason = "polling", f"watching could not start: {e}".splitlines()[0]
+        who = "a daemon would run in"
+    if mode == "events":
+        return Result("watch", "ok", f"{who} events mode ({reason}): it looks at a session when its run ends")
+    return Result("watch", "warn", f"{who} polling mode ({reason})",
+                  "events mode needs the watchdog package and inotify watches (fs.inotify.max_user_watches); "
+                  "polling scans every daemon.poll_interval_seconds")
+
+
 @check("scan", order=50)
 def check_scan(ctx: DoctorContext) -> Result | None:
     led = ctx.ledger()

@@ -17,7 +17,7 @@ import logging
 import os
 
 from occd.errors import BusyError, OccdError
-from occd.jobs.decide import decide_session
+from occd.jobs.decide import DECIDED_KEY, decide_session
 
 log = logging.getLogger("occd.jobs.apply")
 REPEAT_QUIET_S = 24 * 3600  # an unchanged would-do is recorded once a day
@@ -126,15 +126,6 @@ def _beyond_lean(ctx, obs, d) -> bool:
     return on is None or last > on
 
 
-DECIDED_KEY = "apply.decided"  # (the cycle's scan, {(agent, key)}) the apply job decided about this cycle
-
-
-def decided_this_cycle(ctx, scan, obs) -> bool:
-    """Whether the apply job already decided about this session in this cycle (scan)."""
-    hit = ctx.cache.get(DECIDED_KEY)
-    return bool(hit and hit[0] is scan and (obs.agent, obs.session_key or obs.session_id) in hit[1])
-
-
 def run(ctx) -> dict:
     from occd.jobs.scan import ensure_scan, record_time
     from occd.jobs import breakers
@@ -189,6 +180,8 @@ def run(ctx) -> dict:
                 continue  # the scheduled rotation takes it this cycle (one decision per session per cycle)
         counts["considered"] += 1
         decided.add((obs.agent, obs.session_key or obs.session_id))  # the rotate job leaves it this cycle
+        if d.deferred and d.details.get("dueAt"):
+            wake_at(ctx, d.details["dueAt"])
         if d.action == "rotate":
             r = _rotate(ctx, obs, d, counts, recent)
             # no strip instead where occd cannot rewrite the session (database era: it would be a compaction) or
@@ -199,8 +192,10 @@ def run(ctx) -> dict:
             # the rotation cannot happen now (cooldown, breaker, backoff): the strongest strip still helps
             from dataclasses import replace
 
-            d = replace(d, action="strip", details={**d.details, "keepTurnsWithTools": 0},
-                        reason=f"{d.reason}; no rotation possible now: every old tool call stripped instead")
+            keep = min(policy.keep_recent_turns, d.details.get("safeKeepTurns", 0))
+            d = replace(d, action="strip", details={**d.details, "keepTurnsWithTools": keep},
+                        reason=f"{d.reason}; no rotation possible now: every tool call older than the newest {keep} "
+                               "turns with tools stripped instead")
         if not d.act:
             key = "wouldDo" if d.would_do else ("deferred" if d.deferred else "blocked")
             counts[key] += 1
@@ -242,6 +237,16 @@ def run(ctx) -> dict:
     return counts
 
 
+WAKE_KEY = "daemon.wake_at"
+
+
+def wake_at(ctx, t: float) -> None:
+    """Ask the daemon to look again at `t` (epoch seconds): a deferred decision becomes due then (the prompt
+    cache expired, the end of a run settled). The daemon reads and clears it after the cycle."""
+    cur = ctx.cache.get(WAKE_KEY)
+    ctx.cache[WAKE_KEY] = t if cur is None else min(cur, t)
+
+
 def _rotate(ctx, obs, d, counts, recent) -> str | None:
     """No strip reaches the target (or a blocked session has nothing to strip): a rotation, through the rotate
     job's policy (in-progress check, backoff, breaker), past the cooldown."""
@@ -251,6 +256,8 @@ def _rotate(ctx, obs, d, counts, recent) -> str | None:
     if r == "rotated":
         counts["rotated"] += 1
         recent.note(obs, ts=ctx.now(), dry_run=False, outcome="ok", reason=d.reason)
+    elif r == "deferred" and not obs.running and d.act:  # the end of a run settling: look again once it has
+        wake_at(ctx, ctx.now() + max(1.0, float(ctx.settings.idle_seconds)) + 0.5)
     elif r:
         counts[r] = counts.get(r, 0) + 1
     return r
@@ -334,6 +341,8 @@ def _act(ctx, obs, d, policy, counts) -> bool | None:
         return True
     except BusyError as e:
         counts["deferred"] += 1
+        if not obs.running:  # the end of a run settling (idle_seconds): look again once it has
+            wake_at(ctx, ctx.now() + max(1.0, float(ctx.settings.idle_seconds)) + 0.5)
         log.info("%s/%s: deferred: %s", obs.agent, obs.session_id[:13], e.message)
         if obs.era == "db":
             led.record_action("compact", obs.agent, obs.session_id, obs.session_key, trigger="auto",

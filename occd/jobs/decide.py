@@ -40,3 +40,12 @@ def decide_session(ctx, obs, policy, now, times=()):
         if db:
             return None
     return decide_strip(_state(obs), policy, now=now, window_tokens=obs.context_window, recent_action_times=times)
+
+
+DECIDED_KEY = "apply.decided"  # (the cycle's scan, {(agent, key)}) the apply job decided about this cycle
+
+
+def decided_this_cycle(ctx, scan, obs) -> bool:
+    """Whether the apply job already decided about this session in this cycle (scan)."""
+    hit = ctx.cache.get(DECIDED_KEY)
+    return bool(hit and hit[0] is scan and (obs.agent, obs.session_key or obs.session_id) in hit[1])

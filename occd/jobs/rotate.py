@@ -117,7 +117,7 @@ def run(ctx) -> dict:
         policy = s.policy_for(obs.agent)
         if obs.compaction_count < policy.rotation.rotate_at_compactions:
             continue
-        from occd.jobs.apply import decided_this_cycle
+        from occd.jobs.decide import decided_this_cycle
 
         if decided_this_cycle(ctx, scan, obs):
             continue  # the budget policy decided about it this cycle (one decision per session per cycle)
@@ -169,7 +169,8 @@ def rotate_now(ctx, obs, reason: str, *, emergency: str | None = None, decision=
     bset = brk.rotation_breaker_settings(policy)
     recent = led.action_times(obs.agent, "rotate", now - bset.window_minutes * 60, trigger="auto")
     d = decide_rotation(_state(obs), policy, now=now, history=hist, breaker=st, recent_rotations=recent,
-                        force_reason=reason, emergency=bool(emergency))
+                        force_reason=reason, emergency=bool(emergency),
+                        urgent=bool(decision is not None and (decision.details or {}).get("urgency")))
     if d is None:
         return None
     if "breaker" in d.details and (d.act or d.blocked):

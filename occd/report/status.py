@@ -56,7 +56,8 @@ def daemon_info(ledger, now: float) -> dict:
     out = {"running": pid is not None, "pid": pid if pid and pid > 0 else None,
            "started": st.get("started") if pid else None, "lastCycle": st.get("lastCycle"),
            "nextScan": st.get("nextScan") if pid else None, "mode": st.get("mode") if pid else None,
-           "agentModes": (st.get("agentModes") or {}) if pid else {}}
+           "agentModes": (st.get("agentModes") or {}) if pid else {},
+           "watch": st.get("watch") if pid else None}  # {"mode": events | polling, "reason": ...}
     if run:
         out["lastRun"] = {k: run.get(k) for k in ("pid", "started", "stopped", "heartbeat", "last_cycle", "mode",
                                                    "stop_reason") if k in run}
