@@ -7,6 +7,7 @@ import time
 
 from occd import paths
 from occd.errors import OccdError, UsageError
+from occd.ledger import ACTION_KINDS, is_action_kind  # the ledger's one list of kinds (a newer ledger may hold more)
 
 
 def parse_since(text: str | None, now: float) -> float | None:
@@ -35,8 +36,6 @@ def parse_since(text: str | None, now: float) -> float | None:
                          "e.g. --since 7d, 12h, 30m, today, yesterday, 2026-11-22, 2026-11-22T10:00") from None
 
 
-# Action kinds occd records (the ledger may hold more from newer versions; those are accepted too).
-ACTION_KINDS = ("edit", "strip", "clone", "restore", "rotate", "rotate-undo", "archive", "compact")
 
 
 def _open_ledger():
@@ -230,14 +229,14 @@ def history(settings=None, *, agent=None, session=None, kind=None, since=None, l
     needed (kept for callers that pass it)."""
     now = time.time() if now is None else now
     since_ts = parse_since(since, now)
-    if kind and kind not in ACTION_KINDS:
-        _check_known("kind", kind, ACTION_KINDS)
     led = _open_ledger()
     if led is None:
+        if kind and not is_action_kind(kind):
+            _check_known("kind", kind, ACTION_KINDS)
         return ([], 0) if with_total else []
     with led:
-        if kind and kind not in ACTION_KINDS:
-            _check_known("kind", kind, led.action_kinds())
+        if kind and not is_action_kind(kind):
+            _check_known("kind", kind, sorted(set(ACTION_KINDS) | set(led.action_kinds())))
         if agent:
             known = [a["id"] for a in led.agents()]
             if agent not in known:

@@ -102,9 +102,24 @@ def require_session(session: str | None, command: str, example: str) -> str:
 
     if sys.stdin.isatty() and sys.stdout.isatty():
         return click.prompt(f"Which session should `occd {command}` act on? (id, any unique part of it, or key; "
-                            "`occd list` shows them)").strip()
+                            "`occd list` shows them)", err=True).strip()
     raise UsageError(f"`occd {command}` needs the session: an id, any unique part of it, or a session key",
                      f"`occd list` shows them; e.g. {example}")
+
+
+def confirm(text: str, command: str, flag: str = "--yes") -> bool:
+    """Ask yes/no on the terminal; without one an answer may be piped in. With no terminal and no answer (a
+    script, cron, </dev/null) nobody can answer: one usage line naming the flag to pass (exit 2), never an Abort."""
+    from occd.errors import UsageError
+
+    if sys.stdin is not None and sys.stdin.isatty():
+        return click.confirm(text, default=False, err=True)
+    line = sys.stdin.readline() if sys.stdin is not None else ""
+    if not line.strip():
+        raise UsageError(f"`occd {command}` asks for confirmation and there is no terminal to answer it",
+                         f"pass {flag} to confirm it in a script")
+    click.echo(f"{text} [y/N]: {line.strip()}", err=True)
+    return line.strip().lower() in ("y", "yes")
 
 
 def looks_like_session_id(text: str | None) -> bool:
@@ -261,6 +276,8 @@ def handle_errors(f: Callable) -> Callable:
             sys.exit(141)
         except click.ClickException:
             raise
+        except click.exceptions.Abort:  # Ctrl-C or end of input at a prompt: the user said no
+            _fail("Aborted: nothing was changed", None, "CANCELLED", EXIT_USER, as_json, None)
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as e:  # a bug: still one line, traceback only with --debug
@@ -269,7 +286,9 @@ def handle_errors(f: Callable) -> Callable:
             if debug:
                 raise
             msg = f"Internal error: {type(e).__name__}: {e}".splitlines()[0]
-            _fail(msg, "run with --debug for a traceback and report it", "INTERNAL", EXIT_USER, as_json, None)
+            path = ctx.command_path.split(" ", 1)[-1] if ctx and " " in ctx.command_path else "COMMAND"
+            _fail(msg, f"`occd --debug {path} ...` shows the traceback; please report it", "INTERNAL", EXIT_USER,
+                  as_json, None)
 
     return wrapper
 

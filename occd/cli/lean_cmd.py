@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from occd.cli.common import console, emit_json, handle_errors, json_option, load_settings_from_ctx, ok_mark, state_option
+from occd.cli.common import confirm, console, emit_json, handle_errors, json_option, load_settings_from_ctx, ok_mark, state_option
 
 
 def _state_dir(s):
@@ -50,7 +50,7 @@ def enable_cmd(state_dir, yes, as_json):
     def ask(text: str) -> bool:
         if as_json:
             return False
-        return click.confirm(text, default=False, err=True)
+        return confirm(text, "lean enable")
 
     res = lean.enable(s, sd, confirm=ask, yes=yes)
     head = f"Lean view enabled on OpenClaw {res['release']} ({lean.PLUGIN_ID} from {res['pluginDir']})"

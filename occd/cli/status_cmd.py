@@ -9,6 +9,7 @@ import click
 
 from occd.cli.common import agent_filter_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx, use_color
 from occd.figure import percent_text, tokens_text
+from occd.ledger import ACTION_KINDS
 from occd.cli.render import PIPE_WIDTH, cut_path, headroom_text, human_bytes, human_tokens, relative_time, short_id, sparkline
 
 
@@ -293,7 +294,7 @@ def stats_cmd(since, as_json):
 @click.command("history")
 @agent_filter_option
 @click.option("--session", default=None, help="Session id, key, or a prefix.")
-@click.option("--kind", default=None, help="edit, strip, clone, restore, rotate, rotate-undo, archive, compact.")
+@click.option("--kind", default=None, help=", ".join(ACTION_KINDS) + ", or job:NAME (a job's failure).")
 @click.option("--since", default=None, help="A duration (7d, 12h, 30m), today, yesterday, or a date (2026-11-22).")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=200, show_default=True)
 @click.option("-f", "--follow", is_flag=True, help="Then keep printing new actions as they are recorded (Ctrl-C stops).")

@@ -16,6 +16,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Ledger", "BreakerRecord"]
 
+# Every action kind occd records (Ledger.record_action refuses others): the one list `history --kind` accepts
+# and its help names. A job's own failure is recorded as `job:<name>` (JOB_KIND_PREFIX).
+ACTION_KINDS = ("edit", "strip", "clone", "restore", "rotate", "rotate-undo", "archive", "compact", "lean")
+JOB_KIND_PREFIX = "job:"
+
+
+def is_action_kind(kind: str) -> bool:
+    return kind in ACTION_KINDS or (kind.startswith(JOB_KIND_PREFIX) and len(kind) > len(JOB_KIND_PREFIX))
+
 
 def __getattr__(name: str):
     if name in __all__:
