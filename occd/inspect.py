@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from occd.actions.common import open_agent_store
+from occd.actions.common import open_agent_store, resolve_session
 from occd.errors import OccdError
 from occd.figure import Figure, file_figure, percent, rewrite_marks, session_figure
 
@@ -170,7 +170,7 @@ def session_info(settings, *, agent: str | None = None, ref: str | None = None) 
     from occd.transcript.scan import scan_stream
 
     state_dir, aid, store = open_agent_store(settings, agent, ref)
-    info = store.resolve(ref) if ref else store.latest()
+    info = resolve_session(store, ref, state_dir, aid) if ref else store.latest()
     path = Path(info.path) if getattr(info, "path", None) else None
     if path is not None:
         if not path.is_file():

@@ -91,3 +91,62 @@ def test_history_kind_accepts_every_kind_the_ledger_records(isolated_env):
     r = run("history", "--kind", "lea")
     assert r.exit_code == 2 and "did you mean lean" in r.stderr
     assert "lean" in run("history", "--help").output
+
+
+# ---- 15: errors that name what is there ------------------------------------------------------------------
+
+def test_info_of_another_agents_session_names_that_agent(isolated_env, monkeypatch):
+    made = _demo_state(isolated_env, monkeypatch)
+    ops = made["sessions"]["agent:ops:main"]["id"]
+    part = ops.split("-")[1]
+    for args in (["info", part], ["edit", part, "--strip-tools"], ["rotate", part, "--dry-run"]):
+        r = run(*args)
+        assert r.exit_code == 1, (args, r.output)
+        assert "agent 'ops'" in r.stderr and f"--agent ops" in r.stderr, r.stderr
+    assert run("info", part, "--agent", "ops").exit_code == 0
+    r = run("info", "zzzz")
+    assert r.exit_code == 1 and "not found" in r.stderr and "agent '" not in r.stderr
+
+
+def test_breaker_reset_of_an_unknown_agent_or_kind_is_an_error(isolated_env, monkeypatch):
+    _demo_after_a_cycle(isolated_env, monkeypatch)
+    r = run("breaker", "reset", "nosuch")
+    assert r.exit_code == 1 and "nosuch" in r.stderr and "hint:" in r.stderr and "main" in r.stderr
+    r = run("breaker", "reset", "--kind", "strp")
+    assert r.exit_code == 1 and "did you mean strip" in r.stderr
+    assert run("breaker", "reset", "main").exit_code == 0  # a known agent whose breakers are closed
+    assert run("breaker", "reset", "--kind", "archive").exit_code == 0
+
+
+def test_a_mistyped_command_gets_a_did_you_mean():
+    r = run("lsit")
+    assert r.exit_code == 2 and "Did you mean 'list'" in r.output
+    r = run("lsit", "--json")
+    out = json.loads(r.stdout)
+    assert r.exit_code == 2 and out["success"] is False and out["error"]["code"] == "USAGE"
+    assert "Did you mean 'list'" in out["error"]["message"]
+
+
+def test_lean_status_reports_the_mode_the_config_gives(isolated_env, monkeypatch):
+    out = run("lean", "status").output
+    assert "mode drop" in out.lower() and "mode off" not in out.lower()
+    assert json.loads(run("lean", "status", "--json").stdout)["rules"]["mode"] == "drop"
+    monkeypatch.setenv("OCCD_LEAN__MODE", "stub")
+    assert "mode stub" in run("lean", "status").output.lower()
+
+
+def test_select_resumes_the_session_holding_that_exact_request(isolated_env, monkeypatch):
+    made = _demo_after_a_cycle(isolated_env, monkeypatch)  # `occd demo`'s state: main stripped to ~24%
+    main = made["sessions"]["agent:main:main"]
+    from pathlib import Path
+
+    path = Path(main["path"]) if main.get("path") else next(
+        (made["state"] / "agents" / "main" / "sessions").glob(f"{main['id']}.jsonl"))
+    last = json.loads(path.read_bytes().splitlines()[-1])
+    task = "What is in the Stripe webhook notes"
+    entry = {"type": "message", "id": "ffff0001", "parentId": last["id"], "timestamp": last["timestamp"],
+             "message": {"role": "user", "content": task, "timestamp": 1}}
+    with open(path, "ab") as f:
+        f.write(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
+    out = json.loads(run("select", "--task", task, "--no-llm", "--json").stdout)
+    assert out["action"] == "resume" and out["sessionId"] == main["id"], out

@@ -65,13 +65,52 @@ def open_agent_store(settings, agent: str | None, ref: str | None = None):
     return state_dir, aid, open_store(state_dir, aid)
 
 
+def resolve_session(store, ref: str, state_dir: Path, aid: str, *, command: str = "info", **kw):
+    """store.resolve(ref); a session that is not the agent's but another agent's is named with its agent (the
+    user forgot --agent), not "not found" with the closest ids of the wrong agent."""
+    try:
+        return store.resolve(ref, **kw)
+    except OccdError as e:
+        if e.code != "SESSION_NOT_FOUND":
+            raise
+        other = other_agent_with(state_dir, aid, ref)
+        if other is None:
+            raise
+        raise OccdError(f"Session '{ref}' belongs to agent '{other}', not '{aid}'",
+                        f"add --agent {other}: `occd {command} {ref} --agent {other}`", code="SESSION_NOT_FOUND",
+                        details={"agent": other}) from None
+
+
+def other_agent_with(state_dir: Path, aid: str, ref: str) -> str | None:
+    """The other agent whose sessions (or archive) `ref` names unambiguously, if exactly one does."""
+    from occd.openclaw import list_agents, open_store
+
+    found = []
+    try:
+        agents = [a.id for a in list_agents(state_dir)]
+    except OccdError:
+        return None
+    for other in agents:
+        if other == aid:
+            continue
+        try:
+            store = open_store(state_dir, other)
+            store.resolve(ref, include_archived=True)
+        except OccdError:
+            continue
+        except Exception:  # noqa: BLE001 - an unreadable other agent only costs the better message
+            continue
+        found.append(other)
+    return found[0] if len(found) == 1 else None
+
+
 def resolve_target(settings, agent: str | None, ref: str | None, *, action: str, writes: bool = True) -> Target:
     state_dir, aid, store = open_agent_store(settings, agent, ref)
     if writes and getattr(store, "era", "file") != "file":
         key = ref or "<session key>"
         raise UnsupportedEraError(f"Cannot {action} a session of agent '{aid}' in OpenClaw's database era",
                                   DB_ERA_HINT.format(key=key))
-    info = store.resolve(ref) if ref is not None else store.latest()
+    info = resolve_session(store, ref, state_dir, aid, command=action) if ref is not None else store.latest()
     path = Path(info.path) if getattr(info, "path", None) else None
     if writes:
         if path is None or not (path.is_file() or path.is_symlink()):

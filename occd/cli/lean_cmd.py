@@ -84,14 +84,17 @@ def status_cmd(state_dir, as_json):
     from occd.cli.render import format_table, human_tokens
 
     s = load_settings_from_ctx(state_dir=state_dir)
-    res = lean.status(_state_dir(s))
+    res = lean.status(_state_dir(s), settings=s)
     if as_json:
         emit_json(res)
         return
     c = console()
     c.print(f"Lean view: {'enabled' if res['enabled'] else 'not enabled'} (OpenClaw's context engine: {res['slot']})")
-    d = res["default"]
-    c.print(f"  Default rules: mode {d.get('mode')}, keep {d.get('keepTurns')} turns, batch {d.get('batchTurns')}")
+    r, d = res["rules"], res["default"]
+    on = sum(1 for v in res["sessions"].values() if v.get("mode") not in (None, "off"))
+    c.print(f"  Mode {r['mode']} (config lean.mode), keep {r['keepTurns']} turns, batch {r['batchTurns']}: the rules a "
+            f"session gets when the daemon's policies turn it on ({on} on now; every other session: "
+            f"{d.get('mode') or 'off'})", wrap=True, indent=2)
     rows = [[k, v["mode"], str(v.get("callsHidden", "-")), str(v.get("resultsStubbed", "-")),
              human_tokens(v.get("tokensSaved")) if "tokensSaved" in v else "-",
              f"{v['savedPercent']:g}%" if "savedPercent" in v else "-"] for k, v in res["sessions"].items()]

@@ -105,7 +105,7 @@ class Session:
 
     def digest_text(self) -> str:
         """The words the keyword fallback compares (unredacted, local only)."""
-        return " ".join(x for x in (self.label, self.first_user_message, self.latest_user_task) if x)
+        return "\n".join(" ".join(x.split()) for x in (self.label, self.first_user_message, self.latest_user_task) if x)
 
     def context_percent(self) -> float | None:
         from occd.figure import percent
