@@ -280,7 +280,8 @@ def check_locks(ctx: DoctorContext) -> Result | None:
                     stale.append((sdir / n, info.reason))
     if stale:
         shown = ", ".join(f"{paths.display_path(p)} ({why})" for p, why in stale[:3])
-        return Result("locks", "fail", f"{len(stale)} stale transcript lock(s): {shown}",
+        # harmless (its own hint says why): a warning, never a failure
+        return Result("locks", "warn", f"{len(stale)} stale transcript lock(s): {shown}",
                       "OpenClaw removes them on its next run; occd treats them as not running",
                       data={"stale": [str(p) for p, _ in stale]})
     return Result("locks", "ok", "no stale transcript locks")

@@ -46,6 +46,26 @@ def _open_ledger():
     return Ledger.open(readonly=True)
 
 
+def open_would(day: list[dict]) -> list[dict]:
+    """Observe mode's "would" rows that still stand, newest first: one per session and kind, and none that an
+    action done on the session since (an --act cycle's strip, a manual edit) has made history."""
+    done: dict[tuple, float] = {}
+    for a in day:
+        if not a.get("dry_run") and a.get("outcome") == "ok":
+            k = (a.get("agent_id"), a.get("session_id"))
+            done[k] = max(done.get(k, 0.0), a["ts"])
+    out, seen = [], set()
+    for a in day:  # newest first
+        if not a.get("dry_run") or a.get("trigger") != "auto":
+            continue
+        k = (a.get("agent_id"), a.get("session_id"), a["kind"])
+        if k in seen or done.get(k[:2], -1.0) >= a["ts"]:
+            continue
+        seen.add(k)
+        out.append(a)
+    return out
+
+
 def daemon_info(ledger, now: float) -> dict:
     from occd.daemon import InstanceLock, read_status
 
@@ -81,7 +101,7 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
             by_agent.setdefault(o["agent"], []).append(o)
         breakers = led.breakers()
         day = led.history(since=now - 86400, limit=5000)
-        would = [a for a in day if a["dry_run"] and a["trigger"] == "auto"]
+        would = open_would(day)
         emergencies = _emergencies(day)
         marks = {(e["agent"], e["sessionId"]): e for e in emergencies}
         from occd.policy.savings import summarize

@@ -150,3 +150,40 @@ def test_select_resumes_the_session_holding_that_exact_request(isolated_env, mon
         f.write(json.dumps(entry, separators=(",", ":")).encode() + b"\n")
     out = json.loads(run("select", "--task", task, "--no-llm", "--json").stdout)
     assert out["action"] == "resume" and out["sessionId"] == main["id"], out
+
+
+# ---- 16: the demo tells one story --------------------------------------------------------------------------
+
+def test_a_dead_pid_lock_is_a_warning_in_doctor(isolated_env, monkeypatch):
+    made = _demo_after_a_cycle(isolated_env, monkeypatch)  # the demo's "running" session: a lock of this process
+    running = next(v for v in made["sessions"].values() if v["running"])
+    lock = running["path"].with_name(running["path"].name + ".lock")
+    data = json.loads(lock.read_text())
+    data["pid"] = 2 ** 22 + 12345  # a process that is gone: what `demo --keep` leaves once the demo exits
+    lock.write_text(json.dumps(data))
+    checks = {c["name"]: c for c in json.loads(run("doctor", "--json").stdout)["checks"]}
+    assert checks["locks"]["status"] == "warn" and "dead-pid" in checks["locks"]["detail"]
+
+
+def test_status_drops_a_would_that_an_act_cycle_has_done(isolated_env, monkeypatch):
+    from occd.config import load_settings
+    from occd.daemon import Daemon
+    from occd.ledger import Ledger
+
+    made = _demo_state(isolated_env, monkeypatch)
+
+    def cycle(mode):
+        with Ledger.open() as led:
+            Daemon(lambda: load_settings({"state_dir": str(made["state"]),
+                                          "policy": {"mode": mode, "min_idle_minutes": 5}})).run_once(led)
+
+    cycle("observe")
+    sid = made["sessions"]["agent:research:main"]["id"]
+    before = json.loads(run("status", "--json").stdout)
+    would = [w for a in before["agents"] for w in a["wouldDo"] if w["sessionId"] == sid]
+    assert [w["kind"] for w in would] == ["strip"]
+    time.sleep(0.01)
+    cycle("act")
+    after = json.loads(run("status", "--json").stdout)
+    assert not [w for a in after["agents"] for w in a["wouldDo"] if w["sessionId"] == sid]
+    assert f"would strip {sid.split('-')[1]}" not in run("status", env={"COLUMNS": "200"}).output
