@@ -187,3 +187,29 @@ def test_status_drops_a_would_that_an_act_cycle_has_done(isolated_env, monkeypat
     after = json.loads(run("status", "--json").stdout)
     assert not [w for a in after["agents"] for w in a["wouldDo"] if w["sessionId"] == sid]
     assert f"would strip {sid.split('-')[1]}" not in run("status", env={"COLUMNS": "200"}).output
+
+
+# ---- 10: the database era's advice ---------------------------------------------------------------------------
+
+def test_database_era_advice_names_the_real_key_and_fits_each_command(isolated_env):
+    from statefactory import DbState
+    from tests.test_openclaw_dbstore import turn_events
+
+    db = DbState(isolated_env / ".openclaw")
+    sid = db.add_session("agent:main:telegram:dm:42", session_id="a8ec0001-0000-7000-8000-000000000001",
+                         events=turn_events(3), updated_at=int(time.time() * 1000) - 3_600_000)
+    advice = {}
+    for args in (["edit", "a8ec", "--strip-tools"], ["clone", "a8ec"], ["restore", "a8ec"]):
+        r = run(*args)
+        assert r.exit_code == 1, (args, r.output)
+        line = r.stderr.strip()
+        assert line.count("\n") == 0 and "database" in line
+        assert "openclaw sessions compact a8ec" not in line and "a8ec`" not in line  # never the id as a key
+        assert "daemon" not in line  # the daemon compacts only with policy.compact_db_sessions (off by default)
+        advice[args[0]] = line
+    # edit: the lossless lean view first; compaction only as the lossy choice, with the key OpenClaw takes
+    assert "occd lean enable" in advice["edit"] and "lossy: `openclaw sessions compact agent:main:telegram:dm:42`" \
+        in advice["edit"]
+    assert "compact" not in advice["clone"] and "occd rotate agent:main:telegram:dm:42" in advice["clone"]
+    assert "compact" not in advice["restore"] and "occd rotate --undo agent:main:telegram:dm:42" in advice["restore"]
+    assert sid

@@ -20,8 +20,30 @@ from occd.errors import BusyError, OccdError, UnsupportedEraError, UsageError
 
 log = logging.getLogger("occd.actions")
 
-DB_ERA_HINT = ("this agent uses OpenClaw's database storage (2026.8+), which occd never writes: use "
-               "`openclaw sessions compact {key}` (occd's daemon does this through the gateway)")
+# What to do instead of a write occd cannot do in the database era (2026.8+: occd never writes OpenClaw's
+# database), per command; {key} is the session's real key (what OpenClaw's commands take), shell-quoted.
+DB_ERA_ADVICE = {
+    "edit": ("`occd lean enable` hides old tool calls from the model losslessly (OpenClaw's store keeps them); "
+             "`occd rotate {key}` starts the key afresh with a seed; lossy: `openclaw sessions compact {key}` "
+             "replaces the history with a summary"),
+    "clone": ("occd cannot copy a database-era session; `occd rotate {key}` starts the key afresh, seeded from this "
+              "session (its history stays in OpenClaw's store)"),
+    "restore": ("occd made no backup to restore: it never writes this session (OpenClaw's store keeps its history); "
+                "a rotation is undone with `occd rotate --undo {key}`"),
+    "archive": ("OpenClaw keeps the session in its database; `occd lean enable` keeps its context small, "
+                "`occd rotate {key}` starts it afresh"),
+}
+
+
+def db_era_error(action: str, aid: str, key: str | None) -> UnsupportedEraError:
+    import shlex
+
+    k = shlex.quote(key) if key else "KEY"
+    advice = DB_ERA_ADVICE.get(action, DB_ERA_ADVICE["edit"]).format(key=k)
+    if not key:
+        advice += " (KEY: the session's key, which `occd list` shows)"
+    return UnsupportedEraError(f"Cannot {action} a session of agent '{aid}': it uses OpenClaw's database storage "
+                               "(2026.8+), which occd never writes", advice)
 
 
 @dataclass
@@ -106,10 +128,16 @@ def other_agent_with(state_dir: Path, aid: str, ref: str) -> str | None:
 
 def resolve_target(settings, agent: str | None, ref: str | None, *, action: str, writes: bool = True) -> Target:
     state_dir, aid, store = open_agent_store(settings, agent, ref)
+    if writes and getattr(store, "era", "file") == "needs-migration":
+        raise UnsupportedEraError(f"Cannot {action} a session of agent '{aid}': OpenClaw has not migrated its "
+                                  "sessions to its database yet", "run `openclaw doctor --fix` first; occd only "
+                                  "reads such a state")
     if writes and getattr(store, "era", "file") != "file":
-        key = ref or "<session key>"
-        raise UnsupportedEraError(f"Cannot {action} a session of agent '{aid}' in OpenClaw's database era",
-                                  DB_ERA_HINT.format(key=key))
+        try:  # the advice names the session's real key (an id or a part of one is not what OpenClaw takes)
+            key = (resolve_session(store, ref, state_dir, aid) if ref is not None else store.latest()).key
+        except OccdError:
+            key = ref if ref and ref.startswith("agent:") else None
+        raise db_era_error(action, aid, key)
     info = resolve_session(store, ref, state_dir, aid, command=action) if ref is not None else store.latest()
     path = Path(info.path) if getattr(info, "path", None) else None
     if writes:
