@@ -213,3 +213,29 @@ def test_database_era_advice_names_the_real_key_and_fits_each_command(isolated_e
     assert "compact" not in advice["clone"] and "occd rotate agent:main:telegram:dm:42" in advice["clone"]
     assert "compact" not in advice["restore"] and "occd rotate --undo agent:main:telegram:dm:42" in advice["restore"]
     assert sid
+
+
+# ---- 11: an archived session's backups ---------------------------------------------------------------------
+
+def test_an_archived_sessions_backups_are_listed_and_restorable_to_a_new_file(isolated_env, monkeypatch, tmp_path):
+    made = _demo_after_a_cycle(isolated_env, monkeypatch)  # cron:nightly: stripped, then rotated (archived)
+    old = next(r for r in json.loads(run("list", "--archived", "--json").stdout)["sessions"])["id"]
+    part = old.split("-")[1]
+    listed = json.loads(run("backups", "--json").stdout)["backups"]
+    mine = [b for b in listed if b["sessionId"] == old]
+    assert len(mine) == 1 and mine[0]["archived"] and mine[0]["key"] == "agent:main:cron:nightly"
+    assert json.loads(run("backups", part, "--json").stdout)["backups"] == mine
+    out = run("backups", env={"COLUMNS": "80"}).output
+    assert mine[0]["path"] in out.splitlines()[2 * [b["sessionId"] for b in listed].index(old) + 2].strip()
+    # restore in place: refused (the key's live session is another one), with the way that works
+    live = made["sessions"]["agent:main:cron:nightly"]
+    before = {p: p.read_bytes() for p in live["path"].parent.glob("*.jsonl")}
+    r = run("restore", part)
+    assert r.exit_code == 1 and f"occd restore {part} --backup N -o FILE" in r.stderr
+    dest = tmp_path / "restored.jsonl"
+    r = run("restore", part, "--backup", "1", "-o", str(dest), "--json")
+    assert r.exit_code == 0, r.output
+    assert dest.read_bytes() == open(mine[0]["path"], "rb").read()
+    assert {p: p.read_bytes() for p in live["path"].parent.glob("*.jsonl") if p != dest} == before
+    r = run("restore", part, "-o", str(dest))  # never over an existing file
+    assert r.exit_code == 2 and dest.read_bytes() == open(mine[0]["path"], "rb").read()
