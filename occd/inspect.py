@@ -33,9 +33,12 @@ class SessionRow:
     def context_percent(self) -> float | None:
         return percent(self.tokens, self.context_window)
 
-    def to_json(self) -> dict:
+    def to_json(self, short: str | None = None) -> dict:
+        """`short`: the id as the table shows it (unique among the listed ids: occd.ids.short_forms)."""
+        from occd.ids import short_id
+
         f = self.figure
-        return {"id": self.session_id, "shortId": self.session_id[:13], "key": self.key,
+        return {"id": self.session_id, "shortId": short or short_id(self.session_id), "key": self.key,
                 "path": str(self.path) if self.path else None,
                 "updatedAt": self.updated_at.isoformat() if self.updated_at else None,
                 "size": self.size, "tokens": self.tokens, "tokensSource": self.tokens_source,

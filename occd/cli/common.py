@@ -168,7 +168,7 @@ def camel(key: str) -> str:
 
 
 def is_time_key(key: str) -> bool:
-    return key in TIME_KEYS or (key.endswith("At") and len(key) > 2)
+    return key in TIME_KEYS or (key.endswith(("At", "Modified")) and key not in ("At", "Modified"))
 
 
 def iso_time(v: Any) -> Any:

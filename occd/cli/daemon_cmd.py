@@ -198,12 +198,24 @@ def status(platform, as_json):
 @click.option("-n", "--lines", default=100, show_default=True, help="How many recent lines.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines.")
 @_platform
+@json_option
 @handle_errors
-def logs(lines, follow, platform):
-    """Recent log lines (journald on Linux, the occd log file elsewhere)."""
+def logs(lines, follow, platform, as_json):
+    """Recent log lines (journald on Linux, the occd log file elsewhere). --json: {"lines": [...]}."""
     from occd import service
 
-    raise SystemExit(service.run_command(service.logs_command(platform, lines, follow), capture=False).returncode)
+    if not as_json:
+        raise SystemExit(service.run_command(service.logs_command(platform, lines, follow), capture=False).returncode)
+    from occd.errors import OccdError, UsageError
+
+    if follow:
+        raise UsageError("--json prints one document and cannot --follow", "drop -f, or follow without --json")
+    cmd = service.logs_command(platform, lines, False)
+    r = service.run_command(cmd)
+    if r.returncode != 0:
+        first = next((x for x in (r.stderr or "").splitlines() if x.strip()), f"exit code {r.returncode}")
+        raise OccdError(f"{cmd[0]} failed: {first}", "`occd logs` reads occd's own log file")
+    emit_json({"source": cmd[0], "lines": (r.stdout or "").splitlines()})
 
 
 # --------------------------------------------------------------------------------------------------- scan-now

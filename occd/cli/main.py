@@ -166,7 +166,8 @@ def cli(ctx, debug):
 
 @click.command("completion")
 @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
-def completion_cmd(shell):
+@click.option("--json", "as_json", is_flag=True, help="The script inside the JSON envelope: {shell, script}.")
+def completion_cmd(shell, as_json):
     """Print the completion script for SHELL (commands, options, session ids, agents, presets).
 
     \b
@@ -178,6 +179,11 @@ def completion_cmd(shell):
     from click.shell_completion import get_completion_class
 
     comp = get_completion_class(shell)(cli, {}, "occd", "_OCCD_COMPLETE")
+    if as_json:
+        from occd.cli.common import emit_json
+
+        emit_json({"shell": shell, "script": comp.source()})
+        return
     click.echo(comp.source())
 
 

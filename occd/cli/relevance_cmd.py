@@ -159,11 +159,22 @@ def select_cmd(task, repo, agent, state_dir, label, no_llm, cost_budget, as_json
 
 
 @click.command("mcp")
+@click.option("--json", "as_json", is_flag=True,
+              help="Do not serve: describe the server (its tools, whether occd[mcp] is installed) as one JSON object.")
 @handle_errors
-def mcp_cmd():
+def mcp_cmd(as_json):
     """Serve openclaw_project_status and openclaw_session_list over stdio (MCP) for agents.
 
+    Its stdout is the protocol channel; --json instead prints what it serves, and exits.
     Needs the optional part: pip install 'occd[mcp]'."""
+    if as_json:
+        import importlib.util
+
+        from occd.mcp_server import SERVER_NAME, TOOLS
+
+        emit_json({"server": SERVER_NAME, "transport": "stdio", "installed": importlib.util.find_spec("mcp") is not None,
+                   "tools": [{"name": k, "description": v} for k, v in TOOLS.items()]})
+        return
     from occd.extras import require
 
     require("mcp", "occd mcp")

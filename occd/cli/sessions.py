@@ -59,7 +59,10 @@ def list_cmd(agent, state_dir, limit, archived, as_json, verbose):
     s = _settings(agent, state_dir)
     listing = list_sessions(s, agent=agent, limit=limit, archived=archived)
     if as_json:
-        emit_json([row.to_json() for row in listing.sessions], key="sessions")
+        from occd.ids import short_forms
+
+        forms = short_forms([row.session_id for row in listing.sessions])
+        emit_json([row.to_json(forms.get(row.session_id)) for row in listing.sessions], key="sessions")
         return
     from occd.cli.render import fit_table, terminal_width
 
