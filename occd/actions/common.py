@@ -9,7 +9,6 @@ record in the ledger. A crash at any instant leaves the old file or the new one,
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import time
 from dataclasses import dataclass
@@ -18,7 +17,6 @@ from typing import Any, Callable
 
 from occd.errors import BusyError, OccdError, UnsupportedEraError, UsageError
 
-log = logging.getLogger("occd.actions")
 
 # What to do instead of a write occd cannot do in the database era (2026.8+: occd never writes OpenClaw's
 # database), per command; {key} is the session's real key (what OpenClaw's commands take), shell-quoted.
@@ -325,7 +323,9 @@ def record_action(kind: str, target: Target | None, *, outcome: str, trigger: st
     except Exception as e:  # noqa: BLE001 - the ledger must never turn a done edit into a failure
         if not own:
             raise
-        log.warning("could not record %s in the ledger: %s", kind, e)
+        import logging  # only here: read commands that import this module do not pay for logging
+
+        logging.getLogger("occd.actions").warning("could not record %s in the ledger: %s", kind, e)
         import click
 
         click.echo(f"Warning: could not record this {kind} in the ledger: {str(e).splitlines()[0]}", err=True)

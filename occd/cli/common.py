@@ -93,6 +93,15 @@ def state_option(f):
                         help="OpenClaw state directory (default: resolved as OpenClaw does).")(f)
 
 
+def session_question(command: str) -> str:
+    """The question `require_session` asks, wrapped at spaces to the terminal (never mid-word)."""
+    from occd.cli.render import terminal_width, wrap_text
+
+    text = (f"Which session should `occd {command}` act on? (id, any unique part of it, or key; `occd list` shows "
+            "them)")
+    return wrap_text(text, (terminal_width(sys.stderr) or 0) - 2 or None, indent=0)
+
+
 def require_session(session: str | None, command: str, example: str) -> str:
     """Commands that change a session act on the one named: without SESSION they ask on a terminal and
     otherwise stop with a usage error (never guess the newest: it is usually the one the user talks to)."""
@@ -101,8 +110,7 @@ def require_session(session: str | None, command: str, example: str) -> str:
     from occd.errors import UsageError
 
     if sys.stdin.isatty() and sys.stdout.isatty():
-        return click.prompt(f"Which session should `occd {command}` act on? (id, any unique part of it, or key; "
-                            "`occd list` shows them)", err=True).strip()
+        return click.prompt(session_question(command), err=True).strip()
     raise UsageError(f"`occd {command}` needs the session: an id, any unique part of it, or a session key",
                      f"`occd list` shows them; e.g. {example}")
 

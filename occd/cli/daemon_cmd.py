@@ -94,9 +94,12 @@ def _once(d, ledger, as_json: bool) -> int:
         emit_json({"success": not failed, "interrupted": interrupted, "failed": failed,
                    "jobs": {n: {"ok": ok, **s} for n, (ok, s) in results.items()}})
     else:
+        from occd.cli.render import plain, terminal_width, wrap_text
+
+        width = terminal_width()
         for n, (ok, s) in results.items():
-            text = ", ".join(f"{k} {v}" for k, v in s.items() if not isinstance(v, (dict, list)))
-            click.echo(f"{'ok    ' if ok else 'FAILED'} {n:<9} {text}")
+            text = ", ".join(f"{k} {plain(v)}" for k, v in s.items() if not isinstance(v, (dict, list)))
+            click.echo(wrap_text(f"{'ok    ' if ok else 'FAILED'} {n:<9} {text}", width, indent=17))
         if interrupted:
             click.echo("stopped by a signal before the cycle was complete")
         if failed:

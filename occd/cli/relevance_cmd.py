@@ -96,17 +96,19 @@ def project_status_cmd(path, as_json):
     click.echo(f"Changes:    {st.uncommitted} uncommitted, {st.untracked} untracked"
                + (f", {st.conflicts} conflicted" if st.conflicts else "") + f"; {st.stashes} stash"
                + ("es" if st.stashes != 1 else ""))
+    width = terminal_width()
     if st.commits:
         click.echo("Commits:")
-        for c in st.commits:
-            click.echo(f"  {c.sha[:8]}  {relative_time(c.time, now):>8}  {c.subject[:90]}")
+        for c in st.commits:  # a subject too long for the line is cut after a whole word, marked with "…"
+            lead = f"  {c.sha[:8]}  {relative_time(c.time, now):>8}  "
+            click.echo(lead + (clip_words(c.subject, max(width - len(lead), 20)) if width else c.subject))
     click.echo("Key docs:   " + (", ".join(st.key_docs) if st.key_docs else "none"))
     if st.pull_requests is not None:
         if not st.pull_requests:
             click.echo("Open PRs:   none")
         for p in st.pull_requests:
             checks = ", ".join(f"{n} {k}" for k, n in sorted(p.checks.items())) or "no checks"
-            click.echo(f"  #{p.number} {p.title[:70]} ({p.branch or '?'}; {checks})" + (" [draft]" if p.draft else ""))
+            click.echo(f"  #{p.number} {clip_words(p.title, 70)} ({p.branch or '?'}; {checks})" + (" [draft]" if p.draft else ""))
     _warn(st.warnings)
 
 

@@ -18,6 +18,27 @@ def human_bytes(n: int | None) -> str:
     return f"{n:.0f} TB"  # pragma: no cover
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 session', '2 sessions' (`many`: an irregular plural, 'emergencies')."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def plain(v) -> str:
+    """A value as people read it, never a Python repr: yes/no, '-' for nothing, '2.5' not '2.50000', a map as
+    'key value, ...', a list comma-separated ('none' when empty)."""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {plain(x)}" for k, x in v.items()) or "none"
+    if isinstance(v, (list, tuple, set)):
+        return ", ".join(plain(x) for x in v) or "none"
+    return str(v)
+
+
 def human_tokens(n: int | None) -> str:
     if n is None:
         return "-"
@@ -277,19 +298,45 @@ class Table:
             out += textwrap.wrap(line, w, break_long_words=long, break_on_hyphens=False) or [""]
         return out
 
+    def _under(self, width: int) -> bool:
+        """The last column (free text) goes under each row when the table cannot fit with that column holding
+        its longest word (a UUID, a path): wrapping it there would cut the word."""
+        last = len(self.columns) - 1
+        if width is None or last < 1 or self.columns[last]["overflow"] != "wrap":
+            return False
+        w = self.widths(None)
+        fixed = [self._floor(i, False) if self.columns[i]["overflow"] else w[i] for i in range(last + 1)]
+        return sum(fixed) + GAP * last > width
+
     def render(self, width: int | None = None) -> str:
         """The table as plain text, lines without trailing spaces."""
-        w = self.widths(width)
-        lines = []
-        for r in [[c["header"] for c in self.columns]] + self.rows:
-            cells = [self._cell(i, cell, w[i]) for i, cell in enumerate(r)]
-            for k in range(max(len(x) for x in cells)):
-                parts = []
-                for i, x in enumerate(cells):
-                    v = x[k] if k < len(x) else ""
-                    parts.append(v.rjust(w[i]) if self.columns[i]["justify"] == "right" else v.ljust(w[i]))
-                lines.append((" " * GAP).join(parts).rstrip())
+        import textwrap
+
+        if not self._under(width):
+            w = self.widths(width)
+            return "\n".join(x for r in [[c["header"] for c in self.columns]] + self.rows for x in self._row(r, w))
+        head = Table()
+        head.columns = self.columns[:-1]
+        head.rows = [r[:-1] for r in self.rows]
+        w = head.widths(width)
+        lines = head._row([c["header"] for c in head.columns], w)
+        for r in self.rows:
+            lines += head._row(r[:-1], w)
+            for part in r[-1].split("\n"):
+                lines += ["    " + x for x in textwrap.wrap(part, max(width - 4, 1), break_long_words=False,
+                                                            break_on_hyphens=False)]
         return "\n".join(lines)
+
+    def _row(self, r: list[str], w: list[int]) -> list[str]:
+        cells = [self._cell(i, cell, w[i]) for i, cell in enumerate(r)]
+        out = []
+        for k in range(max(len(x) for x in cells)):
+            parts = []
+            for i, x in enumerate(cells):
+                v = x[k] if k < len(x) else ""
+                parts.append(v.rjust(w[i]) if self.columns[i]["justify"] == "right" else v.ljust(w[i]))
+            out.append((" " * GAP).join(parts).rstrip())
+        return out
 
 
 class Console:

@@ -150,12 +150,16 @@ def info_cmd(session, agent, state_dir, as_json, verbose):
         c.print(f"  Warning:     {w['message']}", wrap=True, indent=15)
     if a.get("malformedLines"):
         lines = ", ".join(f"{m['line']} ({m['kind']})" for m in a["malformedLines"][:10])
-        c.print(f"  Malformed:   {len(a['malformedLines'])} line(s): {lines} — OpenClaw silently skips these; "
+        c.print(f"  Malformed:   {len(a['malformedLines'])} line{'s' if len(a['malformedLines']) != 1 else ''}: {lines} — OpenClaw silently skips these; "
                 "`occd edit --drop-malformed` removes them (they stay in the backup)", wrap=True, indent=15)
     if verbose:
+        from occd.cli.render import plain
+
         for k, v in sorted(a.items()):
             if k not in ("messagesByRole", "malformedLines"):
-                c.print(f"  {k}: {v}")
+                if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):  # warnings: their messages
+                    v = [x.get("message") or plain(x) for x in v]
+                c.print(f"  {k}: {plain(v)}", wrap=True, indent=4)
 
 
 def _render_strip(c, title, sid, stats, extra_lines):

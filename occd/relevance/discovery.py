@@ -167,10 +167,14 @@ def _text_of(content) -> str | None:
 
 
 def _is_task(text: str | None) -> bool:
+    """Something the user asked: not a tool's output, a hook's note, or occd's own seed of a rotated session
+    (that is occd writing, not the user asking: it is never shown as the session's task)."""
+    from occd.rotation.seed import SEED_MARK
+
     if not text or not text.strip():
         return False
     s = text.lstrip()
-    return not s.startswith(_SKIP_PREFIXES) and not s.startswith(("<command-name>", "<command-message>"))
+    return not s.startswith(_SKIP_PREFIXES + (SEED_MARK,)) and not s.startswith(("<command-name>", "<command-message>"))
 
 
 def claude_prompt_text(o: dict) -> str | None:
