@@ -4,6 +4,7 @@ kinds, errors that name what is there, and the demo telling one story. Commands 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -239,3 +240,26 @@ def test_an_archived_sessions_backups_are_listed_and_restorable_to_a_new_file(is
     assert {p: p.read_bytes() for p in live["path"].parent.glob("*.jsonl") if p != dest} == before
     r = run("restore", part, "-o", str(dest))  # never over an existing file
     assert r.exit_code == 2 and dest.read_bytes() == open(mine[0]["path"], "rb").read()
+
+
+def test_readme_demo_sample_is_what_the_demo_prints(isolated_env, monkeypatch, tmp_path):
+    import re
+    from pathlib import Path
+
+    from occd import demo
+
+    for var in ("OCCD_HOME", "OPENCLAW_STATE_DIR", "OCCD_POLICY__MODE"):  # demo.run points these at its state
+        monkeypatch.setenv(var, os.environ.get(var, ""))
+    lines: list[str] = []
+    demo.run(keep=tmp_path / "demo", cycles=3, echo=lambda *a, **k: lines.append(" ".join(map(str, a))))
+
+    def norm(line):
+        return re.sub(r"\b[1-9]\d* bytes read", "… bytes read", line)
+
+    ran = [norm(x) for x in lines if x.startswith("cycle ")]
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    sample = readme.split("## What `occd demo` shows", 1)[1].split("```", 2)[1].strip().splitlines()
+    assert sample == ran
+    stripped = int(re.search(r"stripped (\d+)", ran[0]).group(1))
+    words = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
+    assert f"the {words[stripped]} sessions whose next turn" in " ".join(readme.split())
