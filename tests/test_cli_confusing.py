@@ -263,3 +263,33 @@ def test_readme_demo_sample_is_what_the_demo_prints(isolated_env, monkeypatch, t
     stripped = int(re.search(r"stripped (\d+)", ran[0]).group(1))
     words = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
     assert f"the {words[stripped]} sessions whose next turn" in " ".join(readme.split())
+
+
+def test_observe_mode_makes_one_decision_per_session_per_cycle(isolated_env, monkeypatch):
+    """A strip that says "a rotation would not help" is the cycle's decision for that session: the rotate job
+    of the same cycle does not also record a rotation (would / deferred) for it."""
+    from dataclasses import replace
+
+    from occd.config import load_settings
+    from occd.daemon import Daemon
+    from occd.jobs import apply
+    from occd.ledger import Ledger
+
+    made = _demo_state(isolated_env, monkeypatch)
+    cron = made["sessions"]["agent:main:cron:nightly"]["id"]  # 6 compactions: the rotate job's candidate
+    real = apply._decide
+
+    def hopeless(ctx, obs, policy, now, times=()):
+        d = real(ctx, obs, policy, now, times)
+        if d is not None and obs.session_id == cron:  # as for a small window: even a fresh session is over target
+            d = replace(d, action="strip", details={**d.details, "freshSessionTokens": 22_000, "keepTurnsWithTools": 0},
+                        reason=d.reason + " (strip every old tool call: a rotation would not help)")
+        return d
+
+    monkeypatch.setattr(apply, "_decide", hopeless)
+    with Ledger.open() as led:
+        Daemon(lambda: load_settings({"state_dir": str(made["state"]),
+                                      "policy": {"mode": "observe", "min_idle_minutes": 5}})).run_once(led)
+    rows = json.loads(run("history", "--session", cron, "--json").stdout)["actions"]
+    assert [a["kind"] for a in rows] == ["strip"], rows
+    assert "would not help" in rows[0]["reason"]

@@ -163,6 +163,18 @@ def _beyond_lean(ctx, obs, d) -> bool:
     return on is None or last > on
 
 
+NO_ROTATION = "apply:no-rotation"
+
+
+def no_rotation(ctx) -> set:
+    """(agent, session id) the apply job found a rotation would not help, for this cycle's scan only: one
+    decision per session per cycle (the rotate job skips them)."""
+    held = ctx.cache.get(NO_ROTATION)
+    if held is None or held[0] is not ctx.last_scan:
+        held = ctx.cache[NO_ROTATION] = (ctx.last_scan, set())
+    return held[1]
+
+
 def run(ctx) -> dict:
     from occd.jobs.scan import ensure_scan, record_time
     from occd.jobs import breakers
@@ -209,6 +221,9 @@ def run(ctx) -> dict:
         if not covered_here and (obs.era == "file" or d.action != "rotate") and recent.stripped_since_activity(obs):
             continue
         counts["considered"] += 1
+        if d.action == "strip" and d.details.get("freshSessionTokens") is not None:
+            # "a rotation would not help": the rotate job of this cycle must not decide one for it too
+            no_rotation(ctx).add((obs.agent, obs.session_id))
         if d.action == "rotate":
             r = _rotate(ctx, obs, d, counts, recent)
             # no strip instead where occd cannot rewrite the session (database era: it would be a compaction) or
