@@ -93,8 +93,11 @@ def readonly(runs: int, baseline_src: str | None = None) -> None:
         env.update(OCCD_HOME=str(root / "occd-home"), OPENCLAW_STATE_DIR=str(root / ".openclaw"))
         occd = [sys.executable, "-m", "occd"]
         print(f"read-only commands on the demo state (median of {runs}; target < 250 ms each); load {os.getloadavg()[0]:.1f}")
-        print(f"  baseline: `python -c \"import pydantic_settings\"` (the one import that stays eager), timed "
-              f"right before each command; ratio = command / baseline (wall and cpu)")
+        if baseline_src:
+            print(f"  baseline: the code in {baseline_src}, run by run after this code; ratio = this / that (cpu)")
+        else:
+            print(f"  baseline: `python -c \"import pydantic_settings\"` (the one import that stays eager), timed "
+                  f"right after each command; ratio = command / baseline (wall and cpu)")
         for args in READONLY:  # warm-up: the bytecode caches are written, the files are in the page cache
             timed(occd + args, env, 1, cwd=root)
         timed(BASELINE, env, 1, cwd=root)
