@@ -1,6 +1,6 @@
 """Benchmark: the daemon's resident memory over 100 cycles (issue 4: under 100 MB, and not growing).
 
-Runs the real runtime in this process, as `occd run` would: occd.daemon.Daemon with the registered jobs
+Runs the real runtime in this process, as `occd run` would: occd.runtime.daemon.Daemon with the registered jobs
 (whatever of scan/apply/rotate/prune/maintain/score this installation has), one ledger and one JobContext kept
 for the whole run (so the scan's incremental cache lives as long as in the daemon), and a started APScheduler
 BackgroundScheduler so its threads and imports are counted. Every cycle is a full `--once` cycle (every job,
@@ -102,9 +102,9 @@ def main() -> int:
     os.environ["OPENCLAW_STATE_DIR"] = str(root)
     os.environ.pop("OCCD_CONFIG", None)
 
-    from occd import logging_setup
+    from occd.runtime import logging_setup
     from occd.config import load_settings
-    from occd.daemon import Daemon
+    from occd.runtime.daemon import Daemon
     from occd.ledger import Ledger
 
     mode = "act" if args.act else "observe"

@@ -5,7 +5,7 @@
 Builds an isolated OpenClaw file-era state in a temp dir (a synthetic transcript of the given size with 3
 compactions, sessions.json, a workspace with MEMORY.md), then measures, alternating, best of --repeat:
   copy:   shutil.copyfile of the transcript + fsync (what an archive must cost at least);
-  rotate: occd.actions.rotate.rotate_session — plan (tail read, seed), the archive (a hard link on the same
+  rotate: occd.rotation.rotate.rotate_session — plan (tail read, seed), the archive (a hard link on the same
           filesystem), new transcript, index switch, removal of the original, every ledger transaction — on a
           fresh copy of the state;
   rotate (copy): the same where hard links are impossible, so the archive is a verified full copy.
@@ -54,7 +54,7 @@ def time_copy(src: Path, dst: Path) -> float:
 
 def time_rotate(template: Path, work: Path, *, copy: bool = False) -> float:
     import occd.actions.archive as archive
-    from occd.actions.rotate import rotate_session
+    from occd.rotation.rotate import rotate_session
     from occd.config import load_settings
     from occd.ledger import Ledger
 

@@ -4,13 +4,15 @@ Resolved lazily (functions, never module-level constants), so tests and services
 
     OCCD_HOME set:   $OCCD_HOME/config.toml, $OCCD_HOME/ledger.db, $OCCD_HOME/run/, $OCCD_HOME/logs/,
                      $OCCD_HOME/cache/
-    otherwise:       the platform's dirs (platformdirs): config, data (ledger), state (logs), runtime (locks)
+    otherwise:       the platform's dirs (platformdirs): config, data (ledger), state (logs); locks in the user's
+                     runtime folder (user_runtime_dir: /run/user/UID, then $XDG_RUNTIME_DIR, then state/run)
 OCCD_CONFIG overrides the config file alone.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 APP = "occd"
@@ -60,15 +62,46 @@ def log_dir(env=None) -> Path:
     return state_dir(env) / "logs"
 
 
-def runtime_dir(env=None) -> Path:
-    """Locks and the daemon's pid/status files. XDG_RUNTIME_DIR when there is one (cleared at logout)."""
+RUN_USER = Path("/run/user")  # where logind makes each user's runtime folder (tests point it elsewhere)
+
+
+def owned_dir(p: Path, uid: int) -> bool:
+    try:
+        st = p.stat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == uid
+
+
+def user_runtime_dir(env=None, uid: int | None = None) -> Path | None:
+    """The user's runtime folder whatever the caller's environment, or None when there is none.
+
+    1. /run/user/UID when it is a folder owned by the user: logind makes it for every session and for a
+       lingering user, and the systemd user manager gives it to the service as XDG_RUNTIME_DIR. A shell without
+       a logind session (`sudo -u`, `runuser`, cron, `docker exec`) has no XDG_RUNTIME_DIR but finds it here.
+    2. $XDG_RUNTIME_DIR when it is a folder owned by the user (systems that put it elsewhere; a variable carried
+       over from another user by `sudo` is not ours and is skipped).
+    The one place this order is decided: the daemon, every command and `systemctl --user` calls use it."""
+    env = os.environ if env is None else env
+    uid = os.getuid() if uid is None else uid
+    cand = RUN_USER / str(uid)
+    if owned_dir(cand, uid):
+        return cand
+    xdg = env.get("XDG_RUNTIME_DIR")
+    if xdg and owned_dir(Path(xdg), uid):
+        return Path(xdg)
+    return None
+
+
+def runtime_dir(env=None, uid: int | None = None) -> Path:
+    """Locks and the daemon's pid/status files: $OCCD_HOME/run, else occd/ in the user's runtime folder
+    (user_runtime_dir: cleared at logout), else run/ in the state folder."""
     home = occd_home(env)
     if home:
         return home / "run"
-    env = os.environ if env is None else env
-    xdg = env.get("XDG_RUNTIME_DIR")
-    if xdg:
-        return Path(xdg) / APP
+    base = user_runtime_dir(env, uid)
+    if base is not None:
+        return base / APP
     return state_dir(env) / "run"
 
 

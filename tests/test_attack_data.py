@@ -184,7 +184,7 @@ def _rot_state(fstate):
 
 
 def _rotate(settings, **kw):
-    from occd.actions.rotate import rotate_session
+    from occd.rotation.rotate import rotate_session
 
     return rotate_session(settings, ref=KEY, force=True, **kw)
 

@@ -62,7 +62,7 @@ def test_an_internal_error_hint_names_a_debug_option_that_exists(isolated_env, m
     def boom(*a, **k):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("occd.inspect.list_sessions", boom)
+    monkeypatch.setattr("occd.report.inspect.list_sessions", boom)
     r = run("list")
     assert r.exit_code == 1 and "`occd --debug list" in r.stderr
     hint_cmd = r.stderr.split("`")[1].replace(" ...", "").split()
@@ -168,7 +168,7 @@ def test_a_dead_pid_lock_is_a_warning_in_doctor(isolated_env, monkeypatch):
 
 def test_status_drops_a_would_that_an_act_cycle_has_done(isolated_env, monkeypatch):
     from occd.config import load_settings
-    from occd.daemon import Daemon
+    from occd.runtime.daemon import Daemon
     from occd.ledger import Ledger
 
     made = _demo_state(isolated_env, monkeypatch)
@@ -246,7 +246,7 @@ def test_readme_demo_sample_is_what_the_demo_prints(isolated_env, monkeypatch, t
     import re
     from pathlib import Path
 
-    from occd import demo
+    from occd.demo import run as demo
 
     for var in ("OCCD_HOME", "OPENCLAW_STATE_DIR", "OCCD_POLICY__MODE"):  # demo.run points these at its state
         monkeypatch.setenv(var, os.environ.get(var, ""))
@@ -271,7 +271,7 @@ def test_observe_mode_makes_one_decision_per_session_per_cycle(isolated_env, mon
     from dataclasses import replace
 
     from occd.config import load_settings
-    from occd.daemon import Daemon
+    from occd.runtime.daemon import Daemon
     from occd.jobs import apply
     from occd.ledger import Ledger
 

@@ -24,7 +24,7 @@ def run(*args, env=None):
 # ---- ids -----------------------------------------------------------------------------------------------
 
 def test_short_forms_are_unique_parts_from_the_second_group():
-    from occd.ids import short_forms
+    from occd.openclaw.ids import short_forms
 
     forms = short_forms(IDS)
     for sid, form in forms.items():
@@ -36,7 +36,7 @@ def test_short_forms_are_unique_parts_from_the_second_group():
 
 def test_resolve_any_unique_part_prefix_key_and_closest_on_a_miss():
     from occd.errors import OccdError
-    from occd.ids import resolve
+    from occd.openclaw.ids import resolve
 
     items = [(sid, f"agent:main:k{i}") for i, sid in enumerate(IDS)]
     kw = dict(id_of=lambda x: x[0], key_of=lambda x: x[1])
@@ -240,7 +240,7 @@ def test_history_and_rotations_fit_the_width_without_mid_word_wraps(isolated_env
 
 
 def _demo_state(isolated_env, monkeypatch):
-    from occd.demo import build_state
+    from occd.demo.run import build_state
 
     root = isolated_env.parent / "demo"
     monkeypatch.setenv("OPENCLAW_STATE_DIR", str(root / ".openclaw"))
@@ -251,7 +251,7 @@ def _demo_state(isolated_env, monkeypatch):
 def _demo_after_a_cycle(isolated_env, monkeypatch):
     """The demo's state as `occd demo` leaves it: after the daemon's cycle in act mode (strips, a rotation)."""
     from occd.config import load_settings
-    from occd.daemon import Daemon
+    from occd.runtime.daemon import Daemon
     from occd.ledger import Ledger
 
     made = _demo_state(isolated_env, monkeypatch)
@@ -401,7 +401,7 @@ def test_rich_console_prints_data_literally_without_escape_codes_off_a_terminal(
 # ---- doctor ----------------------------------------------------------------------------------------------
 
 def test_doctor_registry_takes_new_checks_and_survives_a_broken_one(isolated_env, monkeypatch):
-    from occd import doctor
+    from occd.health import doctor
 
     monkeypatch.setattr(doctor, "CHECKS", list(doctor.CHECKS))
 
@@ -436,7 +436,9 @@ def test_doctor_names_a_config_typo_and_a_missing_state(isolated_env, monkeypatc
 
 
 def test_doctor_all_good_on_a_healthy_state_exits_0(isolated_env, monkeypatch):
-    from occd import daemon, doctor, service
+    from occd.runtime import daemon
+    from occd.health import doctor
+    from occd.runtime import service
 
     make_state(isolated_env, {"agent:main:main": {"turns": 4}})
     run("run", "--once")
@@ -566,7 +568,7 @@ def test_logs_journal_reads_the_user_service_journal(isolated_env, tmp_path, mon
 def test_logs_falls_back_to_the_journal_only_when_the_service_is_installed(isolated_env, tmp_path, monkeypatch):
     import sys
 
-    from occd import service
+    from occd.runtime import service
 
     if sys.platform == "darwin":
         pytest.skip("journald is Linux only")
@@ -590,7 +592,7 @@ def test_logs_journal_without_journalctl_is_one_clear_line(isolated_env, tmp_pat
 
 
 def test_status_check_exits_1_on_each_problem_and_0_when_healthy(isolated_env, monkeypatch):
-    from occd import daemon
+    from occd.runtime import daemon
     from occd.ledger import Ledger
 
     now = time.time()
@@ -679,7 +681,7 @@ def test_demo_story_holds_up_to_a_look(tmp_path):
     """Tokens match the text, compaction counts match the transcript, channels match the key."""
     import json as _json
 
-    from occd.demo import DEMO_WINDOW, build_state
+    from occd.demo.run import DEMO_WINDOW, build_state
 
     made = build_state(tmp_path, now=time.time())
     for key, s in made["sessions"].items():

@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 import occd.jobs as jobs_mod
-from occd import daemon as dmod
+from occd.runtime import daemon as dmod
 from occd.cli.main import cli
 from occd.config import load_settings
 from occd.jobs import AFTER_SCAN, JobContext, JobSpec, available_jobs, run_cycle, run_job
@@ -552,7 +552,8 @@ class _Stream:
 
 @pytest.mark.parametrize("kind", ["journald", "tty", "pipe", "launchd"])
 def test_logging_destinations(isolated_env, kind):
-    from occd import logging_setup, paths
+    from occd import paths
+    from occd.runtime import logging_setup
 
     env = {**os.environ, **({"INVOCATION_ID": "abc"} if kind == "journald" else {})}
     env.pop("JOURNAL_STREAM", None)

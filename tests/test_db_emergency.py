@@ -236,7 +236,7 @@ def test_covered_by_the_lean_view(isolated_env, tmp_path):
 
 
 def test_status_marks_a_rotation_done_for_an_emergency():
-    from occd.status import _emergencies
+    from occd.report.status import _emergencies
 
     rot = {"kind": "rotate", "trigger": "auto", "agent_id": "main", "session_id": "s1", "session_key": KEY,
            "policy": "emergency:blocked", "before": {"compactions": 0}, "dry_run": False, "outcome": "ok",

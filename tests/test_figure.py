@@ -1,4 +1,4 @@
-"""The context figure (occd.figure): zero-usage replies, OpenClaw's own numbers, one figure in every command
+"""The context figure (occd.openclaw.figure): zero-usage replies, OpenClaw's own numbers, one figure in every command
 after occd rewrites a session, like-with-like before/after, one percent rounding."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from occd.cli.main import cli
-from occd.figure import (Figure, RewriteMark, compaction_point, percent, percent_text, session_figure,
+from occd.openclaw.figure import (Figure, RewriteMark, compaction_point, percent, percent_text, session_figure,
                          stale_estimate)
 from occd.transcript import context_tokens, context_tokens_from_tail, scan, summarize_range, synth
 from occd.transcript.synth import TreeBuilder
@@ -187,7 +187,7 @@ def test_stale_estimate_reads_only_what_was_appended(tmp_path):
 
 def figures(sid: str) -> dict:
     """The session's figure as every command and MCP report it."""
-    from occd.mcp_server import session_list_tool
+    from occd.relevance.mcp_server import session_list_tool
 
     out = {}
     (row,) = [r for r in json.loads(run("list", "--json").stdout)["sessions"] if r["id"] == sid]

@@ -85,9 +85,10 @@ def check_shape(obj, where="", problems=None):
 
 @pytest.fixture
 def demo_state(isolated_env, monkeypatch):
-    from occd import demo, service
+    from occd.demo import run as demo
+    from occd.runtime import service
     from occd.config import load_settings
-    from occd.daemon import Daemon
+    from occd.runtime.daemon import Daemon
     from occd.ledger import Ledger
 
     root = isolated_env.parent / "demo"

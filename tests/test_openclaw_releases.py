@@ -227,7 +227,7 @@ def _fake_cli(tmp_path, version: str) -> str:
 
 
 def test_release_mismatch_words():
-    from occd.openclaw.health import release_mismatch
+    from occd.openclaw.release import release_mismatch
 
     assert release_mismatch((2026, 9, 5), (2026, 9, 5)) is None
     assert release_mismatch((2026, 8, 1), (2026, 9, 2)) is None  # both schema 19: nothing to migrate
@@ -241,7 +241,7 @@ def test_release_mismatch_words():
 
 
 def test_check_stores_for_doctor(tmp_path):
-    from occd.doctor import Result
+    from occd.health.doctor import Result
     from occd.openclaw.health import check_stores
 
     db = DbState(tmp_path / ".openclaw", app_version="2026.9.5")

@@ -84,7 +84,7 @@ def settings():
 
 
 def rotate(settings, **kw):
-    from occd.actions.rotate import rotate_session
+    from occd.rotation.rotate import rotate_session
 
     return rotate_session(settings, ref=KEY, **kw)
 
@@ -446,7 +446,7 @@ def test_undo(state, settings, oracle):
     old_path = state.transcript()
     before = old_path.read_bytes()
     res = rotate(settings)
-    from occd.actions.rotate import undo_rotation
+    from occd.rotation.rotate import undo_rotation
 
     u = undo_rotation(settings, ref=KEY)
     e = state.entry()
@@ -469,7 +469,7 @@ def test_undo_refused_after_new_turn(state, settings):
     with open(new, "ab") as fh:
         fh.write(orjson.dumps({"type": "message", "id": "0badf00d", "parentId": rows[-1]["id"], "timestamp": "t",
                                "message": {"role": "user", "content": "new turn", "timestamp": 1}}) + b"\n")
-    from occd.actions.rotate import undo_rotation
+    from occd.rotation.rotate import undo_rotation
 
     with pytest.raises(OccdError, match="turns beyond its seed"):
         undo_rotation(settings, ref=KEY)
@@ -488,7 +488,7 @@ def test_delete_policy_removes_archive_only_after_success(state, settings, monke
 
 
 def test_second_rotation_of_same_key_while_unfinished_is_refused(state, settings):
-    from occd.actions.rotate import rotate_session
+    from occd.rotation.rotate import rotate_session
 
     led = ledger()
     led.rotation_upsert(agent_id="main", session_key=KEY, era="file", state="ARCHIVING")

@@ -95,7 +95,7 @@ def _settings():
 
 
 def test_db_rotation_through_gateway(db):
-    from occd.actions.rotate import rotate_session
+    from occd.rotation.rotate import rotate_session
     from occd.ledger import Ledger
 
     st, sid = db
@@ -125,7 +125,7 @@ def test_db_rotation_through_gateway(db):
 
 
 def test_db_gateway_down_defers(db):
-    from occd.actions.rotate import rotate_session
+    from occd.rotation.rotate import rotate_session
     from occd.ledger import Ledger
 
     st, sid = db
@@ -139,7 +139,7 @@ def test_db_gateway_down_defers(db):
 
 
 def test_db_running_session_defers(db):
-    from occd.actions.rotate import rotate_session
+    from occd.rotation.rotate import rotate_session
 
     st, sid = db
     gw = FakeGateway(sid)
@@ -156,7 +156,7 @@ def test_db_crash_at_every_step_resumes_without_repeating(db, step, monkeypatch)
     then recovery: exactly one reset and one seed turn in total, and COOLDOWN."""
     import occd.rotation.db as dbmod
     import occd.rotation.machine as m
-    from occd.actions.rotate import rotate_session
+    from occd.rotation.rotate import rotate_session
     from occd.ledger import Ledger
     from occd.rotation.recovery import resume_all
 

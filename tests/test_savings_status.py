@@ -89,7 +89,7 @@ def test_compaction_avoided_rule():
 
 
 def test_status_shows_the_running_daemons_mode(isolated_env):
-    from occd.daemon import InstanceLock, write_status
+    from occd.runtime.daemon import InstanceLock, write_status
 
     now = time.time()
     with Ledger.open() as led:

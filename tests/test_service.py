@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from occd import paths, service
+from occd import paths
+from occd.runtime import service
 from occd.cli.main import cli
 from occd.errors import OccdError, UsageError
 
@@ -145,6 +146,8 @@ def test_uninstall_linux_stops_before_removing_and_tolerates_not_loaded(isolated
             return subprocess.CompletedProcess(cmd, 1, "", "Unit occd.service not loaded.")
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
+    r = CliRunner().invoke(cli, ["service", "uninstall", "--dry-run", "--platform", "linux"])
+    assert r.exit_code == 0 and "$ systemctl --user disable --now occd.service" in r.output and unit.exists()
     service.execute(service.uninstall_plan("linux"), runner)
     assert seen[0] == (["systemctl", "--user", "disable", "--now", "occd.service"], True)  # file still there
     assert seen[1] == (["systemctl", "--user", "daemon-reload"], False)
@@ -206,7 +209,7 @@ def test_cli_dry_run_writes_nothing(isolated_env):
     r = CliRunner().invoke(cli, ["service", "install", "--dry-run", "--platform", "macos"])
     assert r.exit_code == 0 and "<key>KeepAlive</key>" in r.output and "$ launchctl bootstrap gui/" in r.output
     r = CliRunner().invoke(cli, ["service", "uninstall", "--dry-run", "--platform", "linux"])
-    assert r.exit_code == 0 and "$ systemctl --user disable --now occd.service" in r.output
+    assert r.exit_code == 0 and "is not installed" in r.output  # nothing to remove under this HOME
     assert not (isolated_env / ".config/systemd").exists() and not (isolated_env / "Library").exists()
     assert not service.env_file_path().exists()
 

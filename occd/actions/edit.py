@@ -16,7 +16,7 @@ from occd.errors import BusyError, OccdError, ParseError
 
 def stats_from(plan, t, *, window: int | None, size_after: int | None = None, clone: bool = False,
                target=None) -> StripStats:
-    """The plan's counters, and the session's context figure before (occd.figure: the same figure `list`,
+    """The plan's counters, and the session's context figure before (occd.openclaw.figure: the same figure `list`,
     `info`, `status` and the daemon show; with `target`, OpenClaw's index and occd's own earlier rewrites count)."""
     from occd.transcript import context_tokens, estimated_tokens
 
@@ -34,7 +34,7 @@ def stats_from(plan, t, *, window: int | None, size_after: int | None = None, cl
 
 
 def figure_before(target, t, measured, window):
-    from occd.figure import file_figure, rewrite_marks, session_figure
+    from occd.openclaw.figure import file_figure, rewrite_marks, session_figure
 
     if target is None or target.path is None:
         return session_figure(transcript=measured, window=window)

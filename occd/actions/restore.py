@@ -77,7 +77,7 @@ def _record_restored_figure(target, path, ledger) -> None:
     """The restored file's own figure as an observation (its usage measured it; any earlier post-strip
     estimate no longer applies), so every command shows it at once."""
     from occd.actions.edit import context_window_for, record_figure
-    from occd.figure import file_figure
+    from occd.openclaw.figure import file_figure
 
     window = context_window_for(target)
     try:

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import click
 
+from occd.cli.render import use_color  # noqa: F401  (the commands import it from here)
 from occd.errors import EXIT_USER, OccdError
 
 
@@ -140,13 +141,6 @@ def load_settings_from_ctx(**overrides):
     from occd.config import load_settings
 
     return load_settings({k: v for k, v in overrides.items() if v is not None})
-
-
-def use_color(stream=None) -> bool:
-    stream = stream or sys.stdout
-    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
-        return False
-    return bool(getattr(stream, "isatty", lambda: False)())
 
 
 def console(stderr: bool = False):

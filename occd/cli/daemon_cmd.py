@@ -9,7 +9,7 @@ from occd.cli.common import emit_json, handle_errors, json_option, state_option
 
 def parse_duration(text: str) -> int:
     """'30s', '5m', '1h', '1d' or plain seconds → seconds (UsageError, exit 2, otherwise)."""
-    from occd.service import parse_interval
+    from occd.runtime.service import parse_interval
 
     return parse_interval(text)
 
@@ -37,9 +37,9 @@ def run_cmd(once, act, interval, state_dir, log_level, as_json):
       occd run --once --act --json
       occd run --act --interval 2m
     """
-    from occd import logging_setup
+    from occd.runtime import logging_setup
     from occd.cli.common import load_settings_from_ctx
-    from occd.daemon import Daemon, InstanceLock
+    from occd.runtime.daemon import Daemon, InstanceLock
     from occd.ledger import Ledger
 
     overrides: dict = {"state_dir": state_dir, "log_level": log_level}
@@ -134,6 +134,8 @@ def _show(plan, as_json: bool, dry_run: bool) -> None:
         for step in plan.steps:
             if step.kind in ("write", "remove"):
                 click.echo(f"{'wrote' if step.kind == 'write' else 'removed'} {step.path}")
+    if plan.openclaw_line():
+        click.echo(plan.openclaw_line())
     for n in plan.notes:
         click.echo(f"note: {n}")
 
@@ -147,7 +149,7 @@ def _show(plan, as_json: bool, dry_run: bool) -> None:
 @handle_errors
 def install(act, interval, dry_run, platform, as_json):
     """Write the unit/plist and start the service."""
-    from occd import service
+    from occd.runtime import service
 
     plan = service.install_plan(platform, act=act, interval=interval)
     if not dry_run:
@@ -164,9 +166,15 @@ def install(act, interval, dry_run, platform, as_json):
 @handle_errors
 def uninstall(dry_run, platform, as_json):
     """Stop the service and remove its unit/plist (the ledger, logs and backups stay)."""
-    from occd import service
+    from occd.runtime import service
 
     plan = service.uninstall_plan(platform)
+    if not plan.installed:  # nothing under this HOME: say so, ask no service manager (exit 0: nothing to do)
+        if as_json:
+            emit_json({"success": True, "dryRun": dry_run, **plan.to_json()})
+        else:
+            click.echo(plan.notes[0])
+        return
     if not dry_run:
         service.execute(plan)
     _show(plan, as_json, dry_run)
@@ -182,8 +190,9 @@ def status(platform, as_json):
     """The service manager's view of occd (see also `occd status`).
 
     --json: installed, unitPath, active, enabled and (Linux) lingering, without systemctl's own output."""
-    from occd import paths, service
-    from occd.errors import NotFoundError
+    from occd import paths
+    from occd.errors import NotFoundError, OccdError
+    from occd.runtime import service
 
     if as_json:
         emit_json(service.service_state(platform))
@@ -192,7 +201,16 @@ def status(platform, as_json):
     if not f.exists():
         raise NotFoundError(f"The occd service is not installed ({paths.display_path(f)} does not exist)",
                             "install it with `occd service install`")
-    r = service.run_command(service.status_command(platform), capture=False)
+    r = service.run_command(service.status_command(platform))
+    no_bus = service.bus_error(r)
+    if no_bus:  # not a bare "Failed to connect to bus": what it means and what to do
+        raise OccdError(f"The occd service is installed ({paths.display_path(f)}), but your systemd user manager "
+                        f"cannot be reached from this shell ({no_bus})", service.no_bus_hint(),
+                        code="SERVICE_NO_BUS")
+    if r.stdout:
+        click.echo(r.stdout.rstrip("\n"))
+    if r.stderr and r.returncode not in (0, 3):
+        click.echo(r.stderr.rstrip("\n"), err=True)
     # systemctl status: 3 = installed but not running; that is an answer, not an error of ours
     raise SystemExit(0 if r.returncode in (0, 3) else r.returncode)
 
@@ -205,7 +223,7 @@ def status(platform, as_json):
 @handle_errors
 def logs(lines, follow, platform, as_json):
     """Recent log lines (journald on Linux, the occd log file elsewhere). --json: {"lines": [...]}."""
-    from occd import service
+    from occd.runtime import service
 
     if not as_json:
         raise SystemExit(service.run_command(service.logs_command(platform, lines, follow), capture=False).returncode)
@@ -237,7 +255,7 @@ def scan_now_cmd(as_json):
     import os
     import signal
 
-    from occd.daemon import InstanceLock
+    from occd.runtime.daemon import InstanceLock
     from occd.errors import OccdError
 
     pid = InstanceLock.holder()

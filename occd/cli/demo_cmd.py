@@ -27,13 +27,13 @@ def demo_cmd(keep, cycles, as_json):
     """
     import shutil
 
-    from occd import demo
+    from occd.demo import run as demo
 
     if as_json:  # the cycles' summaries and `occd status --json`'s data, in one envelope
         report: list = []
         root = demo.run(keep=keep, cycles=cycles, echo=lambda *a, **k: None, report=report)
         try:
-            from occd import status as st
+            from occd.report import status as st
             from occd.config import load_settings
 
             data = st.status(load_settings(), now=None)

@@ -1,4 +1,4 @@
-"""`occd doctor`: one line per check (occd.doctor's registry), exit 1 when any failed."""
+"""`occd doctor`: one line per check (occd.health.doctor's registry), exit 1 when any failed."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def doctor_cmd(only, online, as_json):
       occd doctor --online --check llm
       occd doctor --json | jq '.checks[] | select(.status == "fail")'
     """
-    from occd.doctor import diagnose
+    from occd.health.doctor import diagnose
 
     results = diagnose(only=list(only) or None, online=online)
     failed = [r for r in results if r.status == "fail"]

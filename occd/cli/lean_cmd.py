@@ -84,7 +84,9 @@ def status_cmd(state_dir, as_json):
     from occd.cli.render import format_table, human_tokens
 
     s = load_settings_from_ctx(state_dir=state_dir)
-    res = lean.status(_state_dir(s), settings=s)
+    from occd.jobs.lean import rules_from_settings
+
+    res = lean.status(_state_dir(s), rules=rules_from_settings(s))
     if as_json:
         emit_json(res)
         return

@@ -17,7 +17,8 @@ _TS = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
 
 def log_files() -> list[Path]:
     """The log and its rotated copies, oldest first."""
-    from occd import logging_setup, paths
+    from occd import paths
+    from occd.runtime import logging_setup
 
     base = paths.log_dir() / "occd.log"
     older = [base.with_name(f"occd.log.{i}") for i in range(logging_setup.BACKUPS, 0, -1)]
@@ -83,7 +84,7 @@ def logs_cmd(lines, follow, since, journal, as_json):
     """
     from occd import paths
     from occd.errors import NotFoundError
-    from occd.status import parse_since
+    from occd.report.status import parse_since
 
     if as_json and follow:
         from occd.errors import UsageError
@@ -111,7 +112,7 @@ def logs_cmd(lines, follow, since, journal, as_json):
 
 def _service_installed() -> bool:
     """Is occd installed as a systemd user service here (its journal then holds the daemon's output)?"""
-    from occd import service
+    from occd.runtime import service
 
     try:
         return service.detect_platform() == "linux" and service.installed_path("linux").exists()
@@ -120,7 +121,7 @@ def _service_installed() -> bool:
 
 
 def _journal(lines: int | None, follow: bool, since: float | None, as_json: bool = False) -> None:
-    from occd import service
+    from occd.runtime import service
     from occd.errors import OccdError, UsageError
 
     if service.detect_platform() != "linux":

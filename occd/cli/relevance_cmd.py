@@ -10,7 +10,7 @@ import click
 
 from occd.cli.common import agent_filter_option, emit_json, handle_errors, json_option, load_settings_from_ctx, state_option
 from occd.cli.render import clip_words, fit_table, human_bytes, human_tokens, relative_time, short_id, terminal_width, wrap_text
-from occd.figure import percent_text, tokens_text
+from occd.openclaw.figure import percent_text, tokens_text
 
 _repo_option = click.option("--repo", "repo", type=click.Path(file_okay=False), default=None,
                             help="Only sessions whose working directory is inside this repository.")
@@ -172,14 +172,14 @@ def mcp_cmd(as_json):
     if as_json:
         import importlib.util
 
-        from occd.mcp_server import SERVER_NAME, TOOLS
+        from occd.relevance.mcp_server import SERVER_NAME, TOOLS
 
         emit_json({"server": SERVER_NAME, "transport": "stdio", "installed": importlib.util.find_spec("mcp") is not None,
                    "tools": [{"name": k, "description": v} for k, v in TOOLS.items()]})
         return
-    from occd.extras import require
+    from occd.relevance.extras import require
 
     require("mcp", "occd mcp")
-    from occd.mcp_server import serve
+    from occd.relevance.mcp_server import serve
 
     serve()

@@ -3,19 +3,11 @@ inside the methods: importing this module costs nothing)."""
 
 from __future__ import annotations
 
+import os
+import sys
 from datetime import datetime, timezone
 
-
-def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    if n < 1024:
-        return f"{n} B"
-    for unit in ("KB", "MB", "GB", "TB"):
-        n /= 1024.0
-        if n < 1024 or unit == "TB":
-            return f"{n:.0f} {unit}" if n >= 10 else f"{n:.1f} {unit}"
-    return f"{n:.0f} TB"  # pragma: no cover
+from occd.units import human_bytes, human_tokens  # noqa: F401  (the renderers import them from here too)
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
@@ -39,14 +31,11 @@ def plain(v) -> str:
     return str(v)
 
 
-def human_tokens(n: int | None) -> str:
-    if n is None:
-        return "-"
-    if n >= 1_000_000:
-        return f"{n / 1_000_000:.1f}M"
-    if n >= 1000:
-        return f"{n / 1000:.0f}k"
-    return str(n)
+def use_color(stream=None) -> bool:
+    stream = stream or sys.stdout
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return bool(getattr(stream, "isatty", lambda: False)())
 
 
 def relative_time(ts: datetime | float | None, now: datetime) -> str:
@@ -70,8 +59,8 @@ def relative_time(ts: datetime | float | None, now: datetime) -> str:
 
 
 def short_id(session_id: str | None, among=None) -> str:
-    """The id as tables show it: from its second group on, unique among `among` (occd.ids)."""
-    from occd.ids import short_id as _short
+    """The id as tables show it: from its second group on, unique among `among` (occd.openclaw.ids)."""
+    from occd.openclaw.ids import short_id as _short
 
     return _short(session_id, among)
 
@@ -362,8 +351,6 @@ class Console:
             text = "\n" * lead + "\n".join(textwrap.wrap(body, self.width, subsequent_indent=" " * indent,
                                                           break_long_words=False, break_on_hyphens=False))
         if style:
-            from occd.cli.common import use_color
-
             if use_color(self.stream):
                 from rich.console import Console as RichConsole
                 from rich.text import Text

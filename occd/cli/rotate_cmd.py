@@ -30,7 +30,7 @@ def rotate_cmd(session, agent, state_dir, dry_run, undo, force, as_json):
       occd rotate 3640                         rotate that session
       occd rotate --undo agent:main:main       put the old session back (before the new one's first turn)
     """
-    from occd.actions.rotate import rotate_session, undo_rotation
+    from occd.rotation.rotate import rotate_session, undo_rotation
 
     session = require_session(session, "rotate", "occd rotate agent:main:main --dry-run")
     s = load_settings_from_ctx(agent=agent, state_dir=state_dir)

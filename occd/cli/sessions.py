@@ -11,7 +11,7 @@ from occd.cli.common import (
     load_settings_from_ctx, looks_like_session_id, ok_mark, require_session, state_option, verbose_option,
 )
 from occd.cli.render import headroom_text, human_bytes, human_tokens, percent_change, relative_time, short_id
-from occd.figure import percent_text, tokens_text
+from occd.openclaw.figure import percent_text, tokens_text
 from occd.paths import display_path
 
 SOURCE_LABELS = {"usage": "last measured", "estimate": "estimate", "openclaw-estimate": "OpenClaw's estimate",
@@ -54,12 +54,12 @@ def _settings(agent, state_dir):
 @handle_errors
 def list_cmd(agent, state_dir, limit, archived, as_json, verbose):
     """List the agent's sessions, newest first (reads the index and file stats, never whole transcripts)."""
-    from occd.inspect import list_sessions
+    from occd.report.inspect import list_sessions
 
     s = _settings(agent, state_dir)
     listing = list_sessions(s, agent=agent, limit=limit, archived=archived)
     if as_json:
-        from occd.ids import short_forms
+        from occd.openclaw.ids import short_forms
 
         forms = short_forms([row.session_id for row in listing.sessions])
         emit_json([row.to_json(forms.get(row.session_id)) for row in listing.sessions], key="sessions")
@@ -99,7 +99,7 @@ def list_cmd(agent, state_dir, limit, archived, as_json, verbose):
 @handle_errors
 def info_cmd(session, agent, state_dir, as_json, verbose):
     """Analyse one session (partial ids work; default: the most recently updated)."""
-    from occd.inspect import session_info
+    from occd.report.inspect import session_info
 
     s = _settings(agent, state_dir)
     info = session_info(s, agent=agent, ref=session)
@@ -172,7 +172,7 @@ def _render_strip(c, title, sid, stats, extra_lines):
     sa, sb = st["sizeOriginal"], st["sizeAfter"]
     c.print(f"  Size:       {human_bytes(sa)} → {human_bytes(sb)} ({percent_change(sa, sb)}% smaller)")
     if st.get("tokensBefore") is not None:
-        from occd.figure import percent
+        from occd.openclaw.figure import percent
 
         w = st.get("contextWindow")
         before, after = st["tokensBefore"], st.get("tokensAfterEstimate")
@@ -360,7 +360,7 @@ def backups_cmd(session, agent, state_dir, as_json):
       occd backups
       occd backups 3640 && occd restore 3640 --backup 2
     """
-    from occd.backup_list import list_backups
+    from occd.report.backup_list import list_backups
 
     s = _settings(agent, state_dir)
     out = list_backups(s, agent=agent, ref=session)

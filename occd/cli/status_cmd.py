@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import click
 
 from occd.cli.common import agent_filter_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx, use_color
-from occd.figure import percent_text, tokens_text
+from occd.openclaw.figure import percent_text, tokens_text
 from occd.ledger import ACTION_KINDS
 from occd.paths import display_path
 from occd.cli.render import (PIPE_WIDTH, cut_path, headroom_text, human_bytes, human_tokens, plural, relative_time, short_id,
@@ -16,7 +16,7 @@ from occd.cli.render import (PIPE_WIDTH, cut_path, headroom_text, human_bytes, h
 
 
 def _check(settings, as_json: bool) -> None:
-    from occd import status as st
+    from occd.report import status as st
 
     problems = st.health_problems(settings)
     if as_json:
@@ -87,7 +87,7 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
       occd status --check || notify-send "occd needs a look"
       occd status 3640 --days 7
     """
-    from occd import status as st
+    from occd.report import status as st
 
     settings = load_settings_from_ctx()
     if check:
@@ -269,7 +269,7 @@ def _savings_line(sv: dict) -> str:
 @handle_errors
 def stats_cmd(since, as_json):
     """What the daemon saved: context tokens removed, compactions avoided, money on the next turns."""
-    from occd import status as st
+    from occd.report import status as st
 
     data = st.stats(load_settings_from_ctx(), since=since)
     if as_json:
@@ -316,7 +316,7 @@ def history_cmd(agent, session, kind, since, limit, as_json, follow=False):
       occd history --session 3640 --json
       occd history -f                              new actions as they happen
     """
-    from occd import status as st
+    from occd.report import status as st
 
     # the ledger only: no settings to load (that import alone is most of a read command's time)
     rows, total = st.history(agent=agent, session=session, kind=kind, since=since, limit=limit,
@@ -351,14 +351,14 @@ def history_cmd(agent, session, kind, since, limit, as_json, follow=False):
 
 
 def _max_action_id() -> int:
-    from occd import status as st
+    from occd.report import status as st
 
     rows = st.new_actions(after_id=0, limit=1)
     return rows[-1]["id"] if rows else 0
 
 
 def _follow_actions(after_id: int, agent, session, kind, poll: float = 2.0) -> None:
-    from occd import status as st
+    from occd.report import status as st
 
     try:
         while True:

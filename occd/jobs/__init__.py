@@ -1,5 +1,5 @@
 """The daemon's jobs and their registry: thin functions built from the domain modules, called by the scheduler
-(occd.daemon) and by `occd run --once` / `occd demo` through the same `run_cycle`.
+(occd.runtime.daemon) and by `occd run --once` / `occd demo` through the same `run_cycle`.
 
 The contract for a job module (occd/jobs/<name>.py):
 

@@ -17,19 +17,11 @@ import logging
 import os
 
 from occd.errors import BusyError, OccdError
+from occd.jobs.decide import decide_session
 
 log = logging.getLogger("occd.jobs.apply")
 REPEAT_QUIET_S = 24 * 3600  # an unchanged would-do is recorded once a day
 REPEAT_BUSY_S = 3600  # a deferral or a block once an hour
-
-
-def _state(obs):
-    from occd.policy.types import SessionState
-
-    return SessionState(agent=obs.agent, session_key=obs.session_key, session_id=obs.session_id,
-                        context_tokens=obs.context_tokens, context_window=obs.context_window,
-                        compaction_count=obs.compaction_count or 0, last_activity=obs.last_activity,
-                        running=obs.running)
 
 
 class _Recent:
@@ -110,35 +102,6 @@ def _after_strip(ctx, obs, res) -> None:
     ctx.ledger.record_observations([obs.ledger_row()], now=record_time(ctx))
 
 
-def _decide(ctx, obs, policy, now, times=()):
-    """The decision for one session: on OpenClaw's own budget (file era: the transcript's context; database era:
-    the same read from the read-only database, from the last reset marker on; both with the spiral/blocked
-    observations); else by the model's reported context use as a share of the window
-    (`strip_at_context_percent`, with the preset: an unknown budget, or in the file era a provider whose usage
-    outgrows the window before OpenClaw's estimate does).
-
-    Database era: an emergency is a rotation (reset + seed through the gateway), never a compaction; and where
-    OpenClaw's budget is known the share of the window is not consulted at all, since its action there is a
-    (lossy) `openclaw sessions compact`, earlier than OpenClaw itself would compact."""
-    from occd.policy.strip import decide_budget_strip, decide_strip
-
-    db = obs.era == "db"
-    if obs.prompt_budget and (db or (obs.era == "file" and obs.path is not None)):
-        from occd.jobs import budget
-
-        ev = budget.evaluate(ctx, obs, policy, now)
-        if ev is not None:
-            p, target, em, fresh = ev
-            d = decide_budget_strip(_state(obs), policy, now=now, prediction=p, target=target, emergency=em,
-                                    recent_action_times=times, fresh_session_tokens=fresh,
-                                    strip_emergencies=not db)
-            if d is not None:
-                return d
-        if db:
-            return None
-    return decide_strip(_state(obs), policy, now=now, window_tokens=obs.context_window, recent_action_times=times)
-
-
 def _beyond_lean(ctx, obs, d) -> bool:
     """An emergency on a session the lean view covers that the lean view cannot end, so it is rotated anyway:
     BLOCKED always (OpenClaw refuses the next turn in its own pre-prompt check and will not compact again so
@@ -191,7 +154,7 @@ def run(ctx) -> dict:
     candidates = []
     lean_on = set()  # covered sessions with an emergency the lean view cannot end: rotated, never stripped/compacted
     for obs, policy in todo:  # the pure threshold test first: most sessions stop here, with no ledger read
-        d = _decide(ctx, obs, policy, now)
+        d = decide_session(ctx, obs, policy, now)
         if d is None:
             continue
         if covered(ctx, obs):
@@ -205,7 +168,7 @@ def run(ctx) -> dict:
             break
         now = record_time(ctx)
         times = [t for t in recent.auto_times.get(obs.agent, []) if t >= now - 3600]
-        d = _decide(ctx, obs, policy, now, times)
+        d = decide_session(ctx, obs, policy, now, times)
         if d is None:
             continue
         covered_here = (obs.agent, obs.session_id) in lean_on

@@ -24,10 +24,10 @@ def decision(ctx, obs, policy, now: float):
     """The policy decision that turns the lean view on for a session (None: not now): the apply job's own decision
     (OpenClaw's budget trigger where its figures exist, else the share of the window; exclusions, hourly limit,
     observe/act, emergencies), with no idle check because the lean view writes nothing of the session."""
-    from occd.jobs.apply import _decide
+    from occd.jobs.decide import decide_session
 
     obs = dataclasses.replace(obs, running=False, last_activity=None) if dataclasses.is_dataclass(obs) else obs
-    return _decide(ctx, obs, policy.model_copy(update={"min_idle_minutes": 0}), now)
+    return decide_session(ctx, obs, policy.model_copy(update={"min_idle_minutes": 0}), now)
 
 
 def rules_from_settings(settings) -> dict:

@@ -1,6 +1,6 @@
 """The rotate job (after each scan): resume rotations that were cut off, judge the health of recent ones, end
 cooldowns, and rotate the sessions that keep compacting — occd.policy.decide_rotation decides (trigger, idle,
-cooldown, backoff, per-agent breaker), occd.actions.rotate.rotate_session acts (the same path as `occd rotate`).
+cooldown, backoff, per-agent breaker), occd.rotation.rotate.rotate_session acts (the same path as `occd rotate`).
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ def rotate_now(ctx, obs, reason: str, *, emergency: str | None = None, decision=
 
 
 def _act(ctx, obs, d, counts) -> bool | None:
-    from occd.actions.rotate import rotate_session
+    from occd.rotation.rotate import rotate_session
 
     t0 = time.monotonic()
     try:

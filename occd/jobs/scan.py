@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 from occd.errors import OccdError
-from occd.figure import rewrite_marks, session_figure, stale_estimate
+from occd.openclaw.figure import rewrite_marks, session_figure, stale_estimate
 
 log = logging.getLogger("occd.jobs.scan")
 CACHE_KEY = "scan.files"
@@ -175,7 +175,7 @@ def _store_for(state_dir: Path, agent):
     if agent.era == "db":
         from occd.openclaw.dbstore import DbStore
 
-        from occd.openclaw.health import cli_release  # a database newer/older than the CLI is named (h13)
+        from occd.openclaw.release import cli_release  # a database newer/older than the CLI is named (h13)
 
         return DbStore(state_dir, agent.id, agent.dir, cli_release=cli_release())
     if agent.era == "needs-migration":  # reported and read, never acted on (open_store's own rule)

@@ -379,7 +379,7 @@ class DbStore:
             "ORDER BY n.updated_at DESC, n.session_key")
         self.warnings = self.notes + self._schema_warnings
         if self.cli_release is not None:
-            from occd.openclaw.health import release_mismatch
+            from occd.openclaw.release import release_mismatch
             from occd.openclaw.state import parse_version
 
             words = release_mismatch(parse_version(self._schema.get("appVersion")), self.cli_release,

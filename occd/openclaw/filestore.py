@@ -294,8 +294,8 @@ class FileStore:
 
 
 def resolve_ref(sessions: list[SessionInfo], ref: str, agent: str) -> SessionInfo:
-    """Exact id, exact session key, a prefix of the session id or any unique part of it (occd.ids)."""
-    from occd.ids import resolve
+    """Exact id, exact session key, a prefix of the session id or any unique part of it (occd.openclaw.ids)."""
+    from occd.openclaw.ids import resolve
 
     return resolve(sessions, ref, id_of=lambda s: s.session_id, key_of=lambda s: s.key,
                    hint_list=f"run `occd list --agent {agent}` to see the sessions")

@@ -3,7 +3,7 @@
 
     check_stores(state_dir)                     -> [CheckResult, ...]  one per agent (+ the CLI/database release check)
     store_warning(state_dir, agent, error)      -> str                 the same words, one line, for sessions/select
-    release_mismatch(db_release, cli_release)   -> str | None          the words for a database newer/older than the CLI
+    (release_mismatch(db_release, cli_release): the words for a database newer/older than the CLI, occd.openclaw.release)
 
 Releases and their agent database schema (`PRAGMA user_version`): 2026.8.1–9.4 write 19, 9.5 21, 9.6 23 (the
 global state database 15 → 18). An upgraded CLI refuses the older database until `openclaw doctor --fix`
@@ -14,74 +14,11 @@ either way.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from occd.checks import CheckResult
 from occd.errors import BusyError, OccdError
-
-
-def schema_for_release(v: tuple[int, int, int] | None) -> int | None:
-    """The agent database schema a release writes (None: the file era, or a release occd has not seen)."""
-    if v is None or v < (2026, 8, 1):
-        return None
-    if v < (2026, 9, 5):
-        return 19
-    if v < (2026, 9, 6):
-        return 21
-    if v < (2026, 9, 7):
-        return 23
-    return None
-
-
-def _text(v: tuple[int, int, int]) -> str:
-    return ".".join(map(str, v))
-
-
-def release_mismatch(db_release: tuple[int, int, int] | None, cli_release: tuple[int, int, int] | None,
-                     db_schema: int | None = None) -> str | None:
-    """The words (with what to do) for an agent database written by another release than the CLI on PATH, or
-    None when they agree (or one is unknown). Same schema on both sides: nothing to do."""
-    if db_release is None or cli_release is None or db_release == cli_release:
-        return None
-    cli_schema = schema_for_release(cli_release)
-    db_schema = db_schema if db_schema is not None else schema_for_release(db_release)
-    if cli_schema is not None and db_schema is not None and cli_schema == db_schema:
-        return None
-    if db_release > cli_release:  # 9.5 and 8.1 CLIs on a 9.6 database: "uses newer schema version 18"
-        return (f"the OpenClaw database was written by {_text(db_release)}, newer than the openclaw CLI on PATH "
-                f"({_text(cli_release)}), which refuses it: update the CLI (occd reads the database either way)")
-    # a 9.6 CLI on a 9.5 database: `agent`, `sessions list` refuse it ("stop active agents and run openclaw doctor
-    # --fix"); `openclaw doctor --fix` migrates it, and so does the newer gateway when it starts
-    return (f"the OpenClaw database was written by {_text(db_release)}, older than the openclaw CLI on PATH "
-            f"({_text(cli_release)}), which refuses it until it is migrated: stop OpenClaw's agents and run "
-            f"`openclaw doctor --fix` (restarting the {_text(cli_release)} gateway migrates it too; occd reads it "
-            "either way)")
-
-
-_CLI_CACHE: dict = {}
-
-
-def cli_release(binary: str | None = None) -> tuple[int, int, int] | None:
-    """`openclaw --version` of the CLI on PATH (OCCD_OPENCLAW_BIN wins), asked again only when the binary
-    changed (a daemon pays the ~1 s start-up once per install)."""
-    import shutil
-
-    from occd.openclaw.state import openclaw_cli_version
-
-    binary = binary or os.environ.get("OCCD_OPENCLAW_BIN") or shutil.which("openclaw")
-    if not binary:
-        return None
-    try:
-        real = os.path.realpath(binary)
-        st = os.stat(real)
-        key = (real, st.st_mtime_ns, st.st_size)
-    except OSError:
-        return None
-    if key not in _CLI_CACHE:
-        _CLI_CACHE.clear()
-        _CLI_CACHE[key] = openclaw_cli_version(binary)
-    return _CLI_CACHE[key]
+from occd.openclaw.release import cli_release, release_mismatch, version_text
 
 
 def check_agent_db(state_dir: Path, agent, cli: tuple[int, int, int] | None = None) -> list[CheckResult]:
@@ -108,7 +45,7 @@ def check_agent_db(state_dir: Path, agent, cli: tuple[int, int, int] | None = No
     words = release_mismatch(release, cli, schema["userVersion"])
     if words:
         out.append(CheckResult(f"openclaw-cli:{agent.id}", "warn", f"agent {agent.id}: {words}", None,
-                               {"database": schema.get("appVersion"), "cli": _text(cli) if cli else None}))
+                               {"database": schema.get("appVersion"), "cli": version_text(cli) if cli else None}))
     return out
 
 

@@ -237,11 +237,13 @@ class Release:
 
 
 def openclaw_cli_version(binary: str | None = None, timeout: float = 15.0) -> tuple[int, int, int] | None:
-    """`openclaw --version` of the CLI on PATH (about 1 s); None when it is not installed or does not answer."""
+    """`openclaw --version` of the CLI on PATH, OCCD_OPENCLAW_BIN winning (about 1 s); None when it is not
+    installed or does not answer."""
+    import os
     import shutil
     import subprocess
 
-    binary = binary or shutil.which("openclaw")
+    binary = binary or os.environ.get("OCCD_OPENCLAW_BIN") or shutil.which("openclaw")
     if not binary:
         return None
     try:

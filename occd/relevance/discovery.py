@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from occd.relevance.headtail import Counter, head_tail
+from occd.relevance.prompts import SKIP_PREFIXES, claude_prompt_text, text_of
 from occd.relevance.redact import squash
 
 ORIGIN_RE = re.compile(r"\[openclaw:agent=([A-Za-z0-9][A-Za-z0-9_.\-]{0,63})\]")
@@ -40,11 +41,6 @@ CLAUDE_BACKEND = "claude-cli"
 CLAUDE_WINDOW = 200_000
 CLAUDE_WINDOW_1M = 1_000_000
 TEXT_KEEP = 2000          # characters of a user message kept in memory (digests use far fewer)
-_SKIP_PREFIXES = ("<local-command-stdout>", "<local-command-stderr>", "<local-command-caveat>",
-                  "Caveat: The messages below", "[Request interrupted", "<system-reminder>",
-                  "<bash-stdout>", "<bash-stderr>", "<user-prompt-submit-hook>", "<task-notification>")
-_CMD_NAME = re.compile(r"<command-name>\s*/?([^<\s]+)\s*</command-name>")
-_CMD_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
 # Slash commands that manage the session rather than ask for work: a message, never a task.
 HOUSEKEEPING_COMMANDS = frozenset("""
 compact clear context cost model help status resume config login logout memory permissions doctor exit quit mcp
@@ -78,7 +74,7 @@ class Session:
     size: int | None = None
     context_tokens: int | None = None
     context_window: int | None = None
-    context_source: str | None = None  # occd.figure: usage | estimate | openclaw-estimate | index
+    context_source: str | None = None  # occd.openclaw.figure: usage | estimate | openclaw-estimate | index
     compaction_count: int = 0
     model: str | None = None
     running: bool = False
@@ -108,7 +104,7 @@ class Session:
         return "\n".join(" ".join(x.split()) for x in (self.label, self.first_user_message, self.latest_user_task) if x)
 
     def context_percent(self) -> float | None:
-        from occd.figure import percent
+        from occd.openclaw.figure import percent
 
         return percent(self.context_tokens, self.context_window)
 
@@ -151,53 +147,15 @@ def _ts(v) -> float | None:
     return None
 
 
-def _text_of(content) -> str | None:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for b in content:
-            if isinstance(b, dict):
-                if b.get("type") in ("tool_result", "toolResult"):
-                    return None  # a tool result carried in a user line: not something the user asked
-                if b.get("type") == "text" and isinstance(b.get("text"), str):
-                    parts.append(b["text"])
-        return "\n".join(parts) if parts else None
-    return None
-
-
 def _is_task(text: str | None) -> bool:
     """Something the user asked: not a tool's output, a hook's note, or occd's own seed of a rotated session
     (that is occd writing, not the user asking: it is never shown as the session's task)."""
-    from occd.rotation.seed import SEED_MARK
+    from occd.transcript.marks import SEED_MARK
 
     if not text or not text.strip():
         return False
     s = text.lstrip()
-    return not s.startswith(_SKIP_PREFIXES + (SEED_MARK,)) and not s.startswith(("<command-name>", "<command-message>"))
-
-
-def claude_prompt_text(o: dict) -> str | None:
-    """What the user typed, for a Claude Code `user` line that Claude Code shows as a prompt (a slash command
-    as "/name args"); None for tool results, meta lines, the compact summary, command output and the like."""
-    if o.get("type") != "user" or o.get("isMeta") or o.get("isCompactSummary") or o.get("isVisibleInTranscriptOnly") \
-            or o.get("isSidechain") is True:
-        return None
-    msg = o.get("message")
-    t = _text_of(msg.get("content")) if isinstance(msg, dict) else None
-    if not t or not t.strip():
-        return None
-    s = t.strip()
-    if s.startswith(("<command-name>", "<command-message>")):
-        m = _CMD_NAME.search(s)
-        if m is None:
-            return None
-        a = _CMD_ARGS.search(s)
-        args = a.group(1).strip() if a else ""
-        return f"/{m.group(1)} {args}".strip()
-    if s.startswith(_SKIP_PREFIXES):
-        return None
-    return t
+    return not s.startswith(SKIP_PREFIXES + (SEED_MARK,)) and not s.startswith(("<command-name>", "<command-message>"))
 
 
 def task_of_prompt(prompt: str | None) -> str | None:
@@ -460,7 +418,7 @@ def _oc_user_text(o: dict) -> str | None:
     m = o.get("message")
     if not isinstance(m, dict) or m.get("role") != "user":
         return None
-    t = _text_of(m.get("content"))
+    t = text_of(m.get("content"))
     return t if _is_task(t) else None
 
 
@@ -507,7 +465,7 @@ def _fill_from_objects(s: Session, head: list[dict], tail: list[dict]) -> None:
 
 def _file_session(state_dir: Path, agent: str, store, info, counter: Counter | None, cfg: dict,
                   marks: dict | None = None) -> Session | None:
-    from occd.figure import file_figure
+    from occd.openclaw.figure import file_figure
     from occd.openclaw import context_window
 
     p = info.path
@@ -531,7 +489,7 @@ def _file_session(state_dir: Path, agent: str, store, info, counter: Counter | N
     s.context_window = ct if isinstance(ct, int) and ct > 0 else context_window(
         state_dir, agent=agent, model=info.model, provider=info.model_provider, config=cfg)
     fig = file_figure(p, entry=info.entry, window=s.context_window, mark=(marks or {}).get(info.session_id),
-                      session_id=info.session_id, tail_window=256 * 1024)  # the one figure (occd.figure)
+                      session_id=info.session_id, tail_window=256 * 1024)  # the one figure (occd.openclaw.figure)
     s.context_tokens, s.context_source = fig.tokens, fig.source
     try:
         if store.is_running(info):
@@ -591,10 +549,10 @@ def _db_session(state_dir: Path, agent: str, store, info, cfg: dict) -> Session:
     ct = (info.entry or {}).get("contextTokens")
     s.context_window = ct if isinstance(ct, int) and ct > 0 else context_window(
         state_dir, agent=agent, model=info.model, provider=info.model_provider, config=cfg)
-    from occd.figure import session_figure
+    from occd.openclaw.figure import session_figure
 
     fig = session_figure(transcript=(usage, "usage") if usage is not None else (None, None), entry=info.entry,
-                         window=s.context_window, session_id=info.session_id)  # the one figure (occd.figure)
+                         window=s.context_window, session_id=info.session_id)  # the one figure (occd.openclaw.figure)
     s.context_tokens, s.context_source = fig.tokens, fig.source
     if info.status == "running":
         s.running, s.running_source = True, "database"
@@ -646,7 +604,7 @@ def openclaw_sessions(state_dir: Path, *, agent: str | None = None, repo: Path |
         try:
             for info in infos:
                 if store.era != "db" and marks is None:
-                    from occd.figure import rewrite_marks
+                    from occd.openclaw.figure import rewrite_marks
 
                     marks = rewrite_marks(a.id)
                 if store.era == "db":

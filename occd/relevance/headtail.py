@@ -50,7 +50,7 @@ def _claude_line(o: dict, st: dict) -> None:
     is a user message; one API reply is one assistant message however many lines it was written as (text and
     each tool call are separate `assistant` lines with the same message.id); tool results, meta lines, the
     /compact summary and command output are not messages. Side chains (subagents) are not the conversation."""
-    from occd.relevance.discovery import claude_prompt_text
+    from occd.relevance.prompts import claude_prompt_text
 
     t = o.get("type")
     if o.get("isSidechain") is True:

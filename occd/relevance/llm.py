@@ -188,7 +188,7 @@ def parse_answer(content: Any, n: int) -> dict[int, float]:
 # ---- the worker -----------------------------------------------------------------------------------------
 
 def _llm_installed() -> bool:
-    from occd.extras import installed
+    from occd.relevance.extras import installed
 
     return installed("llm")
 
@@ -287,7 +287,7 @@ def rate_relevance(task: str, items: Sequence[RateItem], *, llm, model: str, led
         elif not llm.enabled:
             reason = "model disabled (llm.enabled = false)"
         elif worker is run_worker and not _llm_installed():
-            from occd.extras import missing_message
+            from occd.relevance.extras import missing_message
 
             reason = missing_message("llm")
         else:

@@ -109,7 +109,7 @@ def handle(req: dict) -> dict:
         try:
             import litellm
         except ImportError:
-            from occd.extras import missing_message
+            from occd.relevance.extras import missing_message
 
             return {"error": missing_message("llm")}
 

@@ -24,7 +24,7 @@ def _pre_reset_bytes(store, info) -> bytes:
 
 
 def resume_one(settings, led, row: dict, *, state_dir: Path, gateway=None, now: float | None = None) -> dict:
-    from occd.actions.rotate import build_plan
+    from occd.rotation.rotate import build_plan
     from occd.openclaw import open_store
     from occd.rotation.machine import FileRotation, KeyLock
 
@@ -61,7 +61,7 @@ def resume_one(settings, led, row: dict, *, state_dir: Path, gateway=None, now: 
 
 
 def _resume_file(settings, led, fr, row, store, *, state_dir, agent, key, rid, now, trigger, policy) -> dict:
-    from occd.actions.rotate import build_plan, drive_file
+    from occd.rotation.rotate import build_plan, drive_file
     from occd.rotation.machine import file_stat
 
     plan = {"agent": agent, "sessionKey": key, "sessionId": row["old_session_id"],

@@ -129,7 +129,7 @@ def open_tail(path, sent=None) -> str | None:
     """How the active path ends mid-run, if it does: "call" (the last tool call has no result and no user message
     came after it) or "result" (the last entry is a tool result the model has not answered). A live run, or a
     run that crashed (OpenClaw patches the unanswered call on the next turn): the lock and the file's age say
-    which (occd.inspect)."""
+    which (occd.report.inspect)."""
     if path and path[-1].type == "message" and path[-1].role == "toolResult":
         return "result"
     answered: set = set()

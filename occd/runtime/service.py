@@ -9,6 +9,7 @@ command through one runner (`run_command`) that tests replace.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -21,6 +22,8 @@ from xml.sax.saxutils import escape
 
 from occd import paths
 from occd.errors import NotFoundError, OccdError, UsageError
+from occd.runtime.service_openclaw import OpenClawBin, resolve_openclaw, service_path
+from occd.runtime.service_probe import bus_error, manager_env, no_bus_hint, user_lingers, user_name
 
 UNIT_NAME = "occd.service"
 LABEL = "io.occd.daemon"
@@ -51,6 +54,10 @@ class Plan:
     platform: str
     steps: list[Step] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    openclaw: OpenClawBin | None = None  # install: the openclaw written into the service (None: none found)
+    service_path: str | None = None      # install: the PATH written into the service
+    installed: bool = True               # uninstall: False when there is nothing to remove
+    target: Path | None = None           # the unit / plist
 
     @property
     def files(self) -> dict[Path, str]:
@@ -61,10 +68,31 @@ class Plan:
         return [s.cmd for s in self.steps if s.kind == "run" and s.cmd]
 
     def to_json(self) -> dict:
-        return {"platform": self.platform, "files": {str(k): v for k, v in self.files.items()},
-                "remove": [str(s.path) for s in self.steps if s.kind == "remove"],
-                "commands": [shlex.join(c) for c in self.commands],
-                "steps": [s.describe() for s in self.steps], "notes": self.notes}
+        out = {"platform": self.platform, "files": {str(k): v for k, v in self.files.items()},
+               "remove": [str(s.path) for s in self.steps if s.kind == "remove"],
+               "commands": [shlex.join(c) for c in self.commands],
+               "steps": [s.describe() for s in self.steps], "notes": self.notes, "installed": self.installed,
+               "unitPath": str(self.target) if self.target else None}
+        if self.service_path is not None:
+            out["openclaw"] = self.openclaw.to_json() if self.openclaw else None
+            out["servicePath"] = self.service_path
+        return out
+
+    def openclaw_line(self) -> str | None:
+        """`service install`'s line about the openclaw the service will run."""
+        if self.service_path is None:
+            return None
+        oc = self.openclaw
+        if oc is None:
+            return ("openclaw: none found on PATH; the service runs without it (gateway calls and the lean view "
+                    "need it: install OpenClaw or set OCCD_OPENCLAW_BIN, then install again)")
+        line = f"openclaw: {paths.display_path(oc.path)} (written into the service as OCCD_OPENCLAW_BIN"
+        if oc.interpreter_dir:
+            line += f"; its {oc.interpreter} {paths.display_path(oc.interpreter_dir)} is on the service's PATH"
+        line += ")"
+        if oc.problem:
+            line += f"; warning: {oc.problem}"
+        return line
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -108,11 +136,17 @@ def parse_interval(text: str | None) -> int | None:
     return int(secs)
 
 
-def service_env(act: bool, interval: int | None, environ=None) -> dict[str, str]:
+def service_env(act: bool, interval: int | None, environ=None, openclaw: OpenClawBin | None = None,
+                path: str | None = None) -> dict[str, str]:
     """Environment for the service: the flags, plus the occd/OpenClaw location variables of this shell (so the
-    service sees the same ledger and state as the command that installed it)."""
+    service sees the same ledger and state as the command that installed it), the openclaw resolved in this
+    shell and a PATH that finds it (a service manager's PATH does not hold nvm's or npm's user folders)."""
     environ = os.environ if environ is None else environ
     env = {}
+    if path:
+        env["PATH"] = path
+    if openclaw is not None:
+        env["OCCD_OPENCLAW_BIN"] = openclaw.path
     if act:
         env["OCCD_POLICY__MODE"] = "act"
     if interval:
@@ -162,9 +196,8 @@ def render_systemd(command: list[str], env_file: Path, env: dict[str, str]) -> s
 
 def render_plist(command: list[str], env: dict[str, str], home: Path, log_dir: Path) -> str:
     args = "\n".join(f"    <string>{escape(c)}</string>" for c in command + ["run"])
-    exe_dir = os.path.dirname(command[0])
-    path = BASE_PATH if exe_dir in BASE_PATH.split(":") else f"{exe_dir}:{BASE_PATH}"
-    base_env = {"PATH": path, "HOME": str(home), **env}
+    base_env = {"PATH": service_path(None, os.path.dirname(command[0]), BASE_PATH, str(home / ".local" / "bin")),
+                "HOME": str(home), **env}
     environment = "\n".join(f"    <key>{escape(k)}</key>\n    <string>{escape(v)}</string>"
                             for k, v in sorted(base_env.items()))
     text = template("occd.launchd", f"{LABEL}.plist")
@@ -185,15 +218,20 @@ def _check_platform(platform: str | None) -> str:
 
 
 def install_plan(platform: str | None = None, *, act: bool = False, interval: str | None = None,
-                 home: Path | None = None, uid: int | None = None, command: list[str] | None = None) -> Plan:
+                 home: Path | None = None, uid: int | None = None, command: list[str] | None = None,
+                 environ=None, which=shutil.which) -> Plan:
+    """The unit (Linux) or plist (macOS), from one code path: both get the same environment, including the
+    openclaw resolved in this shell (occd.service_openclaw) and a PATH that finds it."""
     platform = _check_platform(platform)
     home = _home(home)
-    env = service_env(act, parse_interval(interval))
     cmd = command or occd_command()
+    oc = resolve_openclaw(environ, which)
+    spath = service_path(oc, os.path.dirname(cmd[0]), BASE_PATH, str(home / ".local" / "bin"))
+    env = service_env(act, parse_interval(interval), environ, oc, spath)
     if platform == "linux":
-        unit = systemd_unit_path(home)
+        unit = systemd_unit_path(home, environ)
         env_file = env_file_path()
-        plan = Plan("linux")
+        plan = Plan("linux", openclaw=oc, service_path=spath, target=unit)
         if not env_file.exists():  # never overwrite: it holds the user's API keys
             plan.steps.append(Step("write", env_file, template("occd.systemd", ENV_FILE_NAME), mode=0o600))
         reinstall = unit.exists()
@@ -206,7 +244,8 @@ def install_plan(platform: str | None = None, *, act: bool = False, interval: st
             plan.steps.append(Step("run", cmd=["systemctl", "--user", "restart", UNIT_NAME]))
         plan.notes = [f"API keys for relevance scoring go in {paths.display_path(env_file)} (mode 0600), then "
                       "`systemctl --user restart occd`.",
-                      "On a headless machine run `loginctl enable-linger $USER`, or the service stops when you log out.",
+                      f"On a headless machine run `loginctl enable-linger {user_name()}`, or the service stops when "
+                      "you log out.",
                       "Check it with `occd service status` and `occd status`; logs: `occd service logs`."]
         return plan
     uid = os.getuid() if uid is None else uid
@@ -216,23 +255,30 @@ def install_plan(platform: str | None = None, *, act: bool = False, interval: st
         Step("write", plist, render_plist(cmd, env, home, paths.log_dir())),
         Step("run", cmd=["launchctl", "bootout", f"gui/{uid}/{LABEL}"], check=False),  # a previous install
         Step("run", cmd=["launchctl", "bootstrap", f"gui/{uid}", str(plist)]),
-    ])
+    ], openclaw=oc, service_path=spath, target=plist)
     plan.notes = [f"Logs: {paths.display_path(paths.log_dir())}.",
                   "Check it with `occd service status` and `occd status`."]
     return plan
 
 
 def uninstall_plan(platform: str | None = None, *, home: Path | None = None, uid: int | None = None) -> Plan:
-    """Stop first, then remove the file (systemd cannot disable a unit whose file is gone)."""
+    """Stop first, then remove the file (systemd cannot disable a unit whose file is gone). Nothing installed
+    (no unit / plist under this HOME): an empty plan with installed=False; the service manager is not asked
+    (a unit of another HOME is none of this command's business)."""
     platform = _check_platform(platform)
     home = _home(home)
+    target = installed_path(platform, home)
+    if not target.exists():
+        return Plan(platform, installed=False, target=target,
+                    notes=[f"The occd service is not installed ({paths.display_path(target)} does not exist): "
+                           "nothing to remove."])
     if platform == "linux":
         plan = Plan("linux", steps=[
             Step("run", cmd=["systemctl", "--user", "disable", "--now", UNIT_NAME], check=False),
             Step("remove", systemd_unit_path(home)),
             Step("run", cmd=["systemctl", "--user", "daemon-reload"]),
             Step("run", cmd=["systemctl", "--user", "reset-failed", UNIT_NAME], check=False),
-        ])
+        ], target=target)
         if env_file_path().exists():
             plan.notes.append(f"Kept {paths.display_path(env_file_path())} (it may hold API keys); delete it if unwanted.")
     else:
@@ -240,7 +286,7 @@ def uninstall_plan(platform: str | None = None, *, home: Path | None = None, uid
         plan = Plan("macos", steps=[
             Step("run", cmd=["launchctl", "bootout", f"gui/{uid}/{LABEL}"], check=False),
             Step("remove", plist_path(home)),
-        ])
+        ], target=target)
     plan.notes.append("The ledger, logs and backups stay where they are.")
     return plan
 
@@ -258,29 +304,74 @@ def status_command(platform: str | None = None, uid: int | None = None) -> list[
 
 def service_state(platform: str | None = None, home: Path | None = None, runner=None, environ=None) -> dict:
     """What the service manager says about occd, without printing: installed (unit file), active, enabled, and
-    on Linux whether the user lingers (a user unit only runs while logged in otherwise). For `service status
-    --json` and `occd doctor`."""
+    on Linux whether the user lingers (a user unit only runs while logged in otherwise) and whether the user
+    manager could be reached at all (bus False: "not active" would be a guess). For `service status --json`
+    and `occd doctor`."""
     runner = runner or run_command
     platform = _check_platform(platform)
     f = installed_path(platform, home)
     out: dict = {"platform": platform, "installed": f.exists(), "unitPath": str(f), "active": None,
-                 "enabled": None, "lingering": None}
+                 "enabled": None, "lingering": None, "bus": None}
     if not out["installed"]:
         return out
     if platform == "linux":
         r = runner(["systemctl", "--user", "is-active", UNIT_NAME])
-        out["active"] = (r.stdout or "").strip() == "active"
-        out["activeState"] = (r.stdout or "").strip() or None
-        r = runner(["systemctl", "--user", "is-enabled", UNIT_NAME])
-        out["enabled"] = (r.stdout or "").strip() == "enabled"
-        env = os.environ if environ is None else environ
-        user = env.get("USER") or env.get("LOGNAME") or ""
-        out["lingering"] = bool(user) and Path("/var/lib/systemd/linger", user).exists()
+        why = bus_error(r)
+        if why or r.returncode == 127:
+            out["bus"] = False
+            out["busError"] = why or (r.stderr or "systemctl not found").strip()
+        else:
+            out["bus"] = True
+            out["active"] = (r.stdout or "").strip() == "active"
+            out["activeState"] = (r.stdout or "").strip() or None
+            r = runner(["systemctl", "--user", "is-enabled", UNIT_NAME])
+            out["enabledState"] = (r.stdout or "").strip() or None
+            out["enabled"] = out["enabledState"] == "enabled"
+        out["lingering"] = user_lingers(runner)
     else:
         r = runner(status_command(platform))
         out["active"] = r.returncode == 0 and "state = running" in (r.stdout or "")
         out["enabled"] = True
     return out
+
+
+def installed_environment(platform: str | None = None, home: Path | None = None) -> dict[str, str] | None:
+    """The environment variables the installed unit / plist gives the service (on Linux with the env file's,
+    which systemd applies after Environment=), or None when nothing is installed or it cannot be read."""
+    import plistlib
+
+    platform = _check_platform(platform)
+    f = installed_path(platform, home)
+    try:
+        raw = f.read_bytes()
+    except OSError:
+        return None
+    if platform == "macos":
+        try:
+            env = plistlib.loads(raw).get("EnvironmentVariables") or {}
+        except Exception:  # noqa: BLE001 - a damaged plist: nothing to compare
+            return None
+        return {str(k): str(v) for k, v in env.items()}
+    env: dict[str, str] = {}
+    for line in raw.decode(errors="replace").splitlines():
+        if line.startswith("Environment="):
+            try:
+                words = shlex.split(line[len("Environment="):])
+            except ValueError:
+                continue
+            for w in words:
+                k, sep, v = w.partition("=")
+                if sep:
+                    env[k] = v.replace("%%", "%")
+    try:
+        lines = env_file_path().read_text(encoding="utf-8").splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        k, sep, v = line.strip().partition("=")
+        if sep and k and not k.startswith("#"):
+            env[k.strip()] = v.strip().strip("\"'")
+    return env
 
 
 def logs_command(platform: str | None = None, lines: int = 100, follow: bool = False, which=shutil.which) -> list[str]:
@@ -315,10 +406,11 @@ def journal_command(lines: int | None = 50, follow: bool = False, since: float |
 def run_command(cmd: list[str], *, capture: bool = True) -> subprocess.CompletedProcess:
     """The one place occd runs service-manager commands (tests replace it). capture=False: output goes
     straight to the terminal (status, logs -f)."""
+    env = manager_env()
     try:
         if capture:
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        return subprocess.run(cmd)
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+        return subprocess.run(cmd, env=env)
     except FileNotFoundError:
         return subprocess.CompletedProcess(cmd, 127, "", f"{cmd[0]}: command not found")
     except subprocess.TimeoutExpired:
@@ -345,6 +437,7 @@ def execute(plan: Plan, runner=None) -> list[subprocess.CompletedProcess]:
     """Carry the plan out in order. A failing checked command stops it with an OccdError naming the command."""
     runner = runner or run_command
     results = []
+    changed = None  # "write" / "remove": what the plan did to the files before a command failed
     for step in plan.steps:
         try:
             if step.kind == "write":
@@ -356,14 +449,29 @@ def execute(plan: Plan, runner=None) -> list[subprocess.CompletedProcess]:
         except OSError as e:
             raise OccdError(f"Cannot {step.kind} {paths.display_path(step.path)}: {e.strerror}",
                             "check the folder's permissions", code="SERVICE_FAILED") from None
+        if step.kind in ("write", "remove"):
+            changed = changed or step.kind
         if step.kind != "run":
             continue
         r = runner(step.cmd)
         results.append(r)
+        no_bus = bus_error(r)
+        if no_bus:  # even a tolerated step: nothing after it can work, and an uninstall must not orphan a unit
+            done = {"write": "the unit file is written, not yet loaded; ",
+                    "remove": "the unit file is removed, the manager not yet told; "}.get(changed or "", "nothing "
+                                                                                           "was changed; ")
+            raise OccdError(f"Cannot reach your systemd user manager ({no_bus})", done + no_bus_hint(),
+                            code="SERVICE_NO_BUS")
         if r.returncode != 0 and step.check:
             out = (r.stderr or r.stdout or "").strip()
             why = out.splitlines()[-1] if out else f"exit status {r.returncode}"
-            hint = (f"{step.cmd[0]} is not available here; use --dry-run to see the files and commands"
-                    if r.returncode == 127 else "the files are in place; run the command yourself to see why")
+            if r.returncode == 127:
+                hint = f"{step.cmd[0]} is not available here; use --dry-run to see the files and commands"
+            elif changed == "write":
+                hint = "the files are in place; run the command yourself to see why"
+            elif changed == "remove":
+                hint = "the files are removed; run the command yourself to see why"
+            else:
+                hint = "run the command yourself to see why"
             raise OccdError(f"{shlex.join(step.cmd)} failed: {why}", hint, code="SERVICE_FAILED")
     return results

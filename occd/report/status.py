@@ -67,7 +67,7 @@ def open_would(day: list[dict]) -> list[dict]:
 
 
 def daemon_info(ledger, now: float) -> dict:
-    from occd.daemon import InstanceLock, read_status
+    from occd.runtime.daemon import InstanceLock, read_status
 
     pid = InstanceLock.holder()
     st = read_status() or {}
@@ -85,7 +85,7 @@ def daemon_info(ledger, now: float) -> dict:
 
 
 def status(settings, now: float | None = None, top: int = 5) -> dict:
-    from occd.figure import compaction_point, percent
+    from occd.openclaw.figure import compaction_point, percent
 
     now = time.time() if now is None else now
     led = _open_ledger()
@@ -212,7 +212,7 @@ def session_status(settings, ref: str, now: float | None = None, since_days: flo
     if led is None:
         raise OccdError("No ledger yet", "run `occd run --once` first", code="LEDGER_MISSING")
     with led:
-        from occd.ids import resolve
+        from occd.openclaw.ids import resolve
 
         s = resolve(led.sessions(), ref, id_of=lambda r: r["session_id"], key_of=lambda r: r.get("session_key"),
                     hint_list="the ledger knows the sessions the daemon has scanned (`occd run --once` scans now)")

@@ -478,7 +478,7 @@ class Daemon:
         job.modify(next_run_time=_utc(time.time()))
 
     def reload(self) -> None:
-        from occd import logging_setup
+        from occd.runtime import logging_setup
 
         sd_notify(f"RELOADING=1\nMONOTONIC_USEC={monotonic_usec()}\nSTATUS=reloading the configuration", self.env)
         try:

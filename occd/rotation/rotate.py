@@ -324,7 +324,7 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
 
 def _observe_new_session(led, plan: dict) -> None:
     """The new session's figure as an observation, at once (as after every occd action): the seed's estimate,
-    labelled so, until its first reply measures it (occd.figure)."""
+    labelled so, until its first reply measures it (occd.openclaw.figure)."""
     try:
         p = Path(plan["newPath"])
         st = p.stat()

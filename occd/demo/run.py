@@ -42,7 +42,7 @@ def build_state(root: Path, now: float | None = None) -> dict:
             ("agent:ops:main", "ops", "main", 43_000, 0, 600, False),
         ],
     }
-    from occd.demo_story import CHANNELS, write_story
+    from occd.demo.story import CHANNELS, write_story
 
     for agent, sessions in plan.items():
         sdir = state / "agents" / agent / "sessions"
@@ -92,9 +92,9 @@ def run(keep: Path | None = None, cycles: int = 3, echo=print, root: Path | None
          "one near its context limit, one that keeps compacting, one running)")
     echo(f"occd home (ledger, logs): {os.environ['OCCD_HOME']}\n")
 
-    from occd import logging_setup
+    from occd.runtime import logging_setup
     from occd.config import load_settings
-    from occd.daemon import Daemon
+    from occd.runtime.daemon import Daemon
     from occd.ledger import Ledger
 
     def loader():

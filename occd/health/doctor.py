@@ -3,7 +3,7 @@
 To add a check (from any module): write a function taking the DoctorContext and returning one Result (that is
 occd.checks.CheckResult, the one type of every health check's result) or a list of them, and register it:
 
-    from occd.doctor import Result, check
+    from occd.health.doctor import Result, check
 
     @check("dbstore", order=35)
     def _dbstore(ctx):
@@ -120,7 +120,7 @@ def _age(secs: float) -> str:
 
 
 def _size(n: int) -> str:
-    from occd.cli.render import human_bytes
+    from occd.units import human_bytes
 
     return human_bytes(n)
 
@@ -188,8 +188,8 @@ def check_ledger(ctx: DoctorContext) -> Result:
 
 @check("service", order=40)
 def check_service(ctx: DoctorContext) -> Result:
-    from occd import service
-    from occd.daemon import InstanceLock
+    from occd.runtime import service
+    from occd.runtime.daemon import InstanceLock
 
     pid = InstanceLock.holder()
     try:
@@ -201,18 +201,47 @@ def check_service(ctx: DoctorContext) -> Result:
             return Result("service", "ok", f"not installed; a foreground daemon runs (pid {pid})")
         return Result("service", "fail", "not installed and no daemon running: nothing watches the sessions",
                       "occd service install (observe mode; --act to let it act)")
-    bits = [f"installed ({paths.display_path(st['unitPath'])})", "active" if st.get("active") else "not active"]
+    where = f"installed ({paths.display_path(st['unitPath'])})"
+    if st.get("bus") is False:  # the manager could not be asked: say so, never guess "not active"
+        from occd.runtime.service_probe import no_bus_hint
+
+        running = f"a daemon runs (pid {pid})" if pid else "no daemon runs"
+        return Result("service", "warn" if pid else "fail",
+                      f"{where}, user manager unreachable from this shell ({st.get('busError')}); {running}",
+                      no_bus_hint(), data={"service": st})
+    bits = [where, "active" if st.get("active") else "not active"]
     status = "ok" if st.get("active") else "fail"
     hint = None if st.get("active") else "systemctl --user start occd (or `occd service install` again)"
+    if st.get("enabled") is False:
+        bits.append(f"but {st.get('enabledState') or 'not enabled'}: it will not start at the next boot or login")
+        status = "warn" if status == "ok" else status
+        hint = hint or "systemctl --user enable occd"
     if st.get("lingering") is False:
+        from occd.runtime.service_probe import user_name
+
         bits.append("user not lingering: stops at logout")
-        hint = hint or "loginctl enable-linger $USER keeps it running after logout"
+        status = "warn" if status == "ok" else status
+        hint = hint or f"loginctl enable-linger {user_name()} keeps it running after logout"
     return Result("service", status, ", ".join(bits), hint, data={"service": st})
+
+
+@check("service-openclaw", order=42)
+def check_service_openclaw(ctx: DoctorContext) -> Result | None:
+    """The openclaw the installed service will run (its unit's OCCD_OPENCLAW_BIN / PATH) against the shell's."""
+    from occd.runtime import service
+    from occd.runtime.service_openclaw import compare, resolve_openclaw
+
+    svc_env = service.installed_environment()  # None: nothing installed (the service check says so)
+    if svc_env is None:
+        return None
+    r = compare(svc_env, resolve_openclaw(ctx.env))
+    return Result("service-openclaw", r["status"], r["detail"], r["hint"],
+                  data={"service": r["service"], "shell": r["shell"]})
 
 
 @check("heartbeat", order=45)
 def check_heartbeat(ctx: DoctorContext) -> Result:
-    from occd.daemon import InstanceLock, read_status
+    from occd.runtime.daemon import InstanceLock, read_status
 
     pid = InstanceLock.holder()
     st = read_status() or {}
@@ -318,7 +347,7 @@ def check_backups(ctx: DoctorContext) -> Result | None:
 
 @check("llm", order=80)
 def check_llm(ctx: DoctorContext) -> Result:
-    from occd.extras import install_hint, installed
+    from occd.relevance.extras import install_hint, installed
 
     if ctx.settings is None:
         return Result("llm", "warn", "config not loaded")
@@ -346,7 +375,7 @@ def check_llm(ctx: DoctorContext) -> Result:
 
 @check("mcp", order=85)
 def check_mcp(ctx: DoctorContext) -> Result:
-    from occd.extras import install_hint, installed
+    from occd.relevance.extras import install_hint, installed
 
     if installed("mcp"):
         return Result("mcp", "ok", "installed (`occd mcp`)")

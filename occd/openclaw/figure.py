@@ -57,7 +57,7 @@ def percent_text(p: float | None) -> str:
 
 def tokens_text(tokens: int | None, source: str | None) -> str:
     """Tokens as every command shows them ("154k", estimates "~30k")."""
-    from occd.cli.render import human_tokens
+    from occd.units import human_tokens
 
     est = source in (ESTIMATE, OPENCLAW_ESTIMATE) and tokens is not None
     return ("~" if est else "") + human_tokens(tokens)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from occd.actions.common import open_agent_store, resolve_session
 from occd.errors import OccdError
-from occd.figure import Figure, file_figure, percent, rewrite_marks, session_figure
+from occd.openclaw.figure import Figure, file_figure, percent, rewrite_marks, session_figure
 
 
 @dataclass
@@ -35,7 +35,7 @@ class SessionRow:
 
     def to_json(self, short: str | None = None) -> dict:
         """`short`: the id as the table shows it (unique among the listed ids: occd.ids.short_forms)."""
-        from occd.ids import short_id
+        from occd.openclaw.ids import short_id
 
         f = self.figure
         return {"id": self.session_id, "shortId": short or short_id(self.session_id), "key": self.key,

@@ -1,0 +1,42 @@
+"""The strip decision for one observed session, shared by the apply job (which acts on it) and the lean job (which
+turns the lean view on where it says so)."""
+
+from __future__ import annotations
+
+
+def _state(obs):
+    from occd.policy.types import SessionState
+
+    return SessionState(agent=obs.agent, session_key=obs.session_key, session_id=obs.session_id,
+                        context_tokens=obs.context_tokens, context_window=obs.context_window,
+                        compaction_count=obs.compaction_count or 0, last_activity=obs.last_activity,
+                        running=obs.running)
+
+
+def decide_session(ctx, obs, policy, now, times=()):
+    """The decision for one session: on OpenClaw's own budget (file era: the transcript's context; database era:
+    the same read from the read-only database, from the last reset marker on; both with the spiral/blocked
+    observations); else by the model's reported context use as a share of the window
+    (`strip_at_context_percent`, with the preset: an unknown budget, or in the file era a provider whose usage
+    outgrows the window before OpenClaw's estimate does).
+
+    Database era: an emergency is a rotation (reset + seed through the gateway), never a compaction; and where
+    OpenClaw's budget is known the share of the window is not consulted at all, since its action there is a
+    (lossy) `openclaw sessions compact`, earlier than OpenClaw itself would compact."""
+    from occd.policy.strip import decide_budget_strip, decide_strip
+
+    db = obs.era == "db"
+    if obs.prompt_budget and (db or (obs.era == "file" and obs.path is not None)):
+        from occd.jobs import budget
+
+        ev = budget.evaluate(ctx, obs, policy, now)
+        if ev is not None:
+            p, target, em, fresh = ev
+            d = decide_budget_strip(_state(obs), policy, now=now, prediction=p, target=target, emergency=em,
+                                    recent_action_times=times, fresh_session_tokens=fresh,
+                                    strip_emergencies=not db)
+            if d is not None:
+                return d
+        if db:
+            return None
+    return decide_strip(_state(obs), policy, now=now, window_tokens=obs.context_window, recent_action_times=times)
