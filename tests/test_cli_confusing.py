@@ -277,7 +277,7 @@ def test_observe_mode_makes_one_decision_per_session_per_cycle(isolated_env, mon
 
     made = _demo_state(isolated_env, monkeypatch)
     cron = made["sessions"]["agent:main:cron:nightly"]["id"]  # 6 compactions: the rotate job's candidate
-    real = apply._decide
+    real = apply.decide_session
 
     def hopeless(ctx, obs, policy, now, times=()):
         d = real(ctx, obs, policy, now, times)
@@ -286,7 +286,7 @@ def test_observe_mode_makes_one_decision_per_session_per_cycle(isolated_env, mon
                         reason=d.reason + " (strip every old tool call: a rotation would not help)")
         return d
 
-    monkeypatch.setattr(apply, "_decide", hopeless)
+    monkeypatch.setattr(apply, "decide_session", hopeless)
     with Ledger.open() as led:
         Daemon(lambda: load_settings({"state_dir": str(made["state"]),
                                       "policy": {"mode": "observe", "min_idle_minutes": 5}})).run_once(led)
