@@ -89,6 +89,14 @@ class DaemonSettings(BaseModel):
     observation_retention_days: int = Field(400, description="ledger observations older than this are thinned")
 
 
+class CheckSettings(BaseModel):
+    """`occd check` run by the daemon: the cheap form (size and sha256 of every backup and archive, the ledger's
+    integrity) and the --read-data form (each file also loaded as its session's transcript)."""
+
+    interval_days: float = Field(7, description="days between the daemon's checks of backups, archives and the ledger (0: never)")
+    read_data_interval_days: float = Field(30, description="days between checks that also load every backup and archive (0: never)")
+
+
 class LLMSettings(BaseModel):
     model: str = Field("gpt-4o-mini", description="any litellm model id; ollama/... or an OpenAI-compatible api_base work")
     api_base: str | None = Field(None, description="base URL for a local or OpenAI-compatible server")
@@ -134,6 +142,7 @@ class Settings(BaseSettings):
     agents: dict[str, AgentOverrides] = Field(default_factory=dict, description="per-agent policy overrides")
     llm: LLMSettings = Field(default_factory=LLMSettings)
     lean: LeanSettings = Field(default_factory=LeanSettings)
+    check: CheckSettings = Field(default_factory=CheckSettings)
 
     # set by load_settings(); not a setting
     _config_path: Path | None = None

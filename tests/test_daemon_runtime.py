@@ -124,12 +124,15 @@ class NotifySocket:
 # ------------------------------------------------------------------------------------------- registry
 def test_registry_default_jobs_and_order():
     names = [s.name for s in jobs_mod.JOBS]
-    assert names == ["scan", "lean", "apply", "rotate", "prune", "maintain", "score"]
+    assert names == ["scan", "lean", "apply", "rotate", "verify", "prune", "maintain", "score", "check",
+                     "check-data"]
     s = load_settings()
     by = {x.name: x for x in jobs_mod.JOBS}
     assert by["apply"].after_scan and by["rotate"].after_scan and by["apply"].interval(s) is None
     assert by["scan"].interval(s) == 300 and by["prune"].interval(s) == 86400
     assert by["maintain"].interval(s) == 7 * 86400 and by["score"].interval(s) == 3600
+    assert by["check"].interval(s) == 7 * 86400 and by["check-data"].interval(s) == 30 * 86400
+    assert not by["check"].in_cycle and not by["check-data"].in_cycle
 
 
 def test_missing_job_module_is_not_registered_and_logged_once(caplog):

@@ -316,16 +316,19 @@ def record_action(kind: str, target: Target | None, *, outcome: str, trigger: st
                                          backup_path=backup_path, error=error, dry_run=dry_run,
                                          duration_ms=duration_ms)
         if backup_path:
-            size = Path(backup_path).stat().st_size if Path(backup_path).exists() else None
-            ledger.record_backup(backup_path, aid, sid, size=size, action_id=action_id)
+            from occd.ledger.digest import try_fingerprint
+
+            size, sha = try_fingerprint(backup_path)  # what `occd check` compares against later
+            ledger.record_backup(backup_path, aid, sid, size=size, sha256=sha, action_id=action_id)
         for p in pruned:
             ledger.mark_backup_pruned(p)
     except Exception as e:  # noqa: BLE001 - the ledger must never turn a done edit into a failure
-        if not own:
-            raise
+        # (the daemon's too: a full OCCD_HOME must not make a strip that was done count as failed)
         import logging  # only here: read commands that import this module do not pay for logging
 
-        logging.getLogger("occd.actions").warning("could not record %s in the ledger: %s", kind, e)
+        logging.getLogger("occd.actions").warning(
+            "could not record %s (%s) in the ledger: %s", kind, outcome,
+            (getattr(e, "message", None) or str(e)).splitlines()[0] if str(e) else type(e).__name__)
         import click
 
         click.echo(f"Warning: could not record this {kind} in the ledger: {str(e).splitlines()[0]}", err=True)
@@ -335,3 +338,12 @@ def record_action(kind: str, target: Target | None, *, outcome: str, trigger: st
                 ledger.close()
             except Exception:  # noqa: BLE001
                 pass
+
+
+def record_archive_fingerprint(ledger, agent: str, session_id: str, path) -> None:
+    """Record the size and sha256 of an archive occd just made (`occd check` compares against them)."""
+    from occd.ledger.digest import try_fingerprint
+
+    size, sha = try_fingerprint(path)
+    if sha is not None:
+        ledger.archive_fingerprint_by_path(agent, session_id, str(path), size, sha)

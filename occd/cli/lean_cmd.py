@@ -91,7 +91,9 @@ def status_cmd(state_dir, as_json):
         emit_json(res)
         return
     c = console()
-    c.print(f"Lean view: {'enabled' if res['enabled'] else 'not enabled'} (OpenClaw's context engine: {res['slot']})")
+    state = f"enabled but broken: {res['broken']}" if res.get("broken") else (
+        "enabled" if res["enabled"] else "not enabled")
+    c.print(f"Lean view: {state} (OpenClaw's context engine: {res['slot']})", markup=False)
     r, d = res["rules"], res["default"]
     on = sum(1 for v in res["sessions"].values() if v.get("mode") not in (None, "off"))
     c.print(f"  Mode {r['mode']} (config lean.mode), keep {r['keepTurns']} turns, batch {r['batchTurns']}: the rules a "

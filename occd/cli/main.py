@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "stats": ("occd.cli.status_cmd:stats_cmd", "What the daemon saved: tokens, compactions, money.", "Daemon"),
     "logs": ("occd.cli.logs_cmd:logs_cmd", "occd's own log (-f follows, -n lines, --since).", "Daemon"),
     "service": ("occd.cli.daemon_cmd:service_group", "Install/remove the background service; its status and logs.", "Daemon"),
+    "check": ("occd.cli.check_cmd:check_cmd", "Check backups, archives and the ledger (--read-data: load them too).", "Setup"),
     "doctor": ("occd.cli.doctor_cmd:doctor_cmd", "Check config, OpenClaw state, ledger, service, heartbeat, breakers.", "Setup"),
     "completion": ("occd.cli.main:completion_cmd", "Shell completion script: bash, zsh or fish.", "Setup"),
     "demo": ("occd.cli.demo_cmd:demo_cmd", "Run occd on a built-in demo OpenClaw state (no network).", "Setup"),

@@ -128,6 +128,9 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
                 indent=2)
         c.print(f"  first seen {_when(data.get('firstSeen'), now_dt)}, last seen {_when(data.get('lastSeen'), now_dt)}"
                 + (f", archived {_when(data['archivedAt'], now_dt)}" if data.get("archivedAt") else ""))
+        for p in data.get("problems") or []:
+            if not p.get("resolvedAt"):
+                c.print(f"  PROBLEM ({p['code']}, since {_when(p['firstSeen'], now_dt)}): {p['message']}", highlight=False)
         b = data["buckets"]
         ascii_only = not use_color()
         if b:
@@ -184,6 +187,9 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
         last = d.get("lastCycle")
         c.print("Daemon: not running" + (f" (last cycle {_when(last, now_dt)})" if last else "")
                 + " — `occd service install` runs it in the background")
+    for p in data.get("schemaProblems") or []:  # an agent occd reads but acts on nothing for
+        if p["code"] == "SCHEMA_UNVERIFIED":
+            c.print(f"! {p['message']} — {p['hint']}", markup=False, highlight=False)
     if data.get("note"):
         c.print(data["note"])
         return
@@ -248,6 +254,8 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
         saved = sum(v.get("tokensSaved", 0) for v in lean["sessions"].values() if v["active"])
         c.print(f"\nLean view: on for {plural(len(on), 'session')}, the model is sent ~{human_tokens(saved)} fewer tokens per turn "
                 f"(`occd lean status`)", wrap=True)
+    for p in data.get("problems") or []:
+        c.print(f"\nPROBLEM {p['subject']}: {p['message']}\n  what to do: {p['hint']}", wrap=True, highlight=False)
     if data.get("llmSpendToday"):
         c.print(f"\nModel spend today: ${data['llmSpendToday']:.4f}")
     sv = data.get("savings7d")

@@ -289,6 +289,28 @@ def check_breakers(ctx: DoctorContext) -> Result | None:
     return Result("breakers", "ok", "all closed")
 
 
+@check("problems", order=56)
+def check_problems(ctx: DoctorContext) -> Result | None:
+    """Open problems `occd check` (or a verification of what occd did) recorded: damaged or missing backups
+    and archives, a rotation that changed nothing, turns that bypassed the lean view."""
+    led = ctx.ledger()
+    if led is None:
+        return None
+    try:
+        open_ = led.open_problems(severity="fail")
+        last = led.last_check_run()
+    except Exception:  # noqa: BLE001 - an older ledger: the ledger check says to upgrade
+        return None
+    if open_:
+        shown = "; ".join(f"{p['subject']}: {p['message']}" for p in open_[:3])
+        more = f" (+{len(open_) - 3} more)" if len(open_) > 3 else ""
+        return Result("problems", "fail", f"{len(open_)} open: {shown}{more}", open_[0].get("hint") or "occd check")
+    if last is None:
+        return Result("problems", "warn", "no `occd check` recorded yet", "run `occd check` (the daemon runs it weekly)")
+    return Result("problems", "ok", f"none open; last check {_age(ctx.now - last['started'])} ago, "
+                                    f"{last['artifacts']} artifact(s)")
+
+
 @check("locks", order=60)
 def check_locks(ctx: DoctorContext) -> Result | None:
     from occd.openclaw.locks import read_lock
@@ -343,6 +365,33 @@ def check_backups(ctx: DoctorContext) -> Result | None:
         return Result("backups", "fail", detail, "low disk space: lower backups_keep or free space",
                       data={"files": n, "bytes": total, "freeBytes": free})
     return Result("backups", "ok", detail, data={"files": n, "bytes": total, "freeBytes": free})
+
+
+@check("openclaw-plugins", order=78)
+def check_openclaw_plugins(ctx: DoctorContext):
+    """Every folder OpenClaw is configured to load must exist (a missing one stops its start: "plugin path not
+    found"), and occd's lean view, when enabled, must be complete."""
+    from occd import lean
+    from occd.errors import OccdError
+    from occd.openclaw.state import load_openclaw_config
+
+    try:
+        state = ctx.state_dir()
+        config = load_openclaw_config(state)
+    except OccdError:
+        return None
+    out = []
+    missing = [p for p in lean.configured_plugin_paths(config) if not os.path.isdir(p)]
+    if missing:
+        out.append(Result("openclaw-plugins", "fail", f"openclaw.json's plugins.load.paths names a missing folder: "
+                          f"{missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
+                          "OpenClaw refuses to start (plugin path not found): `occd lean enable` again if it is "
+                          "occd's, else fix plugins.load.paths"))
+    why = lean.broken(state, ctx.env)
+    if why:
+        out.append(Result("lean-view", "fail", f"the lean view is enabled but broken: {why}",
+                          "`occd lean enable` again (or `occd lean disable`)"))
+    return out or None
 
 
 @check("llm", order=80)

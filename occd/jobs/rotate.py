@@ -32,11 +32,12 @@ def _history(led, agent: str, key: str) -> list[dict]:
 def turns_after_seed(lines) -> tuple[int, int | None]:
     """(user turns after the seed, turns done when the first compaction came or None) of a rotated session's
     transcript lines. The seed is everything up to and including the last occd seed message's reply."""
+    from occd.transcript.compaction import is_compaction
     from occd.transcript.jsonl import iter_objects
 
     turns, first_comp = 0, None
     for o in iter_objects(lines):
-        if o.get("type") == "compaction" and first_comp is None:
+        if first_comp is None and is_compaction(o):
             first_comp = turns
         m = o.get("message") if o.get("type") == "message" else None
         if isinstance(m, dict) and m.get("role") == "user":

@@ -19,6 +19,7 @@ from occd.ledger import engine as _eng
 from occd.ledger import migrate as _mig
 from occd.ledger.common import (ROTATION_STATES, ROTATION_UNFINISHED, BreakerRecord, _dumps, _loads,  # noqa: F401
                                 local_day_start, ts)
+from occd.ledger.problems import LedgerProblems
 from occd.ledger.queries import LedgerQueries
 
 # An agent's last_seen is refreshed at most this often. A session's last_seen is the last scan that saw it
@@ -36,7 +37,7 @@ def _hostname() -> str:
     return socket.gethostname()
 
 
-class Ledger(LedgerQueries):
+class Ledger(LedgerProblems, LedgerQueries):
     def __init__(self, path: Path, engine, readonly: bool = False):
         self.path = path
         self.engine = engine
@@ -147,8 +148,8 @@ class Ledger(LedgerQueries):
         with self._w() as c:
             self._upsert_agent(c, agent, None, now)
             pk = self._session_pk(c, agent, session_id, None, None, now, touch=False)
-            c.exec_driver_sql("UPDATE sessions SET archived_at = ?, archive_path = ? WHERE id = ?",
-                              (now, archive_path, pk))
+            c.exec_driver_sql("UPDATE sessions SET archived_at = ?, archive_path = ?, archive_size = NULL, "
+                              "archive_sha256 = NULL, archive_sha256_source = NULL WHERE id = ?", (now, archive_path, pk))
 
     def mark_session_unarchived(self, agent: str, session_id: str, path: str | None = None, now=None) -> None:
         """The session is live again (rotate --undo put it back): clear its archived state."""
@@ -156,7 +157,8 @@ class Ledger(LedgerQueries):
         with self._w() as c:
             self._upsert_agent(c, agent, None, now)
             pk = self._session_pk(c, agent, session_id, None, path, now)
-            c.exec_driver_sql("UPDATE sessions SET archived_at = NULL, archive_path = NULL WHERE id = ?", (pk,))
+            c.exec_driver_sql("UPDATE sessions SET archived_at = NULL, archive_path = NULL, archive_size = NULL, "
+                              "archive_sha256 = NULL, archive_sha256_source = NULL WHERE id = ?", (pk,))
 
     # ---- observations ----
 
@@ -272,13 +274,17 @@ class Ledger(LedgerQueries):
                  (error or None) and str(error)[:2000], duration_ms)).scalar_one()
 
     def record_backup(self, path: str | Path, agent: str | None = None, session_id: str | None = None, *,
-                      size: int | None = None, action_id: int | None = None, now=None) -> int:
+                      size: int | None = None, action_id: int | None = None, sha256: str | None = None,
+                      now=None) -> int:
+        src = "creation" if sha256 else None
         with self._w() as c:
             return c.exec_driver_sql(
-                "INSERT INTO backups (agent_id, session_id, path, size, created, action_id) VALUES (?, ?, ?, ?, ?, ?) "
+                "INSERT INTO backups (agent_id, session_id, path, size, created, action_id, sha256, sha256_source) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT(path) DO UPDATE SET size = excluded.size, created = excluded.created, pruned_at = NULL, "
-                "action_id = COALESCE(excluded.action_id, backups.action_id) RETURNING id",
-                (agent, session_id, str(path), size, ts(now), action_id)).scalar_one()
+                "action_id = COALESCE(excluded.action_id, backups.action_id), sha256 = excluded.sha256, "
+                "sha256_source = excluded.sha256_source RETURNING id",
+                (agent, session_id, str(path), size, ts(now), action_id, sha256, src)).scalar_one()
 
     def mark_backup_pruned(self, path: str | Path, now=None) -> bool:
         with self._w() as c:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
 BACKUPS_KEPT = 3
 # The newest migration's revision, so the read-only path (`occd status`) needs no alembic import (~0.13 s).
 # tests/test_migrations.py checks that it equals alembic's head: a new migration cannot forget it.
-HEAD_REVISION = "0002"
+HEAD_REVISION = "0003"
 BACKUP_GLOB = "{name}.pre-*.bak"
 
 

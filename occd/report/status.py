@@ -91,7 +91,8 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
     led = _open_ledger()
     if led is None:
         return {"ledger": None, "daemon": daemon_info(None, now), "agents": [], "lastScan": None,
-                "note": "no ledger yet: run `occd run --once`, `occd demo`, or install the service"}
+                "note": "no ledger yet: run `occd run --once`, `occd demo`, or install the service",
+                "schemaProblems": schema_problems(settings)}
     with led:
         agents = []
         counts = led.action_counts_since(now - 86400)
@@ -138,13 +139,28 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
                             for w in would if w["agent_id"] == a["id"]][:10],
             })
         out = {"ledger": str(led.path), "daemon": dinfo, "lastScan": led.last_scan(), "agents": agents,
-               "savings7d": saved["total"]}
+               "savings7d": saved["total"], "schemaProblems": schema_problems(settings)}
         from occd.lean import sessions_summary  # the lean view per session: on or not, and what it saves
 
         out["lean"] = sessions_summary()
+        bypassed = {}
+        try:  # open problems (a damaged backup, turns that bypassed the lean view, ...): named, never silent
+            open_ = led.open_problems(severity="fail")
+        except Exception:  # noqa: BLE001 - an older ledger without the table
+            open_ = []
+        out["problems"] = [{"subject": p["subject"], "code": p["code"], "message": p["message"], "hint": p.get("hint"),
+                            "firstSeen": p["first_seen"]} for p in open_]
+        for p in open_:
+            if p["code"] == "LEAN_BYPASSED":
+                bypassed[p["subject"].split("/", 1)[-1]] = p["message"]
         for a in agents:
             for b in a["biggest"]:
                 b["lean"] = out["lean"]["sessions"].get(b.get("key"))
+                if b["lean"] is not None and b.get("key") in bypassed:
+                    b["lean"] = {**b["lean"], "bypassed": bypassed[b["key"]]}
+        for k, msg in bypassed.items():  # occd no longer just says the lean view is on
+            if k in out["lean"]["sessions"]:
+                out["lean"]["sessions"][k] = {**out["lean"]["sessions"][k], "bypassed": msg}
         try:
             out["llmSpendToday"] = led.spend_today(now)
         except Exception:  # noqa: BLE001
@@ -222,7 +238,22 @@ def session_status(settings, ref: str, now: float | None = None, since_days: flo
                 "firstSeen": s.get("first_seen"), "lastSeen": _last_seen(led, s), "archivedAt": s.get("archived_at"),
                 "buckets": buckets, "observations": series[-50:],
                 "actions": led.history(session=s["session_id"], limit=50),
-                "backups": led.backups(session_id=s["session_id"], include_pruned=True)}
+                "backups": led.backups(session_id=s["session_id"], include_pruned=True),
+                # what the checks found about this session (a strip prediction miss, turns that bypassed the lean
+                # view, a damaged backup): open ones first
+                "problems": _session_problems(led, s)}
+
+
+def _session_problems(led, s: dict) -> list[dict]:
+    try:
+        rows = led.problems_of(agent=s["agent_id"], session_id=s["session_id"], limit=20)
+    except Exception:  # noqa: BLE001 - an older ledger without the table
+        return []
+    rows.sort(key=lambda p: p.get("resolved_at") is not None)
+    return [{"code": p["code"], "severity": p["severity"], "subject": p["subject"], "message": p["message"],
+             "hint": p.get("hint"), "firstSeen": p["first_seen"], "lastSeen": p["last_seen"],
+             "resolvedAt": p.get("resolved_at"), "resolution": p.get("resolution"), "details": p.get("details")}
+            for p in rows]
 
 
 def _last_seen(led, s: dict):
@@ -316,6 +347,28 @@ def pid_alive(pid: int | None) -> bool:
         return False
 
 
+def schema_problems(settings) -> list[dict]:
+    """An agent database occd reads but acts on nothing for (occd.openclaw.dbschema: unverified) or cannot read:
+    {code SCHEMA_UNVERIFIED | SCHEMA_UNREADABLE, message (the agent, schema, release, why), hint}. Read-only."""
+    from occd.errors import OccdError
+    from occd.openclaw.health import check_agent_db
+    from occd.openclaw.state import list_agents, resolve_state_dir
+
+    try:
+        sd = resolve_state_dir(state_dir=getattr(settings, "state_dir", None))
+        agents = [a for a in list_agents(sd) if a.era == "db"]
+    except OccdError:
+        return []
+    out = []
+    for a in agents:
+        for c in check_agent_db(sd, a, None):
+            if c.status == "fail":
+                level = (c.data or {}).get("level")
+                out.append({"code": "SCHEMA_UNVERIFIED" if level == "unverified" else "SCHEMA_UNREADABLE",
+                            "message": c.detail, "hint": c.hint})
+    return out
+
+
 def health_problems(settings, now: float | None = None) -> list[dict]:
     """What `occd status --check` fails on: the daemon down or stale, an open breaker, a failed last scan.
     Each problem is {code, message, hint}; an empty list is healthy."""
@@ -338,8 +391,25 @@ def health_problems(settings, now: float | None = None) -> list[dict]:
             if b["state"] != "closed":
                 out.append({"code": "BREAKER_OPEN", "message": f"breaker {a['id']}/{b['kind']} is {b['state']}"
                             + (f": {b['reason']}" if b.get("reason") else ""), "hint": f"occd breaker reset {a['id']}"})
+    out += schema_problems(settings)
     ls = data.get("lastScan")
     if ls and ls.get("errors"):
         out.append({"code": "SCAN_FAILED", "message": f"the last scan had {ls['errors']} error(s)",
                     "hint": "occd logs --since 1h"})
+    out.extend(recorded_problems())
     return out
+
+
+def recorded_problems() -> list[dict]:
+    """Open problems recorded in the ledger by `occd check` and by the verifications of what occd did
+    (severity fail): each stays until a later check passes or the artifact is forgotten."""
+    led = _open_ledger()
+    if led is None:
+        return []
+    with led:
+        try:
+            rows = led.open_problems(severity="fail")
+        except Exception:  # noqa: BLE001 - a ledger without the table (older schema): nothing recorded
+            return []
+    return [{"code": p["code"], "message": f"{p['subject']}: {p['message']}", "hint": p.get("hint") or "occd check",
+             "subject": p["subject"], "source": p["source"]} for p in rows]

@@ -60,6 +60,7 @@ def analyze(t: Transcript) -> dict:
             thinking += len(e.thinking_blocks)
             signed += e.signed_thinking
             images += e.images
+            compactions += e.replay is not None  # a provider checkpoint (occd.transcript.compaction)
         elif e.type == "compaction":
             compactions += 1
         elif e.type == "label":
@@ -320,7 +321,7 @@ def summarize_range(path: str | os.PathLike, start: int = 0, end: int | None = N
             if isinstance(ts, str):
                 s.last_timestamp = ts
             e = entry_from_obj(o, 0, 0, 0, 0, 3)
-            if e.type == "compaction":
+            if e.is_compaction:  # a provider checkpoint too (occd.transcript.compaction)
                 s.compactions += 1
             if e.type == "message":
                 s.messages += 1

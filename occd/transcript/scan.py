@@ -17,6 +17,7 @@ from typing import IO, Iterator
 import orjson
 
 from occd.errors import NotFoundError, ParseError
+from occd.transcript.compaction import provider_checkpoint
 from occd.transcript.limits import MAX_CHARS, MAX_LINES, dumps_compact, json_text_len, jslen, text_within_limit
 from occd.transcript.model import CURRENT_VERSION, REF_TYPES, EntryMeta, Malformed, Transcript, gc_paused
 
@@ -139,6 +140,7 @@ def _fill_message(e: EntryMeta, msg: dict, version: int, shared: tuple[dict, dic
     e.role = role
     content = msg.get("content")
     if role == "assistant":
+        e.replay = provider_checkpoint(msg)
         stop = msg.get("stopReason")
         e.stop_reason = stop
         chars = 0
