@@ -91,8 +91,14 @@ def _once(d, ledger, as_json: bool) -> int:
     failed = [n for n, (ok, _) in results.items() if not ok]
     interrupted = d.stop.is_set()
     if as_json:
+        err = None
+        if failed:  # the envelope's error, as for every failure: which jobs, and where the details are
+            first = results[failed[0]][1] or {}
+            err = {"code": "JOB_FAILED", "message": f"{len(failed)} job(s) failed: {', '.join(failed)}"
+                   + (f" ({failed[0]}: {first.get('error')})" if first.get("error") else ""),
+                   "hint": "details in `occd service logs` or the log file; the next cycle retries"}
         emit_json({"success": not failed, "interrupted": interrupted, "failed": failed,
-                   "jobs": {n: {"ok": ok, **s} for n, (ok, s) in results.items()}})
+                   "jobs": {n: {"ok": ok, **s} for n, (ok, s) in results.items()}}, success=not failed, error=err)
     else:
         from occd.cli.render import plain, terminal_width, wrap_text
 
