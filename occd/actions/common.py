@@ -204,7 +204,12 @@ def session_lock(path: Path, *, wait: float = 0.0):
     d = runtime_dir()
     d.mkdir(parents=True, exist_ok=True, mode=0o700)
     digest = hashlib.sha256(os.path.realpath(path).encode("utf-8", "surrogateescape")).hexdigest()[:24]
-    fd = os.open(d / f"session-{digest}.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:  # never through a symlink planted at the lock's name (O_NOFOLLOW: ELOOP)
+        fd = os.open(d / f"session-{digest}.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+                     | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except OSError as e:
+        raise OccdError(f"Cannot take occd's lock {d / f'session-{digest}.lock'}: {e.strerror}",
+                        "if it is a symbolic link, remove it (occd makes its own)", code="LOCK_FAILED") from None
     try:
         deadline = time.monotonic() + wait
         while True:

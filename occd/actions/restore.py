@@ -3,7 +3,9 @@ restore can itself be undone by restoring again."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import time
 
 from occd.actions import backups
@@ -14,9 +16,47 @@ from occd.errors import BusyError, OccdError
 
 def _nonempty(p) -> bool:
     try:
-        return p.stat().st_size > 0
+        return os.path.islink(p) or p.stat().st_size > 0  # a symlink is kept in the list: refused, not skipped
     except OSError:
         return False
+
+
+def open_backup(backup_path, live_path, session_id: str):
+    """The backup opened for reading, checked to be what a restore may put back: not a symbolic link (never
+    followed: O_NOFOLLOW), a regular file of the live file's owner, and a transcript of this session (its
+    header's id). The bytes are then read from this very descriptor. OccdError otherwise."""
+    from occd.transcript import jsontext
+
+    def refuse(why: str):
+        raise OccdError(f"Backup {backup_path.name} {why}; it was not restored",
+                        "check the sessions folder (`occd backups` lists the backups); restore another with --backup N",
+                        code="BAD_BACKUP")
+
+    try:
+        fd = os.open(backup_path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK
+                     | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        if os.path.islink(backup_path):
+            refuse("is a symbolic link")
+        refuse(f"cannot be read ({e.strerror})")
+    fh = os.fdopen(fd, "rb")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            refuse("is not a regular file")
+        if st.st_uid != os.stat(live_path).st_uid:
+            refuse("belongs to another user")
+        try:
+            h = jsontext.loads(fh.readline(1 << 20))
+        except ValueError:
+            h = None
+        if not isinstance(h, dict) or h.get("type") != "session" or h.get("id") != session_id:
+            refuse(f"is not a transcript of session {session_id}")
+        fh.seek(0)
+        return fh
+    except BaseException:
+        fh.close()
+        raise
 
 
 def restore_session(settings, *, agent=None, ref=None, force=False, trigger="manual", ledger=None,
@@ -38,10 +78,12 @@ def restore_session(settings, *, agent=None, ref=None, force=False, trigger="man
                             code="NO_BACKUP")
     t0 = time.monotonic()
     size_before = path.stat().st_size
+    src_fh = open_backup(source.path, path, target.session_id)
     try:
         lock = session_lock(path)
         lock.__enter__()
     except BusyError as e:
+        src_fh.close()
         record_action("restore", target, outcome="deferred", trigger=trigger, error=e.message, ledger=ledger)
         raise
     try:
@@ -51,8 +93,8 @@ def restore_session(settings, *, agent=None, ref=None, force=False, trigger="man
         expect = file_stat(path)
 
         def write(fh):
-            with open(source.path, "rb") as src:
-                shutil.copyfileobj(src, fh, 1 << 20)
+            src_fh.seek(0)
+            shutil.copyfileobj(src_fh, fh, 1 << 20)
 
         # Backups are earlier versions occd itself wrote or replaced; restore them as they are (no invariant
         # rewrite), so a restore is exact. The replaced file becomes the newest backup.
@@ -65,6 +107,7 @@ def restore_session(settings, *, agent=None, ref=None, force=False, trigger="man
         raise
     finally:
         lock.__exit__(None, None, None)
+        src_fh.close()
     res = RestoreResult(target.session_id, path, source.path, backup_path, size_before, path.stat().st_size)
     _record_restored_figure(target, path, ledger)
     record_action("restore", target, outcome="ok", trigger=trigger, before={"size": size_before},

@@ -35,6 +35,7 @@ from occd.cleaner.truncate import truncate_args, truncate_result_content
 from occd.errors import BusyError, OccdError, ParseError
 from occd.transcript.model import EntryMeta, Transcript, gc_paused
 from occd.transcript.rewrite import serialize, splice_parent
+from occd.transcript import jsontext
 
 REMOVED, TRUNCATED, KEPT = "removed", "truncated", "kept"
 
@@ -83,7 +84,7 @@ class EntryEdit:
                 return out
         if data is raw:
             return None
-        obj = orjson.loads(data)
+        obj = jsontext.loads(data)
         for k, v in fields.items():
             obj[k] = v
         return serialize(obj)

@@ -245,11 +245,22 @@ def envelope(payload: Any = None, *, success: bool = True, key: str = "items", e
 def emit_json(obj: Any, *, key: str = "items", success: bool = True, error: dict | None = None) -> None:
     """Write one command's --json answer: the envelope around `obj` (a dict, or a list under `key`). A command
     that reports a failure itself (doctor) passes success=False and error={code, message, hint}."""
+    data = envelope(obj, success=success, key=key, error=error)
+    sys.stdout.buffer.write(_json_bytes(data) + b"\n")
+    sys.stdout.flush()
+
+
+def _json_bytes(data) -> bytes:
+    """The envelope as indented JSON; a lone surrogate from OpenClaw's data is written as its escape (orjson
+    refuses it; occd.transcript.jsontext)."""
     import orjson
 
-    data = envelope(obj, success=success, key=key, error=error)
-    sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
-    sys.stdout.flush()
+    try:
+        return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        from occd.transcript.jsontext import dumps
+
+        return dumps(data, indent=2)
 
 
 def ok_mark() -> str:
@@ -304,13 +315,13 @@ def _fail(message, hint, code, exit_code, as_json, details):
         err = {"code": code, "message": message, "hint": hint}
         if details:
             err["details"] = details
-        import orjson
-
         data = envelope(None, success=False, error=err)
-        sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
+        sys.stdout.buffer.write(_json_bytes(data) + b"\n")
         sys.stdout.flush()
-    line = f"Error: {message}"
+    from occd.cli.render import clean
+
+    line = f"Error: {clean(message)}"
     if hint:
-        line += f" (hint: {hint})"
+        line += f" (hint: {clean(hint)})"
     click.echo(line, err=True)
     sys.exit(exit_code)

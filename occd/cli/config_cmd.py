@@ -158,17 +158,12 @@ def init(to_stdout, force, as_json):
     if p.exists() and not force:
         raise OccdError(f"{paths.display_path(p)} exists", "`occd config init --stdout` prints the template; "
                         "--force replaces the file (keeping a .bak)", code="CONFIG_EXISTS")
-    p.parent.mkdir(parents=True, exist_ok=True)
+    paths.ensure_dir(p.parent)
     bak = None
     if p.exists():
         bak = p.with_name(p.name + ".bak")
         os.replace(p, bak)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, p)
+    paths.write_private(p, text.encode("utf-8"))  # 0600: it names notify_command, a program the daemon runs
     if as_json:
         emit_json({"path": str(p), "written": True, "backup": str(bak) if bak else None})
         return

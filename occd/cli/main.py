@@ -7,6 +7,7 @@ small modules only; import heavy things inside the function), then add one line 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
@@ -163,6 +164,13 @@ def cli(ctx, debug):
     """
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+    from occd.paths import private_umask
+
+    old = private_umask()  # occd's files (config, ledger and its -wal/-shm, logs, caches) are 0600, folders 0700
+    ctx.call_on_close(lambda: os.umask(old))
+    from occd.cli.render import install_safe_streams
+
+    install_safe_streams()  # nothing from OpenClaw's files reaches the terminal as a control sequence
 
 
 @click.command("completion")

@@ -4,10 +4,88 @@ inside the methods: importing this module costs nothing)."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from datetime import datetime, timezone
 
 from occd.units import human_bytes, human_tokens  # noqa: F401  (the renderers import them from here too)
+
+# ---- terminal safety: what came from OpenClaw's files (keys, labels, agent names, paths, subjects, error
+# messages) must never reach a terminal as control characters: OSC 52 (clipboard writes), OSC 8 (links), CSI
+# (colours, cursor moves), CR (overwrite a line), BEL, C1 controls, bidi overrides, or lone surrogates (which
+# cannot even be encoded). `clean` shows each as an escape (`\x1b`, `\r`, `\u202e`); in one-line text (table
+# cells, error lines) newlines and tabs too, so data cannot make fake rows. Every human line occd writes goes
+# through SafeStream (installed by the CLI group), which applies clean(one_line=False) as the last step: only
+# occd's own newlines pass. Colour comes only from rich (Console below), which writes past SafeStream to the
+# real stream, after Console.print and Table have cleaned every string they were given. Human renderers that
+# put data into lines of their own clean it first (clean_data), so a newline in a key makes no fake line.
+# --json output is written to the byte buffer and keeps the data, escaped as JSON does. ----
+
+_CTRL = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_UNSAFE_MULTI = re.compile(f"[{_CTRL}]")
+_UNSAFE_ONE = re.compile(f"[{_CTRL}\t\n]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _esc(m: re.Match) -> str:
+    c = m.group()
+    if c in _NAMED:
+        return _NAMED[c]
+    o = ord(c)
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+
+
+def clean(text, *, one_line: bool = True) -> str:
+    """`text` safe to print: control characters shown as escapes (one_line: newlines and tabs too)."""
+    if text is None:
+        return ""
+    text = str(text)
+    return (_UNSAFE_ONE if one_line else _UNSAFE_MULTI).sub(_esc, text)
+
+
+def clean_data(obj):
+    """A copy of a JSON-like value with every string cleaned to one line (dict keys too): for the human
+    renderers, which put data into lines of their own making."""
+    if isinstance(obj, str):
+        return clean(obj)
+    if isinstance(obj, dict):
+        return {clean(k) if isinstance(k, str) else k: clean_data(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [clean_data(v) for v in obj]
+    return obj
+
+
+class SafeStream:
+    """A text stream that writes everything through clean(one_line=False) to the stream it wraps (`raw`)."""
+
+    def __init__(self, stream):
+        self.raw = stream
+
+    def write(self, s: str) -> int:
+        if not isinstance(s, str):
+            return self.raw.write(s)
+        self.raw.write(clean(s, one_line=False))
+        return len(s)
+
+    def writelines(self, lines) -> None:
+        for ln in lines:
+            self.write(ln)
+
+    def __getattr__(self, name):
+        return getattr(self.raw, name)
+
+
+def raw_stream(stream):
+    """The stream under a SafeStream (rich writes there: its input is cleaned already, its colours are occd's)."""
+    return stream.raw if isinstance(stream, SafeStream) else stream
+
+
+def install_safe_streams() -> None:
+    """Wrap sys.stdout and sys.stderr in SafeStream (once)."""
+    for name in ("stdout", "stderr"):
+        cur = getattr(sys, name)
+        if cur is not None and not isinstance(cur, SafeStream):
+            setattr(sys, name, SafeStream(cur))
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
@@ -98,7 +176,8 @@ def sparkline(values: list[float | int | None], width: int = 40, ascii_only: boo
 
 def format_table(headers: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> str:
     """A plain aligned table, printed without importing rich (`occd list` must start fast). Columns in `right`
-    are right-aligned; the last column is never padded."""
+    are right-aligned; the last column is never padded. Cells are cleaned (one line each)."""
+    rows = [[clean(c) for c in r] for r in rows]
     widths = [len(h) for h in headers]
     for r in rows:
         for i, cell in enumerate(r):
@@ -127,6 +206,7 @@ def fit_table(headers: list[str], rows: list[list[str]], right: set[int] = froze
     other columns are short figures and ids and are never cut."""
     if width is None or not rows:
         return format_table(headers, rows, right)
+    rows = [[clean(c) for c in r] for r in rows]
     n = len(headers)
     widths = [max([len(headers[i])] + [len(r[i]) for r in rows]) for i in range(n - 1)]
     lead = sum(widths) + 2 * (n - 1)  # where the last column starts
@@ -241,7 +321,7 @@ class Table:
         self.columns.append({"header": header, "justify": justify, "overflow": None if no_wrap else overflow})
 
     def add_row(self, *cells) -> None:
-        self.rows.append(["" if c is None else str(c) for c in cells])
+        self.rows.append([clean(c) for c in cells])
 
     def _floor(self, i: int, fold: bool) -> int:
         c = self.columns[i]
@@ -342,7 +422,7 @@ class Console:
     def print(self, *objs, wrap: bool = False, indent: int = 0, style: str | None = None, **_) -> None:
         """`wrap`: a long line is wrapped at spaces to the terminal width, continuation lines indented by `indent`
         (without it a line is printed whole). `style`: a rich style, shown on a colour terminal only."""
-        text = " ".join(o.render(self.width) if isinstance(o, Table) else str(o) for o in objs)
+        text = " ".join(o.render(self.width) if isinstance(o, Table) else clean(o, one_line=False) for o in objs)
         if wrap and self.width and any(len(x) > self.width for x in text.split("\n")):
             import textwrap
 
@@ -355,7 +435,7 @@ class Console:
                 from rich.console import Console as RichConsole
                 from rich.text import Text
 
-                RichConsole(file=self.stream, width=self.width or PIPE_WIDTH, highlight=False, markup=False,
+                RichConsole(file=raw_stream(self.stream), width=self.width or PIPE_WIDTH, highlight=False, markup=False,
                             emoji=False, soft_wrap=True).print(Text(text, style=style), soft_wrap=True)
                 return
         self.stream.write(text + "\n")

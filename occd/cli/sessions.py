@@ -10,7 +10,8 @@ from occd.cli.common import (
     agent_option, complete_preset, complete_session, console, emit_json, handle_errors, json_option,
     load_settings_from_ctx, looks_like_session_id, ok_mark, require_session, state_option, verbose_option,
 )
-from occd.cli.render import headroom_text, human_bytes, human_tokens, percent_change, relative_time, short_id
+from occd.cli.render import (clean_data, headroom_text, human_bytes, human_tokens, percent_change, relative_time,
+                              short_id)
 from occd.openclaw.figure import percent_text, tokens_text
 from occd.paths import display_path
 
@@ -107,6 +108,7 @@ def info_cmd(session, agent, state_dir, as_json, verbose):
         emit_json(info)
         return
     c = console()
+    info = clean_data(info)  # keys, paths, warnings from OpenClaw's files: one line each, no control characters
     a = info["analysis"]
     c.print(f"Session {info['sessionId']}  ({info.get('key') or 'no index entry'})")
     # a path is printed whole (to be copied), the size after it only when both fit on the line

@@ -12,6 +12,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from occd.transcript import jsontext
 
 log = logging.getLogger("occd.jobs.budget")
 FACTS_KEY = "budget.facts"
@@ -92,7 +93,7 @@ def db_facts(ctx, obs) -> Facts | None:
     entries = []
     for ln in context_window_lines(lines)[0]:
         try:
-            o = orjson.loads(ln)
+            o = jsontext.loads(ln)
         except orjson.JSONDecodeError:
             continue
         if isinstance(o, dict):

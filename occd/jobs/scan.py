@@ -539,17 +539,10 @@ def _save_cache(files: dict) -> str | None:
     from occd import paths
 
     p = _cache_path()
-    tmp = p.with_name(p.name + ".tmp")
     try:
-        paths.ensure_dir(p.parent)
-        tmp.write_bytes(orjson.dumps(files))
-        os.replace(tmp, p)
+        paths.write_private(p, orjson.dumps(files))
         return None
     except OSError as e:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
         msg = f"could not save the scan cache {p}: {e.strerror or e}"
         log.warning("%s", msg)
         return msg

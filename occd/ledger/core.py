@@ -52,6 +52,10 @@ class Ledger(LedgerProblems, LedgerQueries):
         and refuses a ledger whose schema is behind (`occd db upgrade` fixes that)."""
         p = Path(path) if path is not None else paths.ledger_path()
         busy_timeout = _eng.BUSY_TIMEOUT_S if busy_timeout is None else busy_timeout
+        if os.path.islink(p):
+            raise OccdError(f"The ledger {paths.display_path(p)} is a symbolic link; occd does not open it",
+                            "move the link aside (occd creates its own ledger), or point OCCD_HOME elsewhere",
+                            code="LEDGER_UNAVAILABLE")
         if p.is_dir():
             raise OccdError(f"The ledger path {paths.display_path(p)} is a directory, not a database file",
                             "move that folder aside, or point OCCD_HOME at another folder", code="LEDGER_UNAVAILABLE")
@@ -79,6 +83,7 @@ class Ledger(LedgerProblems, LedgerQueries):
                             "check the file's permissions and owner, or point OCCD_HOME at a writable folder",
                             code="LEDGER_READONLY")
         new = not p.exists()
+        _private_files(p, create=new)  # SQLite gives -wal/-shm the database file's mode: 0600 first
         eng = _eng.make_engine(p, busy_timeout=busy_timeout)
         led = cls(p, eng)
         if new:
@@ -462,3 +467,26 @@ class Ledger(LedgerProblems, LedgerQueries):
 
 def breaker_record_fields() -> list[str]:
     return [f.name for f in fields(BreakerRecord)]
+
+
+def _private_files(p: Path, *, create: bool) -> None:
+    """The ledger and its -wal/-shm are the user's alone: a new ledger file is created 0600 before SQLite opens
+    it (SQLite then creates -wal/-shm with the same mode, whatever the umask); existing ones of ours that are
+    wider are narrowed."""
+    if create:
+        try:
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except FileExistsError:
+            pass
+        except OSError:
+            return
+        else:
+            os.fchmod(fd, 0o600)
+            os.close(fd)
+    for f in (p, p.with_name(p.name + "-wal"), p.with_name(p.name + "-shm")):
+        try:
+            st = os.lstat(f)
+            if st.st_uid == os.getuid() and (st.st_mode & 0o077) and not os.path.islink(f):
+                os.chmod(f, 0o600)
+        except OSError:
+            pass

@@ -28,11 +28,10 @@ import sqlite3
 import time
 from pathlib import Path
 
-import orjson
-
 from occd.errors import BusyError, OccdError
 from occd.openclaw.filestore import SessionInfo, resolve_ref
 from occd.openclaw.state import DB_NAME, GLOBAL_DB
+from occd.transcript import jsontext
 
 from occd.openclaw.dbschema import (DOCUMENTED_SCHEMAS, KNOWN, KNOWN_SCHEMAS, MAX_EVENT_BYTES,  # noqa: F401
                                     OPTIONAL_COLUMNS, REQUIRED_COLUMNS, UNVERIFIED, VERIFIED_SCHEMA_VERSIONS,
@@ -74,8 +73,8 @@ def _is_reset(line: bytes) -> bool:
     if b'"reset"' not in line:
         return False
     try:
-        o = orjson.loads(line)
-    except orjson.JSONDecodeError:
+        o = jsontext.loads(line)
+    except ValueError:
         return False
     return isinstance(o, dict) and o.get("type") == "reset"
 
@@ -87,13 +86,13 @@ def _relink(lines: list[bytes]) -> list[bytes]:
     out, prev = [], None
     for ln in lines:
         try:
-            o = orjson.loads(ln)
-        except orjson.JSONDecodeError:
+            o = jsontext.loads(ln)
+        except ValueError:
             out.append(ln)
             continue
         if isinstance(o, dict) and o.get("parentId") != prev:
             o["parentId"] = prev
-            ln = orjson.dumps(o) + b"\n"
+            ln = jsontext.dumps(o) + b"\n"
         if isinstance(o, dict) and isinstance(o.get("id"), str):
             prev = o["id"]
         out.append(ln)
@@ -115,15 +114,15 @@ def context_window_lines(lines: list[bytes]) -> tuple[list[bytes], list[bytes]]:
     history = lines[start:last]
     kept: list[bytes] = []
     try:
-        first_kept = orjson.loads(lines[last]).get("firstKeptEntryId")
-    except (orjson.JSONDecodeError, AttributeError):
+        first_kept = jsontext.loads(lines[last]).get("firstKeptEntryId")
+    except (ValueError, AttributeError):
         first_kept = None
     if isinstance(first_kept, str):
         seen = False
         for ln in lines[1:last]:
             try:
-                o = orjson.loads(ln)
-            except orjson.JSONDecodeError:
+                o = jsontext.loads(ln)
+            except ValueError:
                 continue
             if not isinstance(o, dict):
                 continue
@@ -169,8 +168,8 @@ def loop_signals(lines: list[bytes], recent_turns: int = 10) -> dict:
         if _is_reset(ln):
             resets += 1
             try:
-                last_reset_at = orjson.loads(ln).get("timestamp")
-            except (orjson.JSONDecodeError, AttributeError):
+                last_reset_at = jsontext.loads(ln).get("timestamp")
+            except (ValueError, AttributeError):
                 pass
     per_turn = [0]
     turns = compactions = overflow = 0
@@ -321,8 +320,8 @@ class DbStore:
             if not size and sid in cold and isinstance(cold[sid].get("raw_bytes"), int):
                 size = cold[sid]["raw_bytes"]
             try:
-                entry = orjson.loads(entry_json) if entry_json else {}
-            except orjson.JSONDecodeError:
+                entry = jsontext.loads(entry_json) if entry_json else {}
+            except ValueError:
                 self.warnings.append(f"{key}: entry_json is not valid JSON")
                 entry = {}
             if not isinstance(entry, dict):
@@ -419,8 +418,8 @@ def _lease_alive(payload_json: str | None) -> bool:
     from occd.openclaw.locks import pid_alive
 
     try:
-        owner = (orjson.loads(payload_json) or {}).get("owner") or {}
-    except (orjson.JSONDecodeError, TypeError, AttributeError):
+        owner = (jsontext.loads(payload_json) or {}).get("owner") or {}
+    except (ValueError, TypeError, AttributeError):
         return True
     pid, host = owner.get("pid"), owner.get("host")
     if isinstance(pid, int) and host == socket.gethostname():
@@ -447,8 +446,8 @@ def gateway_status(state_dir: Path, now_ms: int | None = None, uid: int | None =
             for (payload,) in rows:
                 if _lease_alive(payload):
                     try:
-                        p = orjson.loads(payload) if payload else {}
-                    except orjson.JSONDecodeError:
+                        p = jsontext.loads(payload) if payload else {}
+                    except ValueError:
                         p = {}
                     return {"running": True, "source": "lease", "pid": (p.get("owner") or {}).get("pid"),
                             "port": p.get("port")}

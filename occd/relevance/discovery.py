@@ -35,6 +35,7 @@ from typing import Iterable, Mapping
 from occd.relevance.headtail import Counter, head_tail
 from occd.relevance.prompts import SKIP_PREFIXES, claude_prompt_text, text_of
 from occd.relevance.redact import squash
+from occd.transcript import jsontext
 
 ORIGIN_RE = re.compile(r"\[openclaw:agent=([A-Za-z0-9][A-Za-z0-9_.\-]{0,63})\]")
 CLAUDE_BACKEND = "claude-cli"
@@ -518,18 +519,17 @@ def _db_session(state_dir: Path, agent: str, store, info, cfg: dict) -> Session:
     tail: list[dict] = []
     try:
         c = store.conn()
-        import orjson
 
         def objs(rows):
             out = []
             for ej, ez in rows:
                 try:
                     if ej is not None:
-                        o = orjson.loads(ej)
+                        o = jsontext.loads(ej)
                     elif ez is not None:
                         from occd.openclaw.dbstore import _decode_zstd
 
-                        o = orjson.loads(_decode_zstd(ez))
+                        o = jsontext.loads(_decode_zstd(ez))
                     else:
                         continue
                 except (ValueError, Exception):  # noqa: BLE001 - one bad row is skipped

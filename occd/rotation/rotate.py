@@ -293,6 +293,10 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
         if archive is None or not archive.exists():
             raise OccdError("The archive of the old session is gone (old_session_policy = \"delete\"?)",
                             "nothing to restore", code="NO_ARCHIVE")
+        from occd.transcript.archive import no_symlink
+
+        no_symlink(archive.parent)  # the seeded session moves there: never into a symlink's target
+        no_symlink(archive, "file")
         lock = session_lock(old_path)
         lock.__enter__()
         stack.callback(lock.__exit__, None, None, None)

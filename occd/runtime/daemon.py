@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from occd import paths
-from occd.errors import BusyError
+from occd.errors import BusyError, OccdError
 
 log = logging.getLogger("occd.daemon")
 
@@ -120,7 +120,10 @@ class InstanceLock:
 
     def acquire(self) -> "InstanceLock":
         paths.ensure_dir(self.path.parent)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:  # never through a symlink planted at the lock's name
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except OSError as e:
+            raise OccdError(f"Cannot take occd's lock {self.path}: {e.strerror}", "remove it", code="LOCK_FAILED") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -185,10 +188,7 @@ def _write_json(p: Path, data: dict) -> None:
     import orjson
 
     try:
-        paths.ensure_dir(p.parent)
-        tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS))
-        os.replace(tmp, p)
+        paths.write_private(p, orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS))
     except (OSError, TypeError) as e:
         log.debug("could not write %s: %s", p, e)
 

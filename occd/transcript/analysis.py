@@ -17,6 +17,7 @@ import orjson
 from occd.transcript.jsonl import iter_objects
 from occd.transcript.model import Transcript
 from occd.transcript.scan import entry_from_obj
+from occd.transcript import jsontext
 
 
 def context_tokens(t: Transcript) -> dict:
@@ -303,7 +304,7 @@ def summarize_range(path: str | os.PathLike, start: int = 0, end: int | None = N
             if not raw.strip():
                 continue
             try:
-                o = orjson.loads(raw)
+                o = jsontext.loads(raw)
             except orjson.JSONDecodeError:
                 s.malformed += 1
                 s.malformed_lines.append(offset)
