@@ -88,6 +88,27 @@ def install_safe_streams() -> None:
             setattr(sys, name, SafeStream(cur))
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 session', '2 sessions' (`many`: an irregular plural, 'emergencies')."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def plain(v) -> str:
+    """A value as people read it, never a Python repr: yes/no, '-' for nothing, '2.5' not '2.50000', a map as
+    'key value, ...', a list comma-separated ('none' when empty)."""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {plain(x)}" for k, x in v.items()) or "none"
+    if isinstance(v, (list, tuple, set)):
+        return ", ".join(plain(x) for x in v) or "none"
+    return str(v)
+
+
 def use_color(stream=None) -> bool:
     stream = stream or sys.stdout
     if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
@@ -286,12 +307,13 @@ GAP = 2  # columns between two table columns (rich: padding (0, 1) on each side,
 
 
 class Table:
-    """The part of rich.table.Table that occd uses. Cells are kept as plain strings and handed to rich as Text
-    (no markup: '[running]' in data stays as it is) when the table is drawn, at the console's width: columns that
-    may wrap do so at spaces (rich), path columns (overflow="path") are cut before the file name first."""
+    """A table drawn as plain text at the console's width (no rich import: read commands start fast). Columns
+    that may wrap do so at spaces only and give way (widest first) no further than their longest word, so no word,
+    id or UUID is broken; path columns (overflow="path") are cut before the file name. Only when even that cannot
+    fit does a wrapping column fold its longest words."""
 
     def __init__(self, *_, **options):
-        self.options = options  # rich.table.Table keywords (show_edge, box, ...): passed on when drawn
+        self.options = options  # rich.table.Table-style keywords (show_edge, box, ...): accepted, not needed
         self.columns: list[dict] = []
         self.rows: list[list[str]] = []
 
@@ -301,95 +323,105 @@ class Table:
     def add_row(self, *cells) -> None:
         self.rows.append([clean(c) for c in cells])
 
-    def _path_widths(self, width: int | None) -> dict[int, int]:
-        """Widths for the path columns so the table fits `width`: the widest flexible columns give way first,
-        never below their header or 12 columns (the file name stays readable)."""
-        paths = [i for i, c in enumerate(self.columns) if c["overflow"] == "path"]
-        if width is None or not paths:
-            return {}
-        widths = [max([len(c["header"])] + [len(r[i]) for r in self.rows]) for i, c in enumerate(self.columns)]
-        excess = sum(widths) + GAP * (len(widths) - 1) - width
-        flex = [i for i, c in enumerate(self.columns) if c["overflow"]]
-        while excess > 0 and flex:
-            i = max(flex, key=lambda j: widths[j])
-            floor = max(len(self.columns[i]["header"]), 12)
-            if widths[i] <= floor:
-                flex.remove(i)
-                continue
-            step = min(excess, widths[i] - floor)
-            widths[i] -= step
-            excess -= step
-        return {i: widths[i] for i in paths}
+    def _floor(self, i: int, fold: bool) -> int:
+        c = self.columns[i]
+        if c["overflow"] == "path":
+            return max(len(c["header"]), 12)
+        if fold:
+            return max(len(c["header"]), 8)
+        return max([len(c["header"])] + [len(w) for r in self.rows for w in r[i].split()])
 
-    def to_rich(self, width: int | None):
-        """The rich.table.Table for a console `width` columns wide (None: unlimited)."""
-        from rich.table import Table as RichTable
-        from rich.text import Text
+    def widths(self, width: int | None) -> list[int]:
+        """Each column's width so the table fits `width` (None: natural widths)."""
+        w = [max([len(c["header"])] + [max((len(x) for x in r[i].split("\n")), default=0) for r in self.rows])
+             for i, c in enumerate(self.columns)]
+        if width is None:
+            return w
+        for fold in (False, True):
+            excess = sum(w) + GAP * (len(w) - 1) - width
+            flex = [i for i, c in enumerate(self.columns) if c["overflow"]]
+            while excess > 0 and flex:
+                i = max(flex, key=lambda j: w[j])
+                floor = self._floor(i, fold)
+                if w[i] <= floor:
+                    flex.remove(i)
+                    continue
+                step = min(excess, w[i] - floor)
+                w[i] -= step
+                excess -= step
+            if excess <= 0:
+                break
+        return w
 
-        cut = self._path_widths(width)
-        opts = {"box": None, "show_edge": False, "pad_edge": False, "padding": (0, GAP // 2)}
-        opts.update(self.options)
-        t = RichTable(**opts)
-        for i, c in enumerate(self.columns):
-            if i in cut:  # already cut to fit: rich must not wrap or cut it again
-                t.add_column(c["header"], justify=c["justify"], no_wrap=True, overflow="ignore")
-            elif c["overflow"]:  # wraps at spaces; a word longer than the column is folded
-                t.add_column(c["header"], justify=c["justify"], overflow="fold")
-            else:
-                t.add_column(c["header"], justify=c["justify"], no_wrap=True, overflow="ignore")
-        for r in self.rows:
-            t.add_row(*(Text(cut_path(cell, cut[i]) if i in cut else cell) for i, cell in enumerate(r)))
-        return t
+    def _cell(self, i: int, text: str, w: int) -> list[str]:
+        import textwrap
+
+        c = self.columns[i]
+        if c["overflow"] == "path":
+            return [cut_path(text, w)]
+        if not c["overflow"]:
+            return text.split("\n")
+        out = []
+        for line in text.split("\n"):
+            long = any(len(x) > w for x in line.split())
+            out += textwrap.wrap(line, w, break_long_words=long, break_on_hyphens=False) or [""]
+        return out
+
+    def _under(self, width: int) -> bool:
+        """The last column (free text) goes under each row when the table cannot fit with that column holding
+        its longest word (a UUID, a path): wrapping it there would cut the word."""
+        last = len(self.columns) - 1
+        if width is None or last < 1 or self.columns[last]["overflow"] != "wrap":
+            return False
+        w = self.widths(None)
+        fixed = [self._floor(i, False) if self.columns[i]["overflow"] else w[i] for i in range(last + 1)]
+        return sum(fixed) + GAP * last > width
 
     def render(self, width: int | None = None) -> str:
-        """The table as plain text (no colour), lines without trailing spaces."""
-        import io
+        """The table as plain text, lines without trailing spaces."""
+        import textwrap
 
-        from rich.console import Console as RichConsole
+        if not self._under(width):
+            w = self.widths(width)
+            return "\n".join(x for r in [[c["header"] for c in self.columns]] + self.rows for x in self._row(r, w))
+        head = Table()
+        head.columns = self.columns[:-1]
+        head.rows = [r[:-1] for r in self.rows]
+        w = head.widths(width)
+        lines = head._row([c["header"] for c in head.columns], w)
+        for r in self.rows:
+            lines += head._row(r[:-1], w)
+            for part in r[-1].split("\n"):
+                lines += ["    " + x for x in textwrap.wrap(part, max(width - 4, 1), break_long_words=False,
+                                                            break_on_hyphens=False)]
+        return "\n".join(lines)
 
-        con = RichConsole(file=io.StringIO(), width=width or PIPE_WIDTH, color_system=None, force_terminal=False,
-                          highlight=False, soft_wrap=False)
-        con.print(self.to_rich(width))
-        return "\n".join(line.rstrip() for line in con.file.getvalue().rstrip("\n").split("\n"))
+    def _row(self, r: list[str], w: list[int]) -> list[str]:
+        cells = [self._cell(i, cell, w[i]) for i, cell in enumerate(r)]
+        out = []
+        for k in range(max(len(x) for x in cells)):
+            parts = []
+            for i, x in enumerate(cells):
+                v = x[k] if k < len(x) else ""
+                parts.append(v.rjust(w[i]) if self.columns[i]["justify"] == "right" else v.ljust(w[i]))
+            out.append((" " * GAP).join(parts).rstrip())
+        return out
 
 
 class Console:
-    """Output for the human renderers through rich: `print` of strings (as rich Text: no markup is interpreted,
-    so '[running]' in data stays as it is) and of Tables, fitted to the terminal width (whole lines on a pipe);
-    colour and styles only on a terminal without NO_COLOR."""
+    """Output for the human renderers: strings printed as they are (no markup: '[running]' in data stays) and
+    Tables, fitted to the terminal width (whole lines on a pipe). A style (rich's name, e.g. "dim") is drawn by
+    rich, imported then, only on a terminal with colour (not under NO_COLOR)."""
 
     def __init__(self, stderr: bool = False):
         import sys
 
         self.stream = sys.stderr if stderr else sys.stdout
         self.width = terminal_width(self.stream)
-        self._rich = None
-
-    @property
-    def rich(self):
-        if self._rich is None:
-            from rich.console import Console as RichConsole
-
-            color = use_color(self.stream)
-            self._rich = RichConsole(file=raw_stream(self.stream), width=self.width or PIPE_WIDTH, force_terminal=color,
-                                     color_system="auto" if color else None, no_color=not color,
-                                     highlight=False, markup=False, emoji=False, soft_wrap=True)
-        return self._rich
 
     def print(self, *objs, wrap: bool = False, indent: int = 0, style: str | None = None, **_) -> None:
         """`wrap`: a long line is wrapped at spaces to the terminal width, continuation lines indented by `indent`
-        (without it a line is printed whole). `style`: a rich style, shown on a terminal only."""
-        from rich.text import Text
-
-        con = self.rich
-        if len(objs) == 1 and isinstance(objs[0], Table):
-            # drawn into a buffer first so that lines lose the padding rich leaves after the last column
-            with con.capture() as cap:
-                con.print(objs[0].to_rich(self.width), soft_wrap=False, crop=False)
-            lines = cap.get().rstrip("\n").split("\n")
-            con.file.write("\n".join(line.rstrip() for line in lines) + "\n")
-            con.file.flush()
-            return
+        (without it a line is printed whole). `style`: a rich style, shown on a colour terminal only."""
         text = " ".join(o.render(self.width) if isinstance(o, Table) else clean(o, one_line=False) for o in objs)
         if wrap and self.width and any(len(x) > self.width for x in text.split("\n")):
             import textwrap
@@ -398,7 +430,16 @@ class Console:
             body = text[lead:]
             text = "\n" * lead + "\n".join(textwrap.wrap(body, self.width, subsequent_indent=" " * indent,
                                                           break_long_words=False, break_on_hyphens=False))
-        con.print(Text(text, style=style or ""), soft_wrap=True)
+        if style:
+            if use_color(self.stream):
+                from rich.console import Console as RichConsole
+                from rich.text import Text
+
+                RichConsole(file=raw_stream(self.stream), width=self.width or PIPE_WIDTH, highlight=False, markup=False,
+                            emoji=False, soft_wrap=True).print(Text(text, style=style), soft_wrap=True)
+                return
+        self.stream.write(text + "\n")
+        self.stream.flush()
 
 
 def headroom_text(left: int | None) -> str:

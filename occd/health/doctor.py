@@ -146,7 +146,7 @@ def check_openclaw(ctx: DoctorContext) -> list[Result]:
     if not agents:
         return [Result("openclaw", "fail", f"no agents in {paths.display_path(sd)}",
                        "run OpenClaw once, or point OPENCLAW_STATE_DIR at its state directory")]
-    out = [Result("openclaw", "ok", f"state dir {paths.display_path(sd)}, {len(agents)} agent(s)")]
+    out = [Result("openclaw", "ok", f"state dir {paths.display_path(sd)}, {len(agents)} agent{'s' if len(agents) != 1 else ''}")]
     for a in agents:
         bad = a.era == "needs-migration"
         out.append(Result(f"agent {a.id}", "fail" if bad else "ok", f"{a.era} era",
@@ -298,7 +298,8 @@ def check_scan(ctx: DoctorContext) -> Result | None:
         first = (ls.get("error_text") or "").splitlines()[:1]
         return Result("scan", "fail", f"last scan ({_age(ctx.now - ls['started'])} ago) had {ls['errors']} error(s)"
                       + (f": {first[0][:120]}" if first else ""), "`occd logs` shows them in full")
-    return Result("scan", "ok", f"last scan {_age(ctx.now - ls['started'])} ago, {ls['sessions_seen']} sessions, "
+    return Result("scan", "ok", f"last scan {_age(ctx.now - ls['started'])} ago, {ls['sessions_seen']} "
+                                f"session{'s' if ls['sessions_seen'] != 1 else ''}, "
                                 "no errors")
 
 
@@ -357,7 +358,8 @@ def check_locks(ctx: DoctorContext) -> Result | None:
                     stale.append((sdir / n, info.reason))
     if stale:
         shown = ", ".join(f"{paths.display_path(p)} ({why})" for p, why in stale[:3])
-        return Result("locks", "fail", f"{len(stale)} stale transcript lock(s): {shown}",
+        # harmless (its own hint says why): a warning, never a failure
+        return Result("locks", "warn", f"{len(stale)} stale transcript lock{'s' if len(stale) != 1 else ''}: {shown}",
                       "OpenClaw removes them on its next run; occd treats them as not running",
                       data={"stale": [str(p) for p, _ in stale]})
     return Result("locks", "ok", "no stale transcript locks")
@@ -384,7 +386,7 @@ def check_backups(ctx: DoctorContext) -> Result | None:
             continue
         where = where or sdir
     free = shutil.disk_usage(where).free if where else None
-    detail = f"{n} backup file(s), {_size(total)}" + (f"; {_size(free)} free" if free is not None else "")
+    detail = f"{n} backup file{'s' if n != 1 else ''}, {_size(total)}" + (f"; {_size(free)} free" if free is not None else "")
     if free is not None and free < max(total, 1 << 30):
         return Result("backups", "fail", detail, "low disk space: lower backups_keep or free space",
                       data={"files": n, "bytes": total, "freeBytes": free})

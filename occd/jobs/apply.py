@@ -17,7 +17,7 @@ import logging
 import os
 
 from occd.errors import BusyError, OccdError
-from occd.jobs.decide import DECIDED_KEY, decide_session
+from occd.jobs.decide import DECIDED_KEY, decide_session, no_rotation
 
 log = logging.getLogger("occd.jobs.apply")
 REPEAT_QUIET_S = 24 * 3600  # an unchanged would-do is recorded once a day
@@ -173,7 +173,8 @@ def run(ctx) -> dict:
         # has its own cooldown and backoff
         if not covered_here and (obs.era == "file" or d.action != "rotate") and recent.stripped_since_activity(obs):
             continue
-        if d.action == "strip" and not d.details.get("emergency") and obs.era == "file":
+        if (d.action == "strip" and not d.details.get("emergency") and obs.era == "file"
+                and d.details.get("freshSessionTokens") is None):  # (a strip because a rotation would not help wins)
             from occd.jobs import rotate as rotate_job
 
             if rotate_job.scheduled(ctx, obs, now):
@@ -182,6 +183,9 @@ def run(ctx) -> dict:
         decided.add((obs.agent, obs.session_key or obs.session_id))  # the rotate job leaves it this cycle
         if d.deferred and d.details.get("dueAt"):
             wake_at(ctx, d.details["dueAt"])
+        if d.action == "strip" and d.details.get("freshSessionTokens") is not None:
+            # "a rotation would not help": the rotate job of this cycle must not decide one for it too
+            no_rotation(ctx).add((obs.agent, obs.session_id))
         if d.action == "rotate":
             r = _rotate(ctx, obs, d, counts, recent)
             # no strip instead where occd cannot rewrite the session (database era: it would be a compaction) or

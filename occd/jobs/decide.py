@@ -49,3 +49,15 @@ def decided_this_cycle(ctx, scan, obs) -> bool:
     """Whether the apply job already decided about this session in this cycle (scan)."""
     hit = ctx.cache.get(DECIDED_KEY)
     return bool(hit and hit[0] is scan and (obs.agent, obs.session_key or obs.session_id) in hit[1])
+
+
+NO_ROTATION = "apply:no-rotation"
+
+
+def no_rotation(ctx) -> set:
+    """(agent, session id) the apply job found a rotation would not help, for this cycle's scan only: one
+    decision per session per cycle (the rotate job skips them)."""
+    held = ctx.cache.get(NO_ROTATION)
+    if held is None or held[0] is not ctx.last_scan:
+        held = ctx.cache[NO_ROTATION] = (ctx.last_scan, set())
+    return held[1]

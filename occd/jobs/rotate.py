@@ -108,10 +108,13 @@ def run(ctx) -> dict:
     sessions = [o for o in scan.sessions if o.era in ("file", "db")]
     counts["assessed"] = assess(ctx, {o.session_id: o for o in sessions})
     end_cooldowns(ctx, ctx.now())
+    from occd.jobs.decide import no_rotation
+
+    skip = no_rotation(ctx)  # sessions this cycle's apply job found a rotation would not help: one decision each
     for obs in sessions:
         if ctx.stop.is_set():
             break
-        if not obs.session_key:
+        if not obs.session_key or (obs.agent, obs.session_id) in skip:
             continue
         now = ctx.now()
         policy = s.policy_for(obs.agent)

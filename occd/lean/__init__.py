@@ -460,7 +460,9 @@ def sessions_summary(env=None) -> dict:
     return {"enabled": True, "sessions": {k: v for k, v in views.items() if v}}
 
 
-def status(state_dir: Path, env=None) -> dict:
+def status(state_dir: Path, env=None, rules: dict | None = None) -> dict:
+    """`rules`: what a session gets when the daemon turns it on (config [lean], given by the caller); `default`:
+    the plugin's policy file's rule for every other session (off until the daemon decides)."""
     config = _load_config(state_dir)
     policy = read_policy(env)
     stats = read_stats(env)
@@ -473,5 +475,6 @@ def status(state_dir: Path, env=None) -> dict:
             "slot": slot_owner(config) or "legacy",
             "marker": _read_json(marker_path(env)), "policyPath": str(policy_path(env)),
             "default": policy["default"], "agents": policy["agents"], "sessions": sessions,
+            "rules": rules,
             "statsUpdatedAt": (stats.get("updatedAt") or 0) / 1000.0 or None,
             "policyError": stats.get("policyError"), "checks": health_checks(state_dir, env)}

@@ -261,6 +261,10 @@ class Ledger(LedgerProblems, LedgerQueries):
                       reason: str | None = None, outcome: str = "ok", before: Mapping | None = None,
                       after: Mapping | None = None, backup_path: str | Path | None = None, error: str | None = None,
                       dry_run: bool = False, duration_ms: float | None = None, now=None) -> int:
+        from occd.ledger.kinds import ACTION_KINDS, is_action_kind
+
+        if not is_action_kind(kind):
+            raise ValueError(f"kind must be one of {ACTION_KINDS} or job:<name>, not {kind!r}")
         if outcome not in ACTION_OUTCOMES:
             raise ValueError(f"outcome must be one of {ACTION_OUTCOMES}, not {outcome!r}")
         if trigger not in ("manual", "auto"):

@@ -103,7 +103,7 @@ class Session:
 
     def digest_text(self) -> str:
         """The words the keyword fallback compares (unredacted, local only)."""
-        return " ".join(x for x in (self.label, self.first_user_message, self.latest_user_task) if x)
+        return "\n".join(" ".join(x.split()) for x in (self.label, self.first_user_message, self.latest_user_task) if x)
 
     def context_percent(self) -> float | None:
         from occd.openclaw.figure import percent
@@ -150,10 +150,14 @@ def _ts(v) -> float | None:
 
 
 def _is_task(text: str | None) -> bool:
+    """Something the user asked: not a tool's output, a hook's note, or occd's own seed of a rotated session
+    (that is occd writing, not the user asking: it is never shown as the session's task)."""
+    from occd.transcript.marks import SEED_MARK
+
     if not text or not text.strip():
         return False
     s = text.lstrip()
-    return not s.startswith(SKIP_PREFIXES) and not s.startswith(("<command-name>", "<command-message>"))
+    return not s.startswith(SKIP_PREFIXES + (SEED_MARK,)) and not s.startswith(("<command-name>", "<command-message>"))
 
 
 def task_of_prompt(prompt: str | None) -> str | None:

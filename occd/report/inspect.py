@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from occd.actions.common import open_agent_store
+from occd.actions.common import open_agent_store, resolve_session
 from occd.errors import OccdError
 from occd.openclaw.figure import Figure, compactions, file_figure, percent, rewrite_marks, session_figure
 
@@ -33,9 +33,12 @@ class SessionRow:
     def context_percent(self) -> float | None:
         return percent(self.tokens, self.context_window)
 
-    def to_json(self) -> dict:
+    def to_json(self, short: str | None = None) -> dict:
+        """`short`: the id as the table shows it (unique among the listed ids: occd.ids.short_forms)."""
+        from occd.openclaw.ids import short_id
+
         f = self.figure
-        return {"id": self.session_id, "shortId": self.session_id[:13], "key": self.key,
+        return {"id": self.session_id, "shortId": short or short_id(self.session_id), "key": self.key,
                 "path": str(self.path) if self.path else None,
                 "updatedAt": self.updated_at.isoformat() if self.updated_at else None,
                 "size": self.size, "tokens": self.tokens, "tokensSource": self.tokens_source,
@@ -174,7 +177,7 @@ def session_info(settings, *, agent: str | None = None, ref: str | None = None) 
     from occd.transcript.scan import scan_stream
 
     state_dir, aid, store = open_agent_store(settings, agent, ref)
-    info = store.resolve(ref) if ref else store.latest()
+    info = resolve_session(store, ref, state_dir, aid) if ref else store.latest()
     path = Path(info.path) if getattr(info, "path", None) else None
     if path is not None:
         if not path.is_file():

@@ -7,6 +7,7 @@ import time
 
 from occd import paths
 from occd.errors import OccdError, UsageError
+from occd.ledger import ACTION_KINDS, is_action_kind  # the ledger's one list of kinds (a newer ledger may hold more)
 
 
 def parse_since(text: str | None, now: float) -> float | None:
@@ -35,8 +36,6 @@ def parse_since(text: str | None, now: float) -> float | None:
                          "e.g. --since 7d, 12h, 30m, today, yesterday, 2026-11-22, 2026-11-22T10:00") from None
 
 
-# Action kinds occd records (the ledger may hold more from newer versions; those are accepted too).
-ACTION_KINDS = ("edit", "strip", "clone", "restore", "rotate", "rotate-undo", "archive", "compact")
 
 
 def _open_ledger():
@@ -45,6 +44,26 @@ def _open_ledger():
     if not paths.ledger_path().exists():
         return None
     return Ledger.open(readonly=True)
+
+
+def open_would(day: list[dict]) -> list[dict]:
+    """Observe mode's "would" rows that still stand, newest first: one per session and kind, and none that an
+    action done on the session since (an --act cycle's strip, a manual edit) has made history."""
+    done: dict[tuple, float] = {}
+    for a in day:
+        if not a.get("dry_run") and a.get("outcome") == "ok":
+            k = (a.get("agent_id"), a.get("session_id"))
+            done[k] = max(done.get(k, 0.0), a["ts"])
+    out, seen = [], set()
+    for a in day:  # newest first
+        if not a.get("dry_run") or a.get("trigger") != "auto":
+            continue
+        k = (a.get("agent_id"), a.get("session_id"), a["kind"])
+        if k in seen or done.get(k[:2], -1.0) >= a["ts"]:
+            continue
+        seen.add(k)
+        out.append(a)
+    return out
 
 
 def daemon_info(ledger, now: float) -> dict:
@@ -84,7 +103,7 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
             by_agent.setdefault(o["agent"], []).append(o)
         breakers = led.breakers()
         day = led.history(since=now - 86400, limit=5000)
-        would = [a for a in day if a["dry_run"] and a["trigger"] == "auto"]
+        would = open_would(day)
         emergencies = _emergencies(day)
         marks = {(e["agent"], e["sessionId"]): e for e in emergencies}
         from occd.policy.savings import summarize
@@ -304,14 +323,14 @@ def history(settings=None, *, agent=None, session=None, kind=None, since=None, l
     needed (kept for callers that pass it)."""
     now = time.time() if now is None else now
     since_ts = parse_since(since, now)
-    if kind and kind not in ACTION_KINDS:
-        _check_known("kind", kind, ACTION_KINDS)
     led = _open_ledger()
     if led is None:
+        if kind and not is_action_kind(kind):
+            _check_known("kind", kind, ACTION_KINDS)
         return ([], 0) if with_total else []
     with led:
-        if kind and kind not in ACTION_KINDS:
-            _check_known("kind", kind, led.action_kinds())
+        if kind and not is_action_kind(kind):
+            _check_known("kind", kind, sorted(set(ACTION_KINDS) | set(led.action_kinds())))
         if agent:
             known = [a["id"] for a in led.agents()]
             if agent not in known:

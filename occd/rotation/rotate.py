@@ -17,7 +17,7 @@ import time
 from datetime import date, datetime, timezone
 from pathlib import Path
 
-from occd.actions.common import check_writable_path, ensure_idle, open_agent_store, session_lock
+from occd.actions.common import check_writable_path, ensure_idle, open_agent_store, resolve_session, session_lock
 from occd.errors import BusyError, OccdError
 
 log = logging.getLogger("occd.rotation")
@@ -117,7 +117,7 @@ def rotate_session(settings, *, agent=None, ref=None, dry_run=False, force=False
     if era not in ("file", "db"):
         raise OccdError(f"Agent '{aid}' has sessions OpenClaw has not migrated yet", "run `openclaw doctor --fix` "
                         "first; occd only reads such a state", code="UNSUPPORTED_ERA")
-    info = store.resolve(ref) if ref else store.latest()
+    info = resolve_session(store, ref, state_dir, aid, command="rotate") if ref else store.latest()
     times = _file_times(info) if era == "file" else None  # before occd reads it: an undo gives them back
     if not info.key:
         raise OccdError(f"Session '{info.session_id}' has no session key in the index",
