@@ -436,20 +436,19 @@ def test_doctor_names_a_config_typo_and_a_missing_state(isolated_env, monkeypatc
 
 
 def test_doctor_all_good_on_a_healthy_state_exits_0(isolated_env, monkeypatch):
-    from occd.runtime import daemon
+    from occd.runtime import lock, service, statusfile
     from occd.health import doctor
-    from occd.runtime import service
 
     make_state(isolated_env, {"agent:main:main": {"turns": 4}})
     run("run", "--once")
     monkeypatch.setattr(service, "service_state", lambda *a, **k: {"installed": True, "unitPath": "/x/occd.service",
                                                                   "active": True, "lingering": True})
-    monkeypatch.setattr(daemon.InstanceLock, "holder", staticmethod(lambda path=None: 4242))
-    monkeypatch.setattr(daemon, "read_status", lambda: {"lastCycle": time.time() - 10})
+    monkeypatch.setattr(lock.InstanceLock, "holder", staticmethod(lambda path=None: 4242))
+    monkeypatch.setattr(statusfile, "read_status", lambda: {"lastCycle": time.time() - 10})
     res = {r.name: r.status for r in doctor.diagnose()}
     assert res["service"] == "ok" and res["heartbeat"] == "ok" and res["ledger"] == "ok" and res["scan"] == "ok"
     assert "fail" not in res.values(), res
-    monkeypatch.setattr(daemon, "read_status", lambda: {"lastCycle": time.time() - 3600})
+    monkeypatch.setattr(statusfile, "read_status", lambda: {"lastCycle": time.time() - 3600})
     assert {r.name: r.status for r in doctor.diagnose()}["heartbeat"] == "fail"  # stale: 12 scan intervals
 
 
@@ -593,7 +592,7 @@ def test_logs_journal_without_journalctl_is_one_clear_line(isolated_env, tmp_pat
 
 
 def test_status_check_exits_1_on_each_problem_and_0_when_healthy(isolated_env, monkeypatch):
-    from occd.runtime import daemon
+    from occd.runtime import lock, statusfile
     from occd.ledger import Ledger
 
     now = time.time()
@@ -602,15 +601,15 @@ def test_status_check_exits_1_on_each_problem_and_0_when_healthy(isolated_env, m
         led.record_scan(now - 30, 0.1, agents=1, sessions_seen=1)
     r = run("status", "--check")
     assert r.exit_code == 1 and "not running" in r.stderr  # no daemon
-    monkeypatch.setattr(daemon.InstanceLock, "holder", staticmethod(lambda path=None: 4242))
-    monkeypatch.setattr(daemon, "read_status", lambda: {"lastCycle": time.time() - 20, "started": now - 100})
+    monkeypatch.setattr(lock.InstanceLock, "holder", staticmethod(lambda path=None: 4242))
+    monkeypatch.setattr(statusfile, "read_status", lambda: {"lastCycle": time.time() - 20, "started": now - 100})
     r = run("status", "--check")
     assert r.exit_code == 0 and r.output.startswith("OK")
-    monkeypatch.setattr(daemon, "read_status", lambda: {"lastCycle": time.time() - 7200, "started": now - 9000})
+    monkeypatch.setattr(statusfile, "read_status", lambda: {"lastCycle": time.time() - 7200, "started": now - 9000})
     r = run("status", "--check", "--json")
     out = json.loads(r.stdout)
     assert r.exit_code == 1 and out["success"] is False and out["problems"][0]["code"] == "DAEMON_STALE"
-    monkeypatch.setattr(daemon, "read_status", lambda: {"lastCycle": time.time() - 20, "started": now - 100})
+    monkeypatch.setattr(statusfile, "read_status", lambda: {"lastCycle": time.time() - 20, "started": now - 100})
     with Ledger.open() as led:
         led.record_scan(now - 5, 0.1, agents=1, sessions_seen=1, errors=2, error_text="x")
     r = run("status", "--check")

@@ -267,7 +267,8 @@ def test_daemon_single_instance_sigterm_and_sd_notify(isolated_env, tmp_path):
     try:
         msg = sock.recv(4096).decode()
         assert "READY=1" in msg
-        from occd.runtime.daemon import InstanceLock, read_status
+        from occd.runtime.lock import InstanceLock
+        from occd.runtime.statusfile import read_status
 
         assert _wait_for(lambda: (read_status() or {}).get("lastCycle"))
         assert InstanceLock.holder() == p.pid

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 
 import occd.jobs as jobs_mod
 from occd.runtime import daemon as dmod
+from occd.runtime import lock, notify, statusfile
 from occd.cli.main import cli
 from occd.config import load_settings
 from occd.jobs import AFTER_SCAN, JobContext, JobSpec, available_jobs, run_cycle, run_job
@@ -204,7 +205,7 @@ def test_run_once_cli_exit_codes_and_summary(isolated_env, monkeypatch):
     assert rec.events == ["scan start", "scan end", "apply start", "apply end", "prune start", "prune end",
                           "maintain start", "maintain end"]
     assert "ok     scan      sessions 4" in r.output and "ok     prune     removed 2" in r.output
-    times = json.loads(dmod.job_times_file().read_text())
+    times = json.loads(statusfile.job_times_file().read_text())
     assert set(times) == {"prune", "maintain"}  # the daemon will not redo them right after this
     # one failing job: the others still run, exit 1 with a summary
     reg[2] = spec("prune", rec.job("prune", fail=True), lambda s: 86400)
@@ -244,7 +245,7 @@ def test_scheduler_chains_apply_after_scan_and_survives_failures(isolated_env, t
         assert len(led.history(kind="job:boom")) >= 2
         run = led.latest_daemon_run()
         assert run["stopped"] is not None and run["last_cycle"] is not None
-    st = dmod.read_status()
+    st = statusfile.read_status()
     assert st["pid"] is None and st["jobs"]["boom"]["ok"] is False and st["jobs"]["scan"]["sessions"] == 2
 
 
@@ -274,7 +275,7 @@ def test_sighup_reloads_settings_and_reschedules(isolated_env, tmp_path):
             assert wait_for(lambda: d.settings.policy.mode == "act")
             assert d.ctx.settings is d.settings
             assert d.scheduler.get_job("scan").trigger.interval_length == 7200
-            assert wait_for(lambda: (dmod.read_status() or {}).get("mode") == "act")
+            assert wait_for(lambda: (statusfile.read_status() or {}).get("mode") == "act")
             assert sock.wait("READY=1\nSTATUS=mode act")
             reloading = [m for m in sock.messages if m.startswith("RELOADING=1")]
             assert reloading and "MONOTONIC_USEC=" in reloading[0]
@@ -349,20 +350,20 @@ def test_periodic_jobs_are_planned_from_their_last_run(isolated_env):
 def test_sd_notify_over_a_real_socket(tmp_path, abstract):
     sock = NotifySocket(tmp_path, abstract=abstract)
     try:
-        assert dmod.sd_notify("READY=1\nSTATUS=hi", {"NOTIFY_SOCKET": sock.addr})
+        assert notify.sd_notify("READY=1\nSTATUS=hi", {"NOTIFY_SOCKET": sock.addr})
         assert sock.wait("READY=1\nSTATUS=hi")
     finally:
         sock.close()
-    assert dmod.sd_notify("READY=1", {}) is False
-    assert dmod.sd_notify("READY=1", {"NOTIFY_SOCKET": str(tmp_path / "gone.sock")}) is False
-    assert dmod.sd_notify("READY=1", {"NOTIFY_SOCKET": "vsock:2:1234"}) is False
+    assert notify.sd_notify("READY=1", {}) is False
+    assert notify.sd_notify("READY=1", {"NOTIFY_SOCKET": str(tmp_path / "gone.sock")}) is False
+    assert notify.sd_notify("READY=1", {"NOTIFY_SOCKET": "vsock:2:1234"}) is False
 
 
 def test_watchdog_interval():
-    assert dmod.watchdog_interval({"WATCHDOG_USEC": "120000000"}) == 60.0
-    assert dmod.watchdog_interval({"WATCHDOG_USEC": "120000000", "WATCHDOG_PID": str(os.getpid())}) == 60.0
-    assert dmod.watchdog_interval({"WATCHDOG_USEC": "120000000", "WATCHDOG_PID": "1"}) is None
-    assert dmod.watchdog_interval({"WATCHDOG_USEC": "x"}) is None and dmod.watchdog_interval({}) is None
+    assert notify.watchdog_interval({"WATCHDOG_USEC": "120000000"}) == 60.0
+    assert notify.watchdog_interval({"WATCHDOG_USEC": "120000000", "WATCHDOG_PID": str(os.getpid())}) == 60.0
+    assert notify.watchdog_interval({"WATCHDOG_USEC": "120000000", "WATCHDOG_PID": "1"}) is None
+    assert notify.watchdog_interval({"WATCHDOG_USEC": "x"}) is None and notify.watchdog_interval({}) is None
 
 
 def test_notify_sequence_and_watchdog_withheld_while_a_job_is_stuck(isolated_env, tmp_path, monkeypatch):
@@ -484,7 +485,7 @@ def fake_proc(isolated_env, tmp_path):
 def test_second_instance_exits_75_naming_the_pid(fake_proc):
     p = fake_proc("--interval", "1h")
     assert wait_for(lambda: "apply" in fake_proc.events())
-    assert dmod.InstanceLock.holder() == p.pid
+    assert lock.InstanceLock.holder() == p.pid
     second = fake_proc("--once")
     out, err = second.communicate(timeout=30)
     assert second.returncode == 75
@@ -492,7 +493,7 @@ def test_second_instance_exits_75_naming_the_pid(fake_proc):
     assert fake_proc.events().count("apply") == 1  # the second one ran nothing
     p.send_signal(signal.SIGTERM)
     assert p.wait(timeout=30) == 0
-    assert dmod.InstanceLock.holder() is None
+    assert lock.InstanceLock.holder() is None
 
 
 def test_sigterm_during_a_slow_step_finishes_it_then_exits_0(fake_proc):
@@ -505,7 +506,7 @@ def test_sigterm_during_a_slow_step_finishes_it_then_exits_0(fake_proc):
     ended = [e for e in ev if e.startswith("end")]
     assert len(begun) == len(ended) < 50  # the running step finished; no further steps started
     assert ev[-1] == "scan stopped" and "apply" not in ev  # nothing chained after a stopped scan
-    st = dmod.read_status()
+    st = statusfile.read_status()
     assert st["pid"] is None and st["stopped"]
     with Ledger.open() as led:
         assert led.latest_daemon_run()["exit_reason"] == "SIGTERM"
@@ -522,8 +523,8 @@ def test_sighup_in_a_real_process_rereads_the_config_file(fake_proc):
     assert wait_for(lambda: "scan interval=3600 mode=observe" in fake_proc.events())
     cfg.write_text("[daemon]\nscan_interval_seconds = 600\npoll_interval_seconds = 600\n[policy]\nmode = \"act\"\n")
     p.send_signal(signal.SIGHUP)
-    assert wait_for(lambda: (dmod.read_status() or {}).get("scanIntervalSeconds") == 600)
-    assert dmod.read_status()["mode"] == "act" and p.poll() is None
+    assert wait_for(lambda: (statusfile.read_status() or {}).get("scanIntervalSeconds") == 600)
+    assert statusfile.read_status()["mode"] == "act" and p.poll() is None
     p.send_signal(signal.SIGINT)
     assert p.wait(timeout=30) == 0
 

@@ -91,7 +91,8 @@ def test_compaction_avoided_rule():
 
 
 def test_status_shows_the_running_daemons_mode(isolated_env):
-    from occd.runtime.daemon import InstanceLock, write_status
+    from occd.runtime.lock import InstanceLock
+    from occd.runtime.statusfile import write_status
 
     now = time.time()
     with Ledger.open() as led:

@@ -17,7 +17,8 @@ from click.testing import CliRunner
 
 from occd import paths
 from occd.health import doctor
-from occd.runtime import daemon, service, service_probe
+from occd.runtime import service, service_probe, statusfile
+from occd.runtime.lock import InstanceLock
 from occd.cli.main import cli
 from occd.runtime.service_openclaw import compare, env_interpreter, resolve_openclaw
 
@@ -97,12 +98,12 @@ def test_a_shell_without_xdg_runtime_dir_sees_the_service_daemon_and_cannot_star
     mine = run_user / str(UID)
     mine.mkdir(mode=0o700)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(mine))  # the service's environment
-    lock = daemon.InstanceLock().acquire()
-    daemon._write_json(daemon.status_file(), {"pid": os.getpid(), "lastCycle": 1.0})
+    lock = InstanceLock().acquire()
+    statusfile.write_json(statusfile.status_file(), {"pid": os.getpid(), "lastCycle": 1.0})
     try:
         assert lock.path == mine / "occd" / "occd.lock"
         monkeypatch.delenv("XDG_RUNTIME_DIR")  # now the caller: `sudo -u`, runuser, cron
-        assert daemon.InstanceLock.holder() == os.getpid()
+        assert InstanceLock.holder() == os.getpid()
         (isolated_env / ".openclaw").mkdir(exist_ok=True)
         r = CliRunner().invoke(cli, ["run", "--once"])
         assert r.exit_code == 75, r.output

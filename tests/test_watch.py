@@ -11,7 +11,8 @@ import pytest
 
 from occd.runtime import watch
 from occd.config import load_settings
-from occd.runtime.daemon import Daemon, read_status
+from occd.runtime.daemon import Daemon
+from occd.runtime.statusfile import read_status
 from occd.ledger import Ledger
 from simrun import BUDGET, SimAgent
 
@@ -193,7 +194,7 @@ def test_doctor_and_status_say_which_mode(isolated_env, monkeypatch):
     off = load_settings({"state_dir": str(agent.state), "daemon": {"watch": False}})
     r = check_watch(DoctorContext(now=time.time(), settings=off))
     assert r.status == "warn" and "polling mode (daemon.watch is off)" in r.detail
-    from occd.runtime.daemon import InstanceLock
+    from occd.runtime.lock import InstanceLock
 
     with Ledger.open() as led, InstanceLock():  # a running daemon (`occd run` holds the lock): its own mode
         d = _daemon(agent.state)

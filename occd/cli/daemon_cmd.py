@@ -39,7 +39,8 @@ def run_cmd(once, act, interval, state_dir, log_level, as_json):
     """
     from occd.runtime import logging_setup
     from occd.cli.common import load_settings_from_ctx
-    from occd.runtime.daemon import Daemon, InstanceLock
+    from occd.runtime.daemon import Daemon
+    from occd.runtime.lock import InstanceLock
     from occd.ledger import Ledger
 
     overrides: dict = {"state_dir": state_dir, "log_level": log_level}
@@ -261,7 +262,7 @@ def scan_now_cmd(as_json):
     import os
     import signal
 
-    from occd.runtime.daemon import InstanceLock
+    from occd.runtime.lock import InstanceLock
     from occd.errors import OccdError
 
     pid = InstanceLock.holder()

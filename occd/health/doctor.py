@@ -189,7 +189,7 @@ def check_ledger(ctx: DoctorContext) -> Result:
 @check("service", order=40)
 def check_service(ctx: DoctorContext) -> Result:
     from occd.runtime import service
-    from occd.runtime.daemon import InstanceLock
+    from occd.runtime.lock import InstanceLock
 
     pid = InstanceLock.holder()
     try:
@@ -241,7 +241,8 @@ def check_service_openclaw(ctx: DoctorContext) -> Result | None:
 
 @check("heartbeat", order=45)
 def check_heartbeat(ctx: DoctorContext) -> Result:
-    from occd.runtime.daemon import InstanceLock, read_status
+    from occd.runtime.lock import InstanceLock
+    from occd.runtime.statusfile import read_status
 
     pid = InstanceLock.holder()
     st = read_status() or {}
@@ -263,7 +264,8 @@ def check_heartbeat(ctx: DoctorContext) -> Result:
 @check("watch", order=46)
 def check_watch(ctx: DoctorContext) -> Result:
     """Which mode the daemon runs in: events (it wakes on OpenClaw's writes) or polling, with the reason."""
-    from occd.runtime.daemon import InstanceLock, read_status
+    from occd.runtime.lock import InstanceLock
+    from occd.runtime.statusfile import read_status
 
     st = (read_status() or {}) if InstanceLock.holder() else {}
     w = st.get("watch") or {}

@@ -67,7 +67,8 @@ def open_would(day: list[dict]) -> list[dict]:
 
 
 def daemon_info(ledger, now: float) -> dict:
-    from occd.runtime.daemon import InstanceLock, read_status
+    from occd.runtime.lock import InstanceLock
+    from occd.runtime.statusfile import read_status
 
     pid = InstanceLock.holder()
     st = read_status() or {}

@@ -6,17 +6,18 @@
   intervals. coalesce=True and max_instances=1: a slow run is never started twice, missed runs fold into one.
   One lock (`cycle_lock`) serialises all jobs, so two jobs never touch the same transcript at once.
 - Single instance: a non-blocking flock on `<runtime dir>/occd.lock`, which holds our pid; a second `occd run`
-  exits 75 naming that pid. The kernel drops the lock when the process dies, so a crash never leaves it stale.
+  exits 75 naming that pid (occd.runtime.lock). The kernel drops the lock when the process dies.
 - Signals: SIGTERM/SIGINT set the stop flag (jobs check `ctx.stop` between sessions, so the running step
   finishes and no file is left half-written), the scheduler shuts down waiting for it, and `occd run` exits 0.
   A step that does not finish within OCCD_STOP_GRACE_S (10 s; blocked in the kernel) is abandoned: exit 1.
   SIGHUP reloads the config (occd.config.load_settings), the log level, and reschedules. The handlers only set
   flags and wake the supervisor; all work happens in the main thread's loop.
-- sd_notify (READY, STATUS, RELOADING, WATCHDOG, STOPPING) over NOTIFY_SOCKET when systemd started us; a few
-  lines of socket code, no dependency. The watchdog ping is withheld while a job has been stuck longer than the
+- sd_notify (READY, STATUS, RELOADING, WATCHDOG, STOPPING) over NOTIFY_SOCKET when systemd started us
+  (occd.runtime.notify). The watchdog ping is withheld while a job has been stuck longer than the
   stall limit, so systemd restarts a daemon that hangs (e.g. on a dead network mount) instead of trusting it.
 - Heartbeat for `occd status`: `<runtime dir>/status.json` (pid, start, last cycle, next scan, last results),
-  written atomically after every cycle, and the ledger's daemon_runs row when the ledger has one.
+  written atomically after every cycle (occd.runtime.statusfile), and the ledger's daemon_runs row when the
+  ledger has one.
 
 Clock jumps. APScheduler 3 plans in wall-clock time: it sleeps (on a monotonic timer) for `next_run - now` and
 then compares run times with `datetime.now()`. A forward jump (or a laptop resuming: CLOCK_MONOTONIC stops in
@@ -30,7 +31,6 @@ intervals for any other reason.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import signal
@@ -40,8 +40,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from occd import paths
-from occd.errors import BusyError, OccdError
+from occd.runtime.notify import monotonic_usec, sd_notify, stop_grace_seconds, watchdog_interval
+from occd.runtime.statusfile import job_times_file, read_json, write_json, write_status
 
 log = logging.getLogger("occd.daemon")
 
@@ -49,166 +49,6 @@ TICK_S = 5.0                 # supervisor loop period (shorter when the watchdog
 CLOCK_JUMP_S = 30.0          # wall-vs-monotonic change that counts as a clock jump
 FIRST_PERIODIC_DELAY_S = 60  # prune/maintain/score never run in the first minute after a start
 MIN_STALL_S = 1800.0         # a job running longer than max(this, 4 scan intervals) is considered stuck
-
-
-# ---------------------------------------------------------------------------------------------------- sd_notify
-STOP_GRACE_S = 10.0
-
-
-def stop_grace_seconds(env=None) -> float:
-    """How long SIGTERM waits for the running step (OCCD_STOP_GRACE_S, default 10 s: below systemd's 90 s)."""
-    env = os.environ if env is None else env
-    try:
-        v = float(env.get("OCCD_STOP_GRACE_S", STOP_GRACE_S))
-    except (TypeError, ValueError):
-        return STOP_GRACE_S
-    return v if v > 0 else STOP_GRACE_S
-
-
-def sd_notify(message: str, env=None) -> bool:
-    """Send one sd_notify datagram (e.g. "READY=1"). Returns False when not under systemd or on error."""
-    env = os.environ if env is None else env
-    addr = env.get("NOTIFY_SOCKET")
-    if not addr:
-        return False
-    if addr.startswith("@"):  # abstract namespace
-        addr = "\0" + addr[1:]
-    elif not addr.startswith("/"):
-        log.debug("NOTIFY_SOCKET %r is not a unix socket path", addr)
-        return False
-    import socket  # lazily: `occd status` imports this module for the lock and status file only
-
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as s:
-            s.connect(addr)
-            s.sendall(message.encode())
-        return True
-    except OSError as e:
-        log.debug("sd_notify failed: %s", e)
-        return False
-
-
-def monotonic_usec() -> int:
-    """CLOCK_MONOTONIC in microseconds, as RELOADING=1 wants it (MONOTONIC_USEC=)."""
-    return time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
-
-
-def watchdog_interval(env=None) -> float | None:
-    """Half of WATCHDOG_USEC in seconds, when the watchdog is meant for this process."""
-    env = os.environ if env is None else env
-    usec = env.get("WATCHDOG_USEC")
-    pid = env.get("WATCHDOG_PID")
-    if not usec or (pid and pid != str(os.getpid())):
-        return None
-    try:
-        return max(0.5, int(usec) / 1e6 / 2)
-    except ValueError:
-        return None
-
-
-# ------------------------------------------------------------------------------------------- single instance
-def lock_path() -> Path:
-    return paths.runtime_dir() / "occd.lock"
-
-
-class InstanceLock:
-    """The single-instance lock: flock(LOCK_EX|LOCK_NB) on a file holding the owner's pid."""
-
-    def __init__(self, path: Path | None = None):
-        self.path = path or lock_path()
-        self.fd: int | None = None
-
-    def acquire(self) -> "InstanceLock":
-        paths.ensure_dir(self.path.parent)
-        try:  # never through a symlink planted at the lock's name
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        except OSError as e:
-            raise OccdError(f"Cannot take occd's lock {self.path}: {e.strerror}", "remove it", code="LOCK_FAILED") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            try:
-                holder = os.read(fd, 32).decode(errors="replace").strip() or "?"
-            finally:
-                os.close(fd)
-            raise BusyError(f"occd is already running (pid {holder})",
-                            "`occd scan-now` asks it to scan now; `occd status` shows what it is doing (to stop it: "
-                            "`systemctl --user stop occd` or kill that pid)", code="ALREADY_RUNNING") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self.fd = fd
-        return self
-
-    def release(self) -> None:
-        if self.fd is not None:
-            try:
-                os.ftruncate(self.fd, 0)
-            except OSError:
-                pass
-            os.close(self.fd)  # closing drops the flock
-            self.fd = None
-
-    def __enter__(self) -> "InstanceLock":
-        return self.acquire()
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-    @staticmethod
-    def holder(path: Path | None = None) -> int | None:
-        """The pid of a running daemon (-1 when it cannot be read), or None when nobody holds the lock."""
-        p = path or lock_path()
-        try:
-            fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            return None
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                return None  # we could lock it: nobody holds it
-            except BlockingIOError:
-                txt = os.read(fd, 32).decode(errors="replace").strip()
-                return int(txt) if txt.isdigit() else -1
-        finally:
-            os.close(fd)
-
-
-# ------------------------------------------------------------------------------- status file and job times
-def status_file() -> Path:
-    return paths.runtime_dir() / "status.json"
-
-
-def job_times_file() -> Path:
-    """When each periodic job last ran (kept across restarts and reboots, unlike the runtime dir)."""
-    return paths.state_dir() / "daemon-jobs.json"
-
-
-def _write_json(p: Path, data: dict) -> None:
-    import orjson
-
-    try:
-        paths.write_private(p, orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS))
-    except (OSError, TypeError) as e:
-        log.debug("could not write %s: %s", p, e)
-
-
-def _read_json(p: Path) -> dict | None:
-    import orjson
-
-    try:
-        data = orjson.loads(p.read_bytes())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def write_status(data: dict) -> None:
-    _write_json(status_file(), data)
-
-
-def read_status() -> dict | None:
-    return _read_json(status_file())
 
 
 # ------------------------------------------------------------------------------------------------- the daemon
@@ -291,7 +131,7 @@ class Daemon:
         self.last_results[spec.name] = {"ok": ok, "at": self.clock(), **_scalars(summary)}
         if not spec.after_scan and spec.name != "scan":
             self.job_times[spec.name] = time.time()  # scheduling data: the scheduler's clock
-            _write_json(job_times_file(), self.job_times)
+            write_json(job_times_file(), self.job_times)
         return ok, summary
 
     def cycle(self) -> None:
@@ -549,7 +389,7 @@ class Daemon:
         self._stop_signal = None
         self._hard_exit = install_signals  # a real `occd run` process (not a test thread)
         self.ctx = self.make_context(ledger)
-        self.job_times = {k: float(v) for k, v in (_read_json(job_times_file()) or {}).items()
+        self.job_times = {k: float(v) for k, v in (read_json(job_times_file()) or {}).items()
                           if isinstance(v, (int, float))}
         if install_signals:
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
@@ -638,11 +478,11 @@ class Daemon:
             self.ctx = self.make_context(ledger)
         self.resume_unfinished()
         results = run_cycle(self.ctx, names, self.jobs)
-        times = _read_json(job_times_file()) or {}
+        times = read_json(job_times_file()) or {}
         for spec in self.jobs:
             if spec.name in results and results[spec.name][0] and not spec.after_scan and spec.name != "scan":
                 times[spec.name] = time.time()
-        _write_json(job_times_file(), times)
+        write_json(job_times_file(), times)
         return results
 
 
@@ -654,4 +494,4 @@ def _scalars(summary: dict) -> dict:
     return {k: v for k, v in summary.items() if isinstance(v, (str, int, float, bool)) or v is None}
 
 
-__all__ = ["Daemon", "InstanceLock", "sd_notify", "watchdog_interval", "read_status", "write_status"]
+__all__ = ["Daemon"]
