@@ -43,7 +43,7 @@ def _iso(t: float) -> str:
 def claude_session(home: Path, repo: Path, sid: str, prompts: list[str], *, branch: str, last: float,
                    model: str = "claude-sonnet-4-5", compact_after: int | None = None, tokens: int = 30_000) -> Path:
     """A Claude Code session as 2.1.330 writes it; the last entry at `last`."""
-    from occd.relevance.discovery import claude_slug
+    from occd.relevance.claude_code import claude_slug
 
     n_lines = 6 * len(prompts) + (4 if compact_after is not None else 0) + 2
     t = iter(range(n_lines + 5))

@@ -148,7 +148,7 @@ def test_ordinary_text_is_kept(text):
 def test_select_prints_and_sends_no_secret_from_task_or_label(monkeypatch):
     from occd.relevance.llm import build_messages
     from occd.relevance.select import digest_of
-    from occd.relevance.discovery import Session
+    from occd.relevance.session import Session
 
     task = "deploy with DB_PASS=Hunter2Hunter2 and redis://:Pw0rdPw0rd@cache"
     msgs = build_messages(task, ["label PASS=Lab3lSecret"])

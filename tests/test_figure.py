@@ -107,7 +107,7 @@ def test_index_zero_total_is_not_a_figure(isolated_env):
 
 
 def test_zero_usage_in_the_database_era_discovery():
-    from occd.relevance.discovery import _oc_usage
+    from occd.relevance.openclaw_side import _oc_usage
 
     mirror = {"type": "message", "message": {"role": "assistant", "usage": dict(TreeBuilder.ZERO_USAGE)}}
     assert _oc_usage(mirror) is None

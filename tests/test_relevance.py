@@ -18,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fake_llm_server import FakeLLM  # noqa: E402
 
 from occd.relevance import scoring  # noqa: E402
-from occd.relevance.discovery import claude_slug, discover  # noqa: E402
+from occd.relevance.claude_code import claude_slug  # noqa: E402
+from occd.relevance.discovery import discover  # noqa: E402
 
 NOW = 1_800_000_000.0
 H = 3600.0
@@ -683,7 +684,7 @@ def test_claude_messages_as_claude_code_shows_them_and_spacing_does_not_matter(i
     ("claude-3-7-sonnet-20250219", None, 200_000), ("claude-fable-5-2", None, 1_000_000), ("gpt-5", None, 200_000),
 ])
 def test_claude_context_window_as_claude_code_reports_it(model, requested, window):
-    from occd.relevance.discovery import claude_context_window
+    from occd.relevance.claude_code import claude_context_window
 
     # checked against `claude -p --model M --output-format json` → modelUsage[M].contextWindow (2.1.330)
     assert claude_context_window(model, requested) == window
@@ -691,7 +692,7 @@ def test_claude_context_window_as_claude_code_reports_it(model, requested, windo
 
 
 def test_claude_head_branch_is_unknown_and_slash_tasks(isolated_env, tmp_path):
-    from occd.relevance.discovery import task_of_prompt
+    from occd.relevance.claude_code import task_of_prompt
 
     home = isolated_env
     repo = home / "r"
@@ -707,7 +708,7 @@ def test_claude_head_branch_is_unknown_and_slash_tasks(isolated_env, tmp_path):
 
 
 def facts_of_s(s):
-    from occd.relevance.discovery import facts_of
+    from occd.relevance.session import facts_of
 
     return facts_of(s)
 

@@ -64,7 +64,7 @@ def score_agents(settings, ledger, state_dir: Path, now: float, *, stop=None, co
     from occd.openclaw import list_agents, workspace_dir
     from occd.policy.archive import decide_archive, last_activity
     from occd.policy.types import SessionState
-    from occd.relevance.discovery import openclaw_sessions
+    from occd.relevance.openclaw_side import openclaw_sessions
     from occd.relevance.headtail import Counter
     from occd.relevance.llm import rate_relevance, run_worker
     from occd.relevance.project import status_or_none

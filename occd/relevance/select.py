@@ -11,7 +11,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from occd.relevance.discovery import Caller, Discovery, Session, caller_from_env, discover, facts_of
+from occd.relevance.discovery import Caller, Discovery, caller_from_env, discover
+from occd.relevance.session import Session, facts_of
 from occd.relevance.redact import squash
 
 DIGEST_CHARS = 400       # per session, what the model sees (≈ 100 tokens)
