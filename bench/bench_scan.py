@@ -137,7 +137,7 @@ def main() -> int:
 
     from occd.config import load_settings
     from occd.jobs import JobContext, run_cycle
-    from occd.jobs import scan as scan_job
+    from occd.jobs import scanstate
     from occd.ledger import Ledger
 
     settings = load_settings({"state_dir": str(root), "policy": {"mode": "observe"}})
@@ -151,7 +151,7 @@ def main() -> int:
         for n, (ok, s) in res.items():
             if not ok:
                 raise SystemExit(f"{n} failed: {s}")
-        cache_bytes = scan_job._cache_path().stat().st_size if scan_job._cache_path().exists() else 0
+        cache_bytes = scanstate._cache_path().stat().st_size if scanstate._cache_path().exists() else 0
         return wall, res, (r1 - r0) if r0 is not None and r1 is not None else None, cache_bytes
 
     def fmt_io(io, cache_bytes, loaded_cache):

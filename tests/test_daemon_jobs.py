@@ -68,9 +68,9 @@ def test_scan_is_incremental_and_records_only_changes(isolated_env):
         with open(path, "a") as fh:
             fh.write(line + "\n")
         r3 = run_cycle(ctx, ["scan"])["scan"][1]
-        # the appended bytes plus a small verification window (scan.MARK bytes before the old end, and the
+        # the appended bytes plus a small verification window (scanstate.MARK bytes before the old end, and the
         # line-end probe), never the whole file again
-        from occd.jobs.scan import MARK
+        from occd.jobs.scanstate import MARK
 
         assert r3["changed"] == 1 and len(line) + 1 <= r3["bytesRead"] <= len(line) + 1 + 2 * MARK + 1
         latest = {o["session_key"]: o for o in led.latest_observations()}
@@ -175,9 +175,9 @@ def test_missing_state_dir_is_a_clear_scan_error(isolated_env):
 
 def test_transcript_deleted_during_scan(isolated_env, monkeypatch):
     state = state_with(isolated_env, {"agent:main:a": {"turns": 5}, "agent:main:b": {"turns": 5, "seed": 9}})
-    import occd.jobs.scan as scan_mod
+    import occd.jobs.scanstate as scanstate
 
-    real = scan_mod._file_tokens
+    real = scanstate._file_tokens
     calls = {"n": 0}
 
     def vanish(path, st, cached, result):
@@ -186,7 +186,7 @@ def test_transcript_deleted_during_scan(isolated_env, monkeypatch):
             path.unlink()
         return real(path, st, cached, result)
 
-    monkeypatch.setattr(scan_mod, "_file_tokens", vanish)
+    monkeypatch.setattr(scanstate, "_file_tokens", vanish)
     with Ledger.open() as led:
         ok, s = run_cycle(ctx_for(state, led), ["scan"])["scan"]
     assert ok and s["sessions"] == 1 and s["errors"] == 1

@@ -151,9 +151,9 @@ def test_transcript_replaced_between_and_during_scans(isolated_env, monkeypatch)
         assert ok and tokens_by_key(led)["agent:main:s0"] == 3131
 
         # replaced while the scan is reading it: whatever was read is superseded by the next cycle
-        import occd.jobs.scan as scan_mod
+        import occd.jobs.scanstate as scanstate
 
-        real = scan_mod._file_tokens
+        real = scanstate._file_tokens
 
         def swap(p, st, cached, result):
             if p == path:
@@ -163,10 +163,10 @@ def test_transcript_replaced_between_and_during_scans(isolated_env, monkeypatch)
                 os.replace(t, path)
             return real(p, st, cached, result)
 
-        monkeypatch.setattr(scan_mod, "_file_tokens", swap)
+        monkeypatch.setattr(scanstate, "_file_tokens", swap)
         ok, s = run_cycle(ctx, ["scan"])["scan"]
         assert ok
-        monkeypatch.setattr(scan_mod, "_file_tokens", real)
+        monkeypatch.setattr(scanstate, "_file_tokens", real)
         ok, s = run_cycle(ctx, ["scan"])["scan"]
         assert ok and s["errors"] == 0 and tokens_by_key(led)["agent:main:s0"] == 5151
 
@@ -244,7 +244,7 @@ def test_full_disk_on_scan_cache_write(isolated_env, monkeypatch, caplog):
     state, index = make_state(isolated_env, n=2)
     import sys
 
-    import occd.jobs.scan as scan_mod
+    import occd.jobs.scanstate as scanstate
 
     real_write = os.write
 
@@ -260,10 +260,10 @@ def test_full_disk_on_scan_cache_write(isolated_env, monkeypatch, caplog):
         ok, s = run_cycle(ctx, ["scan"])["scan"]
         assert ok and s["errors"] == 1 and s["changed"] == 2  # observations still recorded
         assert "No space left" in led.last_scan()["error_text"]
-        assert not list(scan_mod._cache_path().parent.glob("*scan-files*"))  # no torn temp file left
+        assert not list(scanstate._cache_path().parent.glob("*scan-files*"))  # no torn temp file left
         monkeypatch.setattr(os, "write", real_write)
         ok, s = run_cycle(ctx, ["scan"])["scan"]
-        assert ok and s["errors"] == 0 and scan_mod._cache_path().exists()
+        assert ok and s["errors"] == 0 and scanstate._cache_path().exists()
     assert any("No space left" in r.getMessage() for r in caplog.records)
 
 

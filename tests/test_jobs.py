@@ -87,7 +87,7 @@ def test_database_era_compacts_through_openclaw_and_defers_when_gateway_down(iso
     database is never written."""
     import occd.jobs.apply as apply_mod
     from occd.errors import BusyError
-    from occd.jobs.scan import SessionObs, ScanResult
+    from occd.jobs.scanstate import SessionObs, ScanResult
 
     calls = []
 

@@ -85,7 +85,8 @@ def _after_strip(ctx, obs, res) -> None:
     an observation now. The next reply appends to the same inode and brings real usage back."""
     import os
 
-    from occd.jobs.scan import CACHE_KEY, _load_cache, _save_cache, file_state, record_time
+    from occd.jobs.scan import CACHE_KEY, record_time
+    from occd.jobs.scanstate import _load_cache, _save_cache, file_state
 
     try:
         st = os.stat(obs.path)
