@@ -45,7 +45,7 @@ def next_turn(path: Path, offset: int) -> dict | None:
     """The first reply with usage after byte `offset` (where the stripped file ended): its usage and the chars/4
     estimate of what was appended up to it. None while there is none yet; {"compacted": True} when a compaction
     came first."""
-    from occd.transcript.scan import entry_from_obj
+    from occd.transcript.entries import entry_from_obj
 
     with open(path, "rb") as fh:
         if os.fstat(fh.fileno()).st_size <= offset:

@@ -16,7 +16,7 @@ import orjson
 
 from occd.transcript.jsonl import iter_objects
 from occd.transcript.model import Transcript
-from occd.transcript.scan import entry_from_obj
+from occd.transcript.entries import entry_from_obj
 from occd.transcript import jsontext
 
 
