@@ -266,12 +266,11 @@ def test_ambiguous_prefix_lists_candidates(isolated_env):
 
 def test_database_era_refuses_writes(isolated_env):
     """A database-era agent (2026.8+) is read-only for occd: edit refuses and names OpenClaw's command."""
-    state = isolated_env / ".openclaw"
-    (state / "agents" / "main" / "agent").mkdir(parents=True)
-    import sqlite3
+    from tests.statefactory import DbState
 
-    sqlite3.connect(state / "agents" / "main" / "agent" / "openclaw-agent.sqlite").close()
-    r = run("edit", "x", "--strip-tools")
+    st = DbState(isolated_env / ".openclaw")
+    st.add_session("agent:main:main", session_id="0199aaaa-0000-7000-8000-000000000001")
+    r = run("edit", "0199aaaa", "--strip-tools")
     assert r.exit_code == 1
     assert "openclaw sessions compact" in r.output or "database" in r.output
 
