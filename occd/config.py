@@ -81,6 +81,15 @@ class LeanSettings(BaseModel):
     keep_results_under_chars: int = Field(300, ge=0, description="results this short stay with their call")
 
 
+class CostSettings(BaseModel):
+    """The prompt-cache cost model (occd.policy.cost): what a rewrite costs and saves."""
+
+    cache_ttl_seconds: dict[str, float] = Field(default_factory=lambda: {"default": 300.0}, description="prompt-cache lifetime per \"provider/model\", model, provider or \"default\" (Anthropic 300 or 3600, OpenAI ~300-3600)")
+    horizon_turns: int = Field(10, ge=1, description="a rewrite's saving is counted on at most this many following turns (fewer when a compaction would come sooner)")
+    summary_tokens: int = Field(2000, ge=0, description="what a compaction's summary call writes (its output), for the cost of a prevented compaction")
+    only_when_it_pays: bool = Field(True, description="skip a strip that costs more in cache writes than it saves before the next compaction (unless it prevents a compaction or a block)")
+
+
 class DaemonSettings(BaseModel):
     scan_interval_seconds: int = Field(300, ge=5, description="how often the scan job runs")
     prune_interval_hours: float = Field(24, description="how often old backups are pruned")
@@ -134,6 +143,7 @@ class Settings(BaseSettings):
     agents: dict[str, AgentOverrides] = Field(default_factory=dict, description="per-agent policy overrides")
     llm: LLMSettings = Field(default_factory=LLMSettings)
     lean: LeanSettings = Field(default_factory=LeanSettings)
+    cost: CostSettings = Field(default_factory=CostSettings)
 
     # set by load_settings(); not a setting
     _config_path: Path | None = None

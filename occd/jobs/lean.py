@@ -27,7 +27,7 @@ def decision(ctx, obs, policy, now: float):
     from occd.jobs.decide import decide_session
 
     obs = dataclasses.replace(obs, running=False, last_activity=None) if dataclasses.is_dataclass(obs) else obs
-    return decide_session(ctx, obs, policy.model_copy(update={"min_idle_minutes": 0}), now)
+    return decide_session(ctx, obs, policy.model_copy(update={"min_idle_minutes": 0}), now, priced=False)
 
 
 def rules_from_settings(settings) -> dict:
