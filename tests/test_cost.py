@@ -15,6 +15,7 @@ from occd.policy import budget as b
 from occd.policy import cost, savings
 from occd.policy.strip import decide_budget_strip
 from occd.policy.types import SessionState
+from test_lean import fake_openclaw  # noqa: F401 - the fixture: a fake OpenClaw with the plugin installable
 
 NOW = 1_800_000_000.0
 SONNET = cost.Prices(input=3.0, cacheRead=0.3, cacheWrite=3.75, output=15.0, source="test")
@@ -192,4 +193,33 @@ def test_lean_moves_are_priced_from_what_the_plugin_reported(isolated_env):
     t = savings.summarize(rows)["total"]
     assert t["leanMoves"] == 1 and t["unpriced"] == 0
     want = 6 * 30_000 * 0.3 / 1e6 - (58_000 - 30_000 - 20_000) * 3.45 / 1e6
+    assert abs(t["usdNet"] - want) < 1e-9
+
+
+def test_the_lean_job_records_each_boundary_move_the_plugin_reported_once(fake_openclaw, isolated_env):
+    from test_jobs import BIG, ctx_for, make_state
+
+    from occd import lean
+    from occd.jobs import run_cycle
+
+    state = make_state(isolated_env, {"agent:main:main": {**BIG, "seed": 1}}, window=100_000)
+    lean.enable(None, state, yes=True)
+    move = {"at": 1, "turns": 6, "charsBefore": 232_000, "charsAfter": 112_000, "prefixChars": 40_000}
+    lean.stats_path().write_text(json.dumps({"version": 1, "sessions": {"agent:main:main": {
+        "sessionId": "s-x", "boundaryMoves": 2, "lastMove": move, "charsIn": 300_000, "charsOut": 112_000}}}))
+    with Ledger.open() as led:
+        ctx = ctx_for(state, led, mode="act")
+        res = run_cycle(ctx, ["scan", "lean"])
+        assert res["lean"][1]["boundaryMoves"] == 1, res
+        (a,) = led.history(kind="lean-move")
+        assert a["session_key"] == "agent:main:main" and a["after"]["boundaryMoves"] == 2
+        b = a["before"]
+        assert b["predictedPromptTokens"] == 58_000 and b["removedTokens"] == 30_000
+        assert b["cost"]["prefixKeptTokens"] == 10_000 <= b["predictedPromptTokens"] - b["removedTokens"]
+        assert run_cycle(ctx, ["scan", "lean"])["lean"][1]["boundaryMoves"] == 0  # the same move: not again
+        t = savings.summarize(led.history(limit=100))["total"]
+    assert t["leanMoves"] == 1 and t["unpriced"] == 0
+    # 10 turns x 30k fewer reads - (58k - 30k - 10k) written at the premium, at the prices recorded with it
+    p = b["cost"]["prices"]
+    want = (10 * 30_000 * p["cacheRead"] - 18_000 * (p["cacheWrite"] - p["cacheRead"])) / 1e6
     assert abs(t["usdNet"] - want) < 1e-9

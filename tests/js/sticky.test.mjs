@@ -73,6 +73,16 @@ test("40 turns: each prompt starts with the one before except at a boundary move
   assert.ok(n >= 2, `the boundary moved (${n})`); // a 40-turn session of 4.5k-token results must hide something
   assert.ok(n <= Math.floor(40 / 6), `prefix breaks ${n} at ${at}`);
   assert.equal(stats.boundaryMoves, n, "every break is a recorded boundary move");
+  // the last move's figures (for occd's cost model) within their bounds: what the prompt held before and after,
+  // and the part before the first newly hidden turn that stays a cache read
+  const lm = stats.lastMove;
+  const last = at[at.length - 1];
+  assert.ok(lm.turns >= RULES.batchTurns);
+  assert.equal(lm.charsAfter, outs[last].messages.reduce((n, m) => n + m.content.reduce((a, b) => a + (b.text?.length ?? JSON.stringify(b.arguments ?? null).length), 0), 0));
+  assert.ok(0 <= lm.prefixChars && lm.prefixChars < lm.charsAfter && lm.charsAfter < lm.charsBefore);
+  const shared = outs[last].messages.findIndex((m, i) => JSON.stringify(m) !== JSON.stringify(outs[last - 1].messages[i]));
+  const prefix = outs[last].messages.slice(0, shared).reduce((n, m) => n + m.content.reduce((a, b) => a + (b.text?.length ?? 0), 0), 0);
+  assert.equal(lm.prefixChars, prefix, "the prefix that stays cached is exactly the messages before the first change");
   for (const i of at) {
     // a move hides a batch: at least batchTurns turns more than the prompt before
     assert.ok(calls(outs[i - 1].messages).length + 1 - calls(outs[i].messages).length >= RULES.batchTurns);
@@ -142,11 +152,13 @@ test("chooseHidden: no move under the high water; a move hides at least a batch 
   const rules = { keepTurns: 3, batchTurns: 2, highWater: 0.6, lowWater: 0.3 };
   // 20 turns of 4000 tokens = 80k; budget 200k: under 0.6 -> nothing
   let r = chooseHidden({ ids, toolTurns, saved, charsIn: 80000 * 4, rules, tokenBudget: 200000, hiddenIds: new Set() });
-  assert.deepEqual(r, { hidden: [], added: [], moved: false });
+  assert.deepEqual([r.hidden, r.added, r.moved], [[], [], false]);
+  assert.equal(r.charsBefore, r.charsAfter);
   // budget 100k: 80k > 60k -> hide until <= 30k: 13 turns (80k - 13*4k = 28k)
   r = chooseHidden({ ids, toolTurns, saved, charsIn: 80000 * 4, rules, tokenBudget: 100000, hiddenIds: new Set() });
   assert.equal(r.hidden.length, 13);
   assert.deepEqual(r.hidden, toolTurns.slice(0, 13));
+  assert.equal(r.charsBefore - r.charsAfter, 13 * 16000);
   // the next call with those hidden: no move (28k < 60k), the same turns stay hidden
   const again = chooseHidden({ ids, toolTurns, saved, charsIn: 80000 * 4, rules, tokenBudget: 100000, hiddenIds: new Set(r.added) });
   assert.deepEqual(again.hidden, r.hidden);

@@ -497,7 +497,16 @@ export function createEngine({ policyPath, statsPath, statePath, logger } = {}) 
           choose = ({ toolTurns, saved, charsIn, firstOf, turns }) => {
             const ids = Array.from({ length: turns }, (_, t) => (firstOf.has(t) ? turnId(whole[firstOf.get(t)]) : ""));
             const r = chooseHidden({ ids, toolTurns, saved, charsIn, rules, tokenBudget: params.tokenBudget, hiddenIds });
-            move = { ...r, moves };
+            move = { ...r, moves, prefixChars: 0 };
+            if (r.moved) {
+              // what stays a cache read: the prompt before the oldest newly hidden turn (counts only)
+              const addedSet = new Set(r.added);
+              const t0 = Math.min(...r.hidden.filter((t) => addedSet.has(ids[t])));
+              // (a hidden turn keeps its user message: the change starts after it)
+              const i0 = (firstOf.get(t0) ?? 0) + (whole[firstOf.get(t0)]?.role === "user" ? 1 : 0);
+              for (let i = 0; i < i0; i++) move.prefixChars += textChars(whole[i]?.content);
+              for (const t of r.hidden) if (t < t0) move.prefixChars -= saved.get(t) ?? 0;
+            }
             return r.hidden;
           };
         }
@@ -507,6 +516,8 @@ export function createEngine({ policyPath, statsPath, statePath, logger } = {}) 
           s.boundaryMoves = move.moves + (move.moved ? 1 : 0);
           s.movedNow = move.moved ? move.added.length : 0;
           if (move.moved) {
+            s.lastMove = { at: Date.now(), turns: move.added.length, charsBefore: move.charsBefore,
+                           charsAfter: move.charsAfter, prefixChars: Math.max(0, move.prefixChars) };
             try {
               state.addHidden(skey, params.sessionId, move.added, s.hiddenTurns);
             } catch (e) {
@@ -517,7 +528,9 @@ export function createEngine({ policyPath, statsPath, statePath, logger } = {}) 
         if (stats && params.sessionKey) {
           try {
             stats.update((d) => {
+              const prevMove = d.sessions[params.sessionKey]?.lastMove;
               d.sessions[params.sessionKey] = { ...s, sessionId: params.sessionId, at: Date.now() };
+              if (!s.lastMove && prevMove && s.boundaryMoves) d.sessions[params.sessionKey].lastMove = prevMove;
               if (policy.error) d.policyError = policy.error;
               else delete d.policyError;
             });

@@ -43,7 +43,7 @@ export function waters(rules) {
 }
 
 /**
- * chooseHidden(ctx) -> {hidden: [turn index], added: [turn id], moved}. Pure.
+ * chooseHidden(ctx) -> {hidden: [turn index], added: [turn id], moved, charsBefore, charsAfter}. Pure.
  * ctx: {ids: [turn id per turn index], toolTurns: [turn index, oldest first], saved: Map turn -> chars the turn
  * loses when hidden, charsIn: chars of the whole history, rules: {keepTurns, batchTurns, highWater?, lowWater?},
  * tokenBudget, hiddenIds: Set of turn ids hidden before}.
@@ -61,7 +61,8 @@ export function chooseHidden({ ids, toolTurns, saved, charsIn, rules, tokenBudge
   const { high, low } = waters(rules);
   const crowded = visible.length >= keep + batch;
   const over = budget ? chars / 4 > high * budget : true;
-  if (!crowded || !over || candidates.length === 0) return { hidden, added: [], moved: false };
+  const charsBefore = chars;
+  if (!crowded || !over || candidates.length === 0) return { hidden, added: [], moved: false, charsBefore, charsAfter: chars };
   const added = [];
   for (const t of candidates) {
     if (budget && added.length >= batch && chars / 4 <= low * budget) break;
@@ -70,7 +71,7 @@ export function chooseHidden({ ids, toolTurns, saved, charsIn, rules, tokenBudge
     chars -= saved.get(t) ?? 0;
   }
   hidden.sort((a, b) => a - b);
-  return { hidden, added, moved: added.length > 0 };
+  return { hidden, added, moved: added.length > 0, charsBefore, charsAfter: chars };
 }
 
 /** The plugin's state file: {version, sessions: {key: {sessionId, hidden: [id], moves, hiddenTurns, at}}}.
