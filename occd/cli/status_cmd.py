@@ -286,7 +286,7 @@ def stats_cmd(since, as_json):
 
         t = Table(show_edge=False, box=None)
         for col, j in (("AGENT", "left"), ("SESSION", "left"), ("STRIPS", "right"), ("TOKENS REMOVED", "right"),
-                       ("COMPACTIONS AVOIDED", "right"), ("NET USD", "right"), ("ROTATIONS", "right")):
+                       ("COMPACTIONS AVOIDED", "right"), ("NET", "right"), ("ROTATIONS", "right")):
             t.add_column(col, justify=j)
         for r in sorted(data["sessions"], key=lambda r: -r["tokensRemoved"]):
             t.add_row(r["agent"] or "-", short_id(r["sessionId"] or "-"), str(r["strips"]),
