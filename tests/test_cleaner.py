@@ -14,7 +14,8 @@ from occd.cleaner import plan_strip, truncate_args, truncate_result_content
 from occd.errors import BusyError, ParseError
 from occd.transcript import check_invariants, rewrite, scan, tool_pairing
 from occd.transcript.limits import MAX_CHARS, args_within_limit, text_within_limit
-from occd.transcript.synth import TreeBuilder, generate_transcript
+from occd.transcript.synth import generate_transcript
+from occd.transcript.treebuilder import TreeBuilder
 
 
 def strip(t, keep, pct, tmp_path, name="out.jsonl"):

@@ -16,7 +16,7 @@ from occd.cli.main import cli
 from occd.openclaw.figure import (Figure, RewriteMark, compaction_point, percent, percent_text, session_figure,
                          stale_estimate)
 from occd.transcript import context_tokens, context_tokens_from_tail, scan, summarize_range, synth
-from occd.transcript.synth import TreeBuilder
+from occd.transcript.treebuilder import TreeBuilder
 
 
 def run(*args):

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from occd.cleaner import plan_strip
 from occd.config import BUILTIN_PRESETS, PresetConfig, Settings, resolve_preset
 from occd.transcript import check_invariants, rewrite, scan
-from occd.transcript.synth import TreeBuilder
+from occd.transcript.treebuilder import TreeBuilder
 
 UNTOUCHED, TRUNCATED, REMOVED = "untouched", "truncated", "removed"
 

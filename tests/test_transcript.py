@@ -12,7 +12,8 @@ import pytest
 from occd.errors import BusyError, NotFoundError, ParseError, WriteError
 from occd.transcript import (analyze, atomic_write, check_invariants, clone_header, context_tokens,
                              context_tokens_from_tail, rewrite, scan, summarize_range)
-from occd.transcript.synth import TreeBuilder, generate_transcript
+from occd.transcript.synth import generate_transcript
+from occd.transcript.treebuilder import TreeBuilder
 
 
 def _lines(p):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from occd.errors import OccdError
+from occd.errors import BusyError, OccdError
 from occd.transcript.archive import (  # noqa: F401 - the file-level primitives, one floor lower; names kept here
     ARCHIVE_DIR,
     archive_file,
@@ -53,42 +53,64 @@ def archive_session(settings, *, agent: str | None = None, ref: str | None = Non
     from occd.actions.common import session_lock
 
     with session_lock(path):
-        return _archive_locked(settings, t, path, dst, result, trigger=trigger, policy=policy, reason=reason,
-                               force=force, ledger=ledger, now=now)
+        out = _archive_locked(settings, t, path, dst, result, trigger=trigger, policy=policy, reason=reason,
+                              force=force, ledger=ledger, now=now)
+    from occd.openclaw.fence import absorb_strays
+
+    # the very last step: lines a writer appended to the old name after the fence go to the end of the archive
+    # (a new headerless file there would otherwise hold them, indexed by nothing)
+    absorb_strays(path, dst)
+    return out
 
 
 def _archive_locked(settings, t, path: Path, dst: Path, result: dict, *, trigger, policy, reason, force, ledger,
                     now) -> dict:
     from occd.actions.common import ensure_idle, record_action
     from occd.openclaw import update_index
+    from occd.openclaw.fence import file_stat, give_back, release, take_name, writer_seen
 
     ensure_idle(path, settings.idle_seconds, force, now)
     hid = header_id(path)
     if hid is not None and hid != t.session_id:
         raise OccdError(f"Refusing to archive {path}: its header names session {hid!r}, not {t.session_id!r}",
                         "the file does not belong to this session; check sessions.json", code="UNSAFE_PATH")
-    st = path.stat()
-    archive_file(path, dst, t.session_id)
+    planned = file_stat(path)
+    archived_stat, _how = archive_file(path, dst, t.session_id)
     try:
+        why = writer_seen(path, planned)
+        if why:  # a run started while the archive was made: nothing changed yet but the spare archive copy
+            raise BusyError(f"Session '{t.key or t.session_id}' became active while it was being archived ({why})",
+                            "nothing was changed; it is archived when it is idle again")
+        entry: dict = {}
         if t.key:
             def drop(index: dict) -> dict:
                 e = index.get(t.key)
                 if isinstance(e, dict) and e.get("sessionId") == t.session_id:
-                    del index[t.key]
+                    entry["e"] = index.pop(t.key)
                 return index
 
-            update_index(path.parent, drop)
-        cur = path.stat()
-        if not same_file(path, dst) and (cur.st_size, cur.st_mtime_ns) != (st.st_size, st.st_mtime_ns):
-            copy_verified(path, dst, t.session_id)  # appended meanwhile: archive it all
-        path.unlink()
+            update_index(path.parent, drop, done=lambda idx: (idx.get(t.key) or {}).get("sessionId") != t.session_id)
+
+        def revert(held: Path | None) -> None:
+            # a run started on the session meanwhile: the key and the file (with every line) come back
+            if entry:
+                def back(index: dict) -> dict:
+                    if t.key not in index:
+                        index[t.key] = entry["e"]
+                    return index
+
+                update_index(path.parent, back, done=lambda idx: t.key in idx)
+            if held is not None:
+                give_back(held, path)
+            raise BusyError(f"Session '{t.key or t.session_id}' was written to while it was being archived",
+                            "nothing was lost; it is archived when it is idle again")
+
+        held = take_name(path, planned, revert)
+        release(path, held, dst, t.session_id, archived_stat)
     except BaseException:
         if path.exists():  # the original is still there: the archive copy is a spare, not a move
             dst.unlink(missing_ok=True)
         raise
-    from occd.transcript.rewrite import fsync_dir
-
-    fsync_dir(path.parent)
     record_action("archive", t, outcome="ok", trigger=trigger, policy=policy, reason=reason,
                   after={"archivePath": str(dst)}, ledger=ledger)
     try:

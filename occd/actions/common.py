@@ -256,9 +256,9 @@ def record_action(kind: str, target: Target | None, *, outcome: str, trigger: st
         for p in pruned:
             ledger.mark_backup_pruned(p)
     except Exception as e:  # noqa: BLE001 - the ledger must never turn a done edit into a failure
-        if not own:
-            raise
-        log.warning("could not record %s in the ledger: %s", kind, e)
+        # (the daemon's too: a full OCCD_HOME must not make a strip that was done count as failed)
+        log.warning("could not record %s (%s) in the ledger: %s", kind, outcome,
+                    (getattr(e, "message", None) or str(e)).splitlines()[0] if str(e) else type(e).__name__)
         import click
 
         click.echo(f"Warning: could not record this {kind} in the ledger: {str(e).splitlines()[0]}", err=True)

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import click
 
 from occd.cli.render import use_color  # noqa: F401  (the commands import it from here)
-from occd.errors import EXIT_USER, OccdError
+from occd.errors import EXIT_TEMPFAIL, EXIT_USER, OccdError
 
 
 # ---- shell completion (`occd completion bash|zsh|fish`): ids, agents and presets ----
@@ -262,6 +262,10 @@ def handle_errors(f: Callable) -> Callable:
             debug = bool(ctx and ctx.find_root().obj and ctx.find_root().obj.get("debug"))
             if debug:
                 raise
+            if isinstance(e, FileNotFoundError) and e.filename:  # a race with another process, not a bug
+                _fail(f"A file vanished while occd was working: {e.filename}",
+                      "another process (OpenClaw or another occd) changed it meanwhile; run the command again",
+                      "FILE_VANISHED", EXIT_TEMPFAIL, as_json, None)
             msg = f"Internal error: {type(e).__name__}: {e}".splitlines()[0]
             _fail(msg, "run with --debug for a traceback and report it", "INTERNAL", EXIT_USER, as_json, None)
 

@@ -89,7 +89,9 @@ def status_cmd(state_dir, as_json):
         emit_json(res)
         return
     c = console()
-    c.print(f"Lean view: {'enabled' if res['enabled'] else 'not enabled'} (OpenClaw's context engine: {res['slot']})")
+    state = f"enabled but broken: {res['broken']}" if res.get("broken") else (
+        "enabled" if res["enabled"] else "not enabled")
+    c.print(f"Lean view: {state} (OpenClaw's context engine: {res['slot']})", markup=False)
     d = res["default"]
     c.print(f"  Default rules: mode {d.get('mode')}, keep {d.get('keepTurns')} turns, batch {d.get('batchTurns')}")
     rows = [[k, v["mode"], str(v.get("callsHidden", "-")), str(v.get("resultsStubbed", "-")),

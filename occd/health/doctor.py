@@ -343,6 +343,33 @@ def check_backups(ctx: DoctorContext) -> Result | None:
     return Result("backups", "ok", detail, data={"files": n, "bytes": total, "freeBytes": free})
 
 
+@check("openclaw-plugins", order=78)
+def check_openclaw_plugins(ctx: DoctorContext):
+    """Every folder OpenClaw is configured to load must exist (a missing one stops its start: "plugin path not
+    found"), and occd's lean view, when enabled, must be complete."""
+    from occd import lean
+    from occd.errors import OccdError
+    from occd.openclaw.state import load_openclaw_config
+
+    try:
+        state = ctx.state_dir()
+        config = load_openclaw_config(state)
+    except OccdError:
+        return None
+    out = []
+    missing = [p for p in lean.configured_plugin_paths(config) if not os.path.isdir(p)]
+    if missing:
+        out.append(Result("openclaw-plugins", "fail", f"openclaw.json's plugins.load.paths names a missing folder: "
+                          f"{missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
+                          "OpenClaw refuses to start (plugin path not found): `occd lean enable` again if it is "
+                          "occd's, else fix plugins.load.paths"))
+    why = lean.broken(state, ctx.env)
+    if why:
+        out.append(Result("lean-view", "fail", f"the lean view is enabled but broken: {why}",
+                          "`occd lean enable` again (or `occd lean disable`)"))
+    return out or None
+
+
 @check("llm", order=80)
 def check_llm(ctx: DoctorContext) -> Result:
     from occd.relevance.extras import install_hint, installed

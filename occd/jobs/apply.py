@@ -307,7 +307,11 @@ def _act(ctx, obs, d, policy, counts) -> bool | None:
                                strip=strip, details=_details(ctx, obs, d),
                                crashed_run=bool(d.details.get("emergency")) and _crashed_run(obs, ctx.now()))
             if res.changed:
-                _after_strip(ctx, obs, res)
+                try:
+                    _after_strip(ctx, obs, res)
+                except (OccdError, OSError) as e:  # the strip is done; its follow-up figure is informational
+                    log.warning("%s/%s: stripped; its new figure not recorded: %s", obs.agent, obs.session_id[:13],
+                                getattr(e, "message", None) or e)
         counts["acted"] += 1
         log.info("%s/%s: %s", obs.agent, obs.session_id[:13], d.reason)
         return True

@@ -345,6 +345,46 @@ def _note(ctx, notes: dict, key: str, level: int, msg: str) -> None:
     log.log(level if key not in ctx.cache.get(NOTES_KEY, {}) else logging.DEBUG, "%s", msg)
 
 
+EXAMPLES = 3  # problems named in a cycle's summary line
+
+
+def _summary(what: str, items: list[str]) -> str:
+    shown = "; ".join(items[:EXAMPLES])
+    more = f" (and {len(items) - EXAMPLES} more)" if len(items) > EXAMPLES else ""
+    return f"{len(items)} {what}: {shown}{more}"
+
+
+def _note_errors(ctx, notes: dict, errors: list[str]) -> None:
+    """The scan's problems, in linear time and at most one line per kind per cycle (an index with 100k entries
+    whose transcripts are missing must neither take a quadratic de-duplication nor write 100k lines a cycle):
+    problems new this cycle in one WARNING (a count and a few examples), those that went away in one INFO;
+    problems that persist are only counted (DEBUG)."""
+    before = ctx.cache.get(NOTES_KEY, {})
+    said = set(notes.values())
+    new: list[str] = []
+    lasting = 0
+    for e in errors:
+        if e in said:
+            continue
+        said.add(e)
+        notes[e] = e
+        if e in before:
+            lasting += 1
+        else:
+            new.append(e)
+    if len(new) == 1:
+        log.warning("%s", new[0])
+    elif new:
+        log.warning("%s", _summary("new problems in this scan", new))
+    if lasting:
+        log.debug("%d problem(s) noted before still present", lasting)
+    gone = [before[k] for k in before if k not in notes]
+    if len(gone) == 1:
+        log.info("resolved: %s", gone[0])
+    elif gone:
+        log.info("resolved: %s", _summary("problems", gone))
+
+
 def record_time(ctx, result: ScanResult | None = None) -> float:
     """`now` for ledger records, never earlier than what was already written: when the wall clock jumps back
     (NTP step, a wrong clock corrected), the ledger's "latest" rows and its ordering stay right. The jump is
@@ -426,11 +466,7 @@ def run(ctx) -> dict:
     if complete:
         for p in [p for p in files if p not in seen]:  # forget files that are gone
             del files[p]
-    for e in result.errors:
-        if e not in notes.values():
-            _note(ctx, notes, e, logging.WARNING, e)
-    for key in set(ctx.cache.get(NOTES_KEY, {})) - set(notes):
-        log.info("resolved: %s", ctx.cache[NOTES_KEY][key])
+    _note_errors(ctx, notes, result.errors)
     ctx.cache[NOTES_KEY] = notes
     ctx.last_scan = result  # apply may act on what was seen even if the ledger is unavailable right now
     if files != cached or not _cache_path().exists():

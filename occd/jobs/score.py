@@ -62,7 +62,7 @@ def score_agents(settings, ledger, state_dir: Path, now: float, *, stop=None, co
     from occd import paths
     from occd.errors import OccdError
     from occd.openclaw import list_agents, workspace_dir
-    from occd.policy.archive import decide_archive
+    from occd.policy.archive import decide_archive, last_activity
     from occd.policy.types import SessionState
     from occd.relevance.discovery import openclaw_sessions
     from occd.relevance.headtail import Counter
@@ -96,8 +96,9 @@ def score_agents(settings, ledger, state_dir: Path, now: float, *, stop=None, co
                 report.agents.append(AgentScore(a.id, None, None, skipped="no session with a user task"))
                 continue
             policy = settings.policy_for(a.id)
-            idle = [s for s in sessions if s.id != active.id and not s.running and s.last_modified is not None
-                    and (now - s.last_modified) / 60 >= policy.min_idle_minutes]
+            since = {s.id: last_activity((s.file_mtime, s.index_updated, s.last_modified), now) for s in sessions}
+            idle = [s for s in sessions if s.id != active.id and not s.running and since[s.id] is not None
+                    and (now - since[s.id]) / 60 >= policy.min_idle_minutes]
             ag = AgentScore(a.id, active.latest_user_task, active.id)
             report.agents.append(ag)
             if not idle:
@@ -119,7 +120,7 @@ def score_agents(settings, ledger, state_dir: Path, now: float, *, stop=None, co
                 r = rel.ratings[s.id]
                 st = SessionState(agent=a.id, session_key=s.key, session_id=s.id, context_tokens=s.context_tokens,
                                   context_window=s.context_window, compaction_count=s.compaction_count or 0,
-                                  last_activity=s.last_modified, running=s.running)
+                                  last_activity=since[s.id], running=s.running)
                 d = decide_archive(st, policy, relevance=r.relevance, now=now, relevance_method=r.method)
                 if d is not None:
                     report.decisions.append(d)

@@ -27,6 +27,7 @@ from typing import Callable, Mapping
 
 from occd import paths
 from occd.errors import OccdError
+from occd.lean.folder import PLUGIN_FILES, configured_plugin_paths, plugin_folder_problem, switch_plugin  # noqa: F401
 
 PLUGIN_ID = "occd-lean"
 MIN_RELEASE = (2026, 7, 1)  # the e2e tests prove the plugin on 2026.7.1, 2026.8.1 and 2026.9.6
@@ -201,11 +202,27 @@ def _copy_plugin(dest: Path, env=None) -> None:
     baked = json.dumps({"policyPath": str(policy_path(env)), "statsPath": str(stats_path(env)),
                         "statePath": str(state_path(env))})
     index.write_text(code.replace(PATHS_LINE, f"const INSTALLED_PATHS = {baked}; // occd-lean:installed-paths"))
-    old = dest.parent / f".plugin.{os.getpid()}.old"
-    if dest.exists():
-        os.replace(dest, old)
-    os.replace(tmp, dest)
-    shutil.rmtree(old, ignore_errors=True)
+    switch_plugin(tmp, dest)
+
+
+def broken(state_dir: Path | None, env=None) -> str | None:
+    """Why an enabled lean view cannot load: OpenClaw is configured for occd's plugin (the slot, a load path, or
+    occd's own record) but the folder is missing or incomplete. None when it is fine or not enabled at all."""
+    config = _load_config(state_dir) if state_dir is not None else {}
+    ours = str(installed_plugin_dir(env))
+    wanted = (slot_owner(config) == PLUGIN_ID or ours in configured_plugin_paths(config)
+              or isinstance(_read_json(marker_path(env)), dict))
+    if not wanted:
+        return None
+    problem = plugin_folder_problem(installed_plugin_dir(env))
+    if problem:
+        return f"{problem}: {ours}"
+    for p in configured_plugin_paths(config):
+        if p == ours or os.path.realpath(p) == os.path.realpath(ours):
+            continue
+        if PLUGIN_ID in p and plugin_folder_problem(Path(p)):
+            return f"{plugin_folder_problem(Path(p))}: {p}"
+    return None
 
 
 def gateway_running(state_dir: Path) -> bool:
@@ -386,6 +403,11 @@ def scan_log_lines(lines, since: float | None = None) -> dict:
 def health_checks(state_dir: Path | None = None, env: Mapping[str, str] | None = None) -> list[dict]:
     """Check results for `occd doctor`: [{name, status: ok|warn|fail|skip, message, hint}]."""
     checks = []
+    why = broken(state_dir, env)
+    if why:
+        return [{"name": "lean-view", "status": "fail", "message": f"the lean view is enabled but broken: {why}",
+                 "hint": "OpenClaw refuses to start while a configured plugin path is missing: `occd lean enable` "
+                         "again (or `occd lean disable`)"}]
     if not is_enabled(None, env):
         return [{"name": "lean-view", "status": "skip", "message": "the lean view is not enabled",
                  "hint": "`occd lean enable` to let the model see old tool calls no more (storage keeps them)"}]
@@ -448,7 +470,8 @@ def status(state_dir: Path, env=None) -> dict:
         v = session_view(stats, policy, key)
         if v:
             sessions[key] = v
-    return {"enabled": is_enabled(state_dir, env), "slot": slot_owner(config) or "legacy",
+    return {"enabled": is_enabled(state_dir, env), "broken": broken(state_dir, env),
+            "slot": slot_owner(config) or "legacy",
             "marker": _read_json(marker_path(env)), "policyPath": str(policy_path(env)),
             "default": policy["default"], "agents": policy["agents"], "sessions": sessions,
             "statsUpdatedAt": (stats.get("updatedAt") or 0) / 1000.0 or None,

@@ -325,7 +325,8 @@ def write_index_atomic(path: Path, data: dict, expect=False) -> bool:
     from occd.openclaw.swap import exchange
 
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=".sessions.json.", suffix=".tmp", dir=path.parent)
+    # `.sessions.json.<pid>.<random>.tmp`: occd.transcript.rewrite.clean_stale_temps removes one a kill left
+    fd, tmp = tempfile.mkstemp(prefix=f".sessions.json.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -433,6 +434,9 @@ def update_index(sessions_dir: Path, fn: Callable[[dict], dict | None], *,
     path = sessions_dir / "sessions.json"
     settle = INDEX_SETTLE_S if settle is None else settle
     with IndexLock(path):
+        from occd.transcript.rewrite import clean_stale_temps
+
+        clean_stale_temps(sessions_dir)  # what a killed write left (old ones only, never a live writer's)
         changes = None
         for _attempt in range(INDEX_ATTEMPTS):
             before = _index_stat(path)

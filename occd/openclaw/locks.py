@@ -17,6 +17,9 @@ from pathlib import Path
 from occd.errors import BusyError, OccdError, WriteError
 
 STALE_AFTER_S = 30.0
+# an empty or unparsable sessions.json.lock (no pid to check) this old was left by a kill mid-write: OpenClaw's
+# writers (and occd's) write the payload right after the O_EXCL create. Transcript run locks keep STALE_AFTER_S.
+PIDLESS_STALE_S = 2.0
 
 
 def proc_starttime(pid: int) -> int | None:
@@ -59,8 +62,10 @@ class LockInfo:
                 "reason": self.reason}
 
 
-def read_lock(lock_path: Path, now: float | None = None, stale_after: float | None = None) -> LockInfo | None:
-    """None when there is no lock file."""
+def read_lock(lock_path: Path, now: float | None = None, stale_after: float | None = None,
+              pidless_stale: float = STALE_AFTER_S) -> LockInfo | None:
+    """None when there is no lock file. `pidless_stale`: after how many seconds a lock without a readable pid
+    (empty or unparsable: its writer was killed between create and write) is stale."""
     try:
         raw = lock_path.read_bytes()
     except FileNotFoundError:
@@ -76,12 +81,14 @@ def read_lock(lock_path: Path, now: float | None = None, stale_after: float | No
     st = st if isinstance(st, int) else None
     created = d.get("createdAt") if isinstance(d.get("createdAt"), str) else None
     if pid is None:
-        # a lock being written right now (empty) counts as held unless it is old
+        # a lock being written right now (created, payload not yet written) counts as held for a moment; one
+        # that stays without a readable pid longer than a writer needs (OpenClaw writes the payload right after
+        # its O_EXCL create) was left by a kill between the two: stale, or it would block every writer for 30 s
         try:
             age = (now or time.time()) - lock_path.stat().st_mtime
         except OSError:
             return None  # released between the read and the stat
-        alive = age < STALE_AFTER_S
+        alive = age < pidless_stale
         return LockInfo(lock_path, None, created, st, alive, "live" if alive else "unreadable")
     if not pid_alive(pid):
         return LockInfo(lock_path, pid, created, st, False, "dead-pid")
@@ -129,7 +136,7 @@ class IndexLock:
                 raise WriteError(f"Cannot lock {self.path}: permission denied",
                                  f"occd needs write access to {self.path.parent}") from None
             except FileExistsError:
-                info = read_lock(self.path, stale_after=STALE_AFTER_S)
+                info = read_lock(self.path, stale_after=STALE_AFTER_S, pidless_stale=PIDLESS_STALE_S)
                 if info is not None and not info.alive:
                     try:
                         self.path.unlink()

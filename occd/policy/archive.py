@@ -9,6 +9,18 @@ from occd.policy.types import Decision, SessionState, excluded, idle_check
 POLICY = "archive_idle_irrelevant"
 
 
+def last_activity(times, now: float) -> float | None:
+    """When a session was last active, for the idle-archive: the most recent of every clock that says so (the
+    transcript's mtime, the index's `updatedAt`, the newest entry timestamp). A session is idle only when they
+    all agree it is old: entries with old timestamps (a wrong clock, an imported transcript) in a file written
+    minutes ago are not idle. A time in the future (a clock ahead) counts as `now`: not idle. None when no
+    clock is known (no decision)."""
+    known = [float(t) for t in times if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0]
+    if not known:
+        return None
+    return min(max(known), now)
+
+
 def decide_archive(s: SessionState, policy: PolicySettings, *, relevance: float | None, now: float,
                    relevance_method: str | None = None) -> Decision | None:
     if s.archived or excluded(s.session_key, policy.exclude) or relevance is None:

@@ -82,6 +82,7 @@ class Session:
     open_in: str | None = None          # a live Claude Code process holds it, idle
     is_self: bool = False               # the session asking (CLAUDE_CODE_SESSION_ID / the agent's session key)
     file_mtime: float | None = None
+    index_updated: float | None = None  # the index's updatedAt (OpenClaw), epoch seconds
     origin_agent: str | None = None
     label: str | None = None
     path: str | None = None
@@ -183,6 +184,12 @@ def claude_context_window(model: str | None, requested: str | None = None, one_m
     if tokens is not None and tokens > CLAUDE_WINDOW:
         return CLAUDE_WINDOW_1M
     return CLAUDE_WINDOW
+
+
+def _updated_at(info) -> float | None:
+    """The index entry's own `updatedAt` (epoch ms → s), not a value filled in from the file's mtime."""
+    v = (getattr(info, "entry", None) or {}).get("updatedAt")
+    return v / 1000 if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
 
 
 def last_entry_time(objs: list[dict]) -> float | None:
@@ -467,7 +474,8 @@ def _file_session(state_dir: Path, agent: str, store, info, counter: Counter | N
     p = info.path
     s = Session(id=info.session_id, source="openclaw", agent=agent, key=info.key, path=str(p), era=store.era,
                 size=info.size, label=info.label or info.display_name, model=info.model,
-                last_modified=info.mtime if info.mtime is not None else (info.updated_at or 0) / 1000 or None)
+                last_modified=info.mtime if info.mtime is not None else (info.updated_at or 0) / 1000 or None,
+                index_updated=_updated_at(info))
     try:
         st = os.stat(p)
         s.mtime_ns = st.st_mtime_ns
@@ -500,7 +508,8 @@ def _db_session(state_dir: Path, agent: str, store, info, cfg: dict) -> Session:
 
     s = Session(id=info.session_id, source="openclaw", agent=agent, key=info.key, era="db", size=info.size,
                 label=info.label or info.display_name, model=info.model,
-                last_modified=(info.updated_at or 0) / 1000 or None, compaction_count=info.compaction_count or 0)
+                last_modified=(info.updated_at or 0) / 1000 or None, compaction_count=info.compaction_count or 0,
+                index_updated=_updated_at(info))
     head: list[dict] = []
     tail: list[dict] = []
     try:

@@ -132,6 +132,15 @@ def build_server():
                     raise ToolError(_one_line_validation(name, e.__cause__)) from e.__cause__
                 raise
 
+        async def run_stdio_async(self) -> None:
+            """The package's stdio transport, except that a line that is not a JSON-RPC message gets the JSON-RPC
+            answer (-32700 Parse error, -32600 Invalid Request; id null) instead of being dropped unanswered."""
+            from mcp.server.stdio import stdio_server
+
+            async with stdio_server() as (read_stream, write_stream):
+                await self._lowlevel_server.run(_answer_bad_lines(read_stream, write_stream), write_stream,
+                                                self._lowlevel_server.create_initialization_options())
+
     server = _Server(SERVER_NAME, version=__version__,
                      instructions="Ask occd about the repository's state and which earlier coding-agent session "
                                   "(OpenClaw or Claude Code) is worth resuming for a task. Read-only: it never "
@@ -173,6 +182,61 @@ def build_server():
         return await _call(session_list_tool, repo=repo, agent=agent, task=task, limit=limit)
 
     return server
+
+
+def rpc_error_for(exc: Exception) -> dict:
+    """The JSON-RPC error object for a line the transport could not take as a message."""
+    errors = exc.errors() if hasattr(exc, "errors") else []
+    if any(e.get("type") == "json_invalid" for e in errors) or not errors:
+        return {"code": -32700, "message": "Parse error: the line is not valid JSON"}
+    return {"code": -32600, "message": "Invalid Request: not a JSON-RPC 2.0 request, notification or response"}
+
+
+class _answer_bad_lines:
+    """A receive stream over the transport's: an Exception item (a line that failed to parse) is answered on
+    `write_stream` with a JSON-RPC error and skipped; everything else passes through unchanged."""
+
+    def __init__(self, inner, write_stream):
+        self._inner = inner
+        self._write = write_stream
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    async def __aenter__(self):
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc):
+        return await self._inner.__aexit__(*exc)
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        while True:
+            item = await self._inner.__anext__()
+            if not isinstance(item, Exception):
+                return item
+            await self._answer(item)
+
+    async def receive(self):
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            await self._answer(item)
+
+    async def _answer(self, exc: Exception) -> None:
+        import anyio
+        from mcp.shared.message import SessionMessage
+        from mcp_types import ErrorData, JSONRPCError
+
+        err = rpc_error_for(exc)
+        try:
+            await self._write.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(**err))))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
 
 
 def serve() -> None:

@@ -43,7 +43,6 @@ Database era (OpenClaw 2026.8+): see occd.rotation.db.
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import signal
@@ -53,6 +52,8 @@ from typing import Callable
 
 from occd.transcript.archive import ARCHIVE_DIR, archive_file, archive_path_for, copy_verified, same_file, verify_against
 from occd.errors import BusyError, OccdError
+from occd.openclaw.fence import STRAY_SETTLE_S, absorb_strays, file_stat, give_back, take_name  # noqa: F401
+from occd.openclaw.fence import held_path as _held_path
 
 log = logging.getLogger("occd.rotation")
 
@@ -67,14 +68,6 @@ def maybe_crash(step: str) -> None:
     if os.environ.get("OCCD_CRASH_AT") == step:
         log.warning("OCCD_CRASH_AT=%s: killing this process", step)
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-def file_stat(p: Path) -> list[int] | None:
-    try:
-        st = os.stat(p)
-    except FileNotFoundError:
-        return None
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
 class KeyLock:
@@ -133,42 +126,6 @@ def switched_entry(entry: dict, new_id: str, new_path: Path, now_ms: int) -> dic
     e["sessionStartedAt"] = now_ms
     e["updatedAt"] = now_ms
     return e
-
-
-STRAY_SETTLE_S = 0.25
-
-
-def absorb_strays(old_path: Path, into: Path) -> bool:
-    """Move whatever a writer appended by path to `old_path` (a new file there, created after occd took the name
-    away) to the end of `into`, and remove it; True when there was something. The stray is renamed first, so
-    a writer that goes on appending makes yet another file, which the next round picks up."""
-    found = False
-    for _ in range(100):
-        try:
-            st = os.lstat(old_path)
-        except FileNotFoundError:
-            return found
-        if not __import__("stat").S_ISREG(st.st_mode):
-            return found  # not ours to touch
-        stray = old_path.with_name(f".{old_path.name}.occd-stray")
-        os.rename(old_path, stray)
-        with open(stray, "rb") as fin, open(into, "ab") as fout:
-            # a writer that opened the name before the rename may still be writing through its descriptor:
-            # the stray is removed only after it stayed quiet for STRAY_SETTLE_S (appendFileSync writes at once)
-            quiet = 0.0
-            while quiet < STRAY_SETTLE_S:
-                chunk = fin.read(1 << 20)
-                if chunk:
-                    fout.write(chunk)
-                    quiet = 0.0
-                    continue
-                time.sleep(0.01)
-                quiet += 0.01
-            fout.flush()
-            os.fsync(fout.fileno())
-        stray.unlink()
-        found = True
-    return found
 
 
 class FileRotation:
@@ -344,26 +301,18 @@ class FileRotation:
     def held_path(self) -> Path:
         """The old transcript's name while the index is switched: hidden (never listed as a session) and in the
         same folder (a rename, not a copy)."""
-        return self.old_path.with_name(f".{self.old_path.name}.occd-rotating")
+        return _held_path(self.old_path)
 
     def _confirm_quiet(self, entry: dict | None, new_id: str) -> None:
         """Right after the switch (the index write has waited INDEX_SETTLE_S, longer than a writer needs to
         show itself): the old transcript must be as planned — same stat, no run lock. Then its name is taken
         away (renamed to held_path, so the key never pointed at a missing file), and the name must stay free:
         a writer appending by path (like OpenClaw's appendFileSync) would create a new file there. Any sign
-        of a writer → the switch is undone, the old file with every line back under its name, BusyError (75)."""
-        from occd.openclaw import transcript_lock
-
-        lock = transcript_lock(self.old_path)
-        if file_stat(self.old_path) != self.details.get("oldStat") or (lock is not None and getattr(lock, "alive", False)):
-            self._revert_switch(None, entry, new_id)
-        held = self.held_path
-        if held.exists():
-            held.unlink()  # a leftover of an aborted attempt; the old transcript is at its name (checked above)
-        os.rename(self.old_path, held)
-        maybe_crash("OLD_NAME_TAKEN")
-        if self.old_path.exists():
-            self._revert_switch(held, entry, new_id)
+        of a writer → the switch is undone, the old file with every line back under its name, BusyError (75).
+        The fence itself is occd.openclaw.fence (shared with the idle-archive and the undo)."""
+        take_name(self.old_path, self.details.get("oldStat"),
+                  revert=lambda held: self._revert_switch(held, entry, new_id),
+                  after_rename=lambda: maybe_crash("OLD_NAME_TAKEN"))
 
     def _revert_switch(self, held: Path | None, entry: dict | None, new_id: str) -> None:
         from occd.openclaw import update_index
@@ -400,23 +349,9 @@ class FileRotation:
     def _give_back(self, held: Path) -> None:
         """The held file (see _confirm_quiet) goes back under the old name, with any lines a writer appended to
         a new file at that name meanwhile added after its own (in the order they were written)."""
-        for _ in range(100):
-            self._absorb_strays(held)
-            try:
-                os.link(held, self.old_path)  # fails if a writer made the name again: absorb and retry
-            except FileExistsError:
-                continue
-            except OSError as e:
-                if e.errno not in (errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOSYS, errno.EOPNOTSUPP):
-                    raise
-                if self.old_path.exists():
-                    continue
-                os.rename(held, self.old_path)  # no hard links here: the rename is the best there is
-                return
-            held.unlink()
-            return
-        raise OccdError(f"Could not put {self.old_path.name} back: something keeps writing to it",
-                        f"its content is in {held} and the archive", code="ROTATION_FAILED")
+        give_back(held, self.old_path, on_strays=lambda: log.warning(
+            "rotation %s: lines appended to %s after its name was taken were kept (after its own)", self.rid,
+            self.old_path.name))
 
     def _reswitch(self) -> None:
         """After the switch, OpenClaw's lock-less index writer (read, change, rename; see update_index) may land an

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import os
 import time
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -136,23 +137,35 @@ def rotate_session(settings, *, agent=None, ref=None, dry_run=False, force=False
                             "the file does not belong to this session; check sessions.json", code="UNSAFE_PATH")
         lock = session_lock(path)
     own = ledger is None
-    with lock:
-        if era == "file":
-            ensure_idle(Path(info.path), settings.idle_seconds, force, now)
-        led = Ledger.open() if own else ledger
-        try:
-            res = _rotate_locked(settings, led, state_dir, aid, store, info, era=era, why=why, now=now,
-                                 budget_percent=budget_percent, trigger=trigger, policy=policy, gateway=gateway)
-        finally:
-            if own:
-                led.close()
-    if era == "file" and res.get("archivePath"):
-        from occd.rotation.machine import absorb_strays
+    try:
+        with lock:
+            if era == "file":
+                ensure_idle(Path(info.path), settings.idle_seconds, force, now)
+            led = Ledger.open() if own else ledger
+            try:
+                res = _rotate_locked(settings, led, state_dir, aid, store, info, era=era, why=why, now=now,
+                                     budget_percent=budget_percent, trigger=trigger, policy=policy, gateway=gateway)
+            finally:
+                if own:
+                    led.close()
+        if era == "file" and res.get("archivePath"):
+            from occd.rotation.machine import absorb_strays
 
-        # the very last step: lines a writer appended to the old name after the rotation's checks go to the end
-        # of the archive (a new headerless file there would otherwise hold them, indexed by nothing)
-        absorb_strays(Path(info.path), Path(res["archivePath"]))
+            # the very last step: lines a writer appended to the old name after the rotation's checks go to the
+            # end of the archive (a new headerless file there would otherwise hold them, indexed by nothing)
+            absorb_strays(Path(info.path), Path(res["archivePath"]))
+    except FileNotFoundError as e:
+        # a file occd had just seen is gone: another process moved it meanwhile (another occd with its own
+        # OCCD_HOME rotating the same state, or OpenClaw). Every step is fenced and resumable: try again.
+        raise vanished(info.key or info.session_id, e) from None
     return res
+
+
+def vanished(what: str, e: FileNotFoundError) -> BusyError:
+    name = Path(e.filename).name if e.filename else "a file"
+    return BusyError(f"Session '{what}' changed while occd worked on it: {name} vanished (another occd or "
+                     "OpenClaw moved it)", "nothing was lost; try again in a moment (`occd status --rotations` "
+                     "shows an unfinished rotation, which the daemon resumes)")
 
 
 def _rotate_locked(settings, led, state_dir, aid, store, info, *, era, why, now, budget_percent, trigger, policy,
@@ -203,8 +216,11 @@ def drive_file(settings, led, rid: int, plan: dict, *, trigger: str, policy: str
     fr = FileRotation(led, rid)
     agent, key, old_id = plan["agent"], plan["sessionKey"], plan["sessionId"]
     try:
-        fr.run(lambda p: write_new_session(p, plan["_lines"], mode),
-               settings.policy_for(agent).rotation.old_session_policy)
+        try:
+            fr.run(lambda p: write_new_session(p, plan["_lines"], mode),
+                   settings.policy_for(agent).rotation.old_session_policy)
+        except FileNotFoundError as e:
+            raise vanished(key, e) from None
     except BusyError as e:
         led.record_action("rotate", agent, old_id, key, trigger=trigger, policy=policy, reason=plan["reason"],
                           outcome="deferred", error=e.message)
@@ -241,6 +257,7 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
     from occd.transcript.archive import copy_verified
     from occd.transcript.rewrite import fsync_dir
     from occd.ledger import Ledger
+    from occd.openclaw.fence import absorb_strays, file_stat, take_name
     from occd.openclaw import update_index
     from occd.transcript import scan
 
@@ -272,6 +289,7 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
         lock = session_lock(old_path)
         lock.__enter__()
         stack.callback(lock.__exit__, None, None, None)
+        planned_new = file_stat(new_path)  # before the seed is counted: a turn after this shows in the stat
         if new_path.exists():
             t = scan(new_path)
             if len(t.entries) != details.get("seedEntries"):
@@ -282,12 +300,15 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
             ensure_idle(new_path, settings.idle_seconds, True, now)
         if not old_path.exists():
             copy_verified(archive, old_path, r["old_session_id"])
+        planned_old = file_stat(old_path)
         now_ms = int(now * 1000)
+        seeded_entry: dict = {}
 
         def back(index: dict) -> dict:
             e = index.get(r["session_key"])
             if not isinstance(e, dict) or e.get("sessionId") != r["new_session_id"]:
                 raise BusyError("The session key changed since the rotation", "nothing was changed")
+            seeded_entry["e"] = e
             e = dict(e)
             e["sessionId"] = r["old_session_id"]
             if "sessionFile" in e:
@@ -304,8 +325,14 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
             if archive.exists() and old_path.exists():
                 old_path.unlink()  # the copy was only for the switch; the archive still holds it
             raise
+        seeded = archive.parent / new_path.name
         if new_path.exists():
-            new_path.replace(archive.parent / new_path.name)
+            # the seeded session's first turn may be starting right now: its name is taken away behind the same
+            # fence as a rotation's (occd.openclaw.fence); a writer → the key goes back to it, every line kept
+            held = take_name(new_path, planned_new, lambda h: _undo_revert(r, old_path, new_path, h, seeded_entry,
+                                                                            planned_old, archive))
+            absorb_strays(new_path, held)
+            os.replace(held, seeded)
         archive.unlink()
         fsync_dir(old_path.parent)
         led.rotation_transition(r["id"], "UNDONE", now=now, note="undone: the old session is back under its key")
@@ -313,13 +340,39 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
         led.mark_session_archived(aid, r["new_session_id"], str(archive.parent / new_path.name), now=now)
         led.record_action("rotate-undo", aid, r["old_session_id"], r["session_key"], outcome="ok",
                           after={"restored": str(old_path), "seededSessionArchived": str(archive.parent / new_path.name)})
-        return {"success": True, "mode": "rotate-undo", "sessionKey": r["session_key"], "sessionId": r["old_session_id"],
-                "path": str(old_path), "rotationId": r["id"],
-                "seededSessionArchivedAt": str(archive.parent / new_path.name)}
+        out = {"success": True, "mode": "rotate-undo", "sessionKey": r["session_key"], "sessionId": r["old_session_id"],
+               "path": str(old_path), "rotationId": r["id"], "seededSessionArchivedAt": str(seeded)}
     finally:
         stack.close()
         if own:
             led.close()
+    if seeded.exists():
+        absorb_strays(new_path, seeded)  # the very last step: lines appended to the seeded name go to its archive
+    return out
+
+
+def _undo_revert(r: dict, old_path: Path, new_path: Path, held: Path | None, seeded_entry: dict, planned_old,
+                 archive: Path) -> None:
+    """A run wrote to the seeded session while the undo took its name: the key goes back to it, the file (with
+    every line) back under its name, and the old session's restored copy goes (its archive holds it) unless
+    something wrote to it too (then it stays where it is, unindexed, rather than lose a line)."""
+    from occd.openclaw import update_index
+    from occd.openclaw.fence import give_back, writer_seen
+
+    def forward(index: dict) -> dict:
+        e = index.get(r["session_key"])
+        if isinstance(e, dict) and e.get("sessionId") == r["old_session_id"] and "e" in seeded_entry:
+            index[r["session_key"]] = seeded_entry["e"]
+        return index
+
+    update_index(new_path.parent, forward,
+                 done=lambda idx: (idx.get(r["session_key"]) or {}).get("sessionId") != r["old_session_id"])
+    if held is not None:
+        give_back(held, new_path)
+    if archive.exists() and old_path.exists() and not writer_seen(old_path, planned_old):
+        old_path.unlink()
+    raise BusyError(f"Session '{r['new_session_id'][:13]}' started its first turn during the undo",
+                    "nothing was lost; undo is only possible before the first new turn")
 
 
 def _observe_new_session(led, plan: dict) -> None:

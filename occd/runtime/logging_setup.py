@@ -34,6 +34,37 @@ class JournalFormatter(logging.Formatter):
         return "\n".join(f"<{prio}>{line}" for line in text.splitlines() or [""])
 
 
+class SafeFileHandler(logging.handlers.RotatingFileHandler):
+    """The log file must never be a reason for occd to fail or to print a traceback: a write that fails (a full
+    OCCD_HOME, a removed directory) is swallowed and the handler marks itself `degraded` (with the error), so
+    `occd status`/doctor can say so; it recovers by itself once writes work again."""
+
+    degraded: str | None = None
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        import sys as _sys
+
+        e = _sys.exc_info()[1]
+        self.degraded = (getattr(e, "strerror", None) or str(e) or type(e).__name__) if e else "write failed"
+
+    def emit(self, record: logging.LogRecord) -> None:
+        super().emit(record)
+        if self.degraded and self.stream is not None and not self.stream.closed:
+            try:
+                self.stream.flush()
+                self.degraded = None
+            except OSError:
+                pass
+
+
+def degraded() -> str | None:
+    """Why occd's log file cannot be written right now, or None."""
+    for h in logging.getLogger("occd").handlers:
+        if isinstance(h, SafeFileHandler) and h.degraded:
+            return h.degraded
+    return None
+
+
 def under_journald(env=None) -> bool:
     env = os.environ if env is None else env
     return bool(env.get("JOURNAL_STREAM") or env.get("INVOCATION_ID"))
@@ -53,8 +84,7 @@ def setup(level: str = "INFO", *, quiet_stderr: bool = False, env=None, stream=N
     handlers: list[logging.Handler] = []
     try:
         d = paths.ensure_dir(paths.log_dir(env))
-        fh = logging.handlers.RotatingFileHandler(d / "occd.log", maxBytes=MAX_BYTES, backupCount=BACKUPS,
-                                                  encoding="utf-8")
+        fh = SafeFileHandler(d / "occd.log", maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8")
         fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         handlers.append(fh)
     except OSError as e:

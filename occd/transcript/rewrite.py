@@ -290,6 +290,9 @@ TEMP_SUFFIX = ".occd-tmp"
 STALE_TEMP_S = 600.0
 # `.<file>.<pid>.<random>.occd-tmp` (atomic_write) and `.<file>.occd-tmp` (archive staging, older occd)
 _TEMP_RE = re.compile(r"^\..+?(?:\.(?P<pid>\d+)\.[A-Za-z0-9_]+)?\.occd-tmp$")
+# occd's own sessions.json temp files (occd.openclaw.filestore.write_index_atomic): `.sessions.json.<pid>.<random>.tmp`,
+# `.sessions.json.<random>.tmp` from an older occd. OpenClaw's own temp names have no leading dot: never touched.
+_INDEX_TEMP_RE = re.compile(r"^\.sessions\.json\.(?:(?P<pid>\d+)\.)?[A-Za-z0-9_]+\.tmp$")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -311,11 +314,11 @@ def clean_stale_temps(d: Path, *, now: float | None = None, max_age: float = STA
     now = time.time() if now is None else now
     removed = []
     try:
-        names = [n for n in os.listdir(d) if n.endswith(TEMP_SUFFIX)]
+        names = [n for n in os.listdir(d) if n.endswith(TEMP_SUFFIX) or n.startswith(".sessions.json.")]
     except OSError:
         return removed
     for name in names:
-        m = _TEMP_RE.match(name)
+        m = _TEMP_RE.match(name) or _INDEX_TEMP_RE.match(name)
         if m is None:
             continue
         p = Path(d) / name
