@@ -14,7 +14,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { chooseHidden, stateFile, turnId } from "./sticky.js";
+import { stateFile, stickyChooser } from "./sticky.js";
 
 export const ENGINE_ID = "occd-lean";
 export const VERSION = "0.1.0";
@@ -490,41 +490,11 @@ export function createEngine({ policyPath, statsPath, statePath, logger } = {}) 
         }
         // sticky (sticky.js): the turns hidden before stay hidden; the boundary moves rarely and far
         const skey = params.sessionKey ?? params.sessionId;
-        let move = null;
-        let choose;
-        if (state && skey != null && rules.mode !== "off") {
-          const { hiddenIds, moves } = state.get(skey);
-          choose = ({ toolTurns, saved, charsIn, firstOf, turns }) => {
-            const ids = Array.from({ length: turns }, (_, t) => (firstOf.has(t) ? turnId(whole[firstOf.get(t)]) : ""));
-            const r = chooseHidden({ ids, toolTurns, saved, charsIn, rules, tokenBudget: params.tokenBudget, hiddenIds });
-            move = { ...r, moves, prefixChars: 0 };
-            if (r.moved) {
-              // what stays a cache read: the prompt before the oldest newly hidden turn (counts only)
-              const addedSet = new Set(r.added);
-              const t0 = Math.min(...r.hidden.filter((t) => addedSet.has(ids[t])));
-              // (a hidden turn keeps its user message: the change starts after it)
-              const i0 = (firstOf.get(t0) ?? 0) + (whole[firstOf.get(t0)]?.role === "user" ? 1 : 0);
-              for (let i = 0; i < i0; i++) move.prefixChars += textChars(whole[i]?.content);
-              for (const t of r.hidden) if (t < t0) move.prefixChars -= saved.get(t) ?? 0;
-            }
-            return r.hidden;
-          };
-        }
-        const { messages: lean, stats: s } = leanView(whole, rules, choose);
+        const sticky = state && skey != null && rules.mode !== "off"
+          ? stickyChooser({ state, key: skey, messages: whole, rules, tokenBudget: params.tokenBudget, textChars }) : null;
+        const { messages: lean, stats: s } = leanView(whole, rules, sticky?.choose);
         s.turnsRecalled = turnsRecalled;
-        if (move) {
-          s.boundaryMoves = move.moves + (move.moved ? 1 : 0);
-          s.movedNow = move.moved ? move.added.length : 0;
-          if (move.moved) {
-            s.lastMove = { at: Date.now(), turns: move.added.length, charsBefore: move.charsBefore,
-                           charsAfter: move.charsAfter, prefixChars: Math.max(0, move.prefixChars) };
-            try {
-              state.addHidden(skey, params.sessionId, move.added, s.hiddenTurns);
-            } catch (e) {
-              warn(`lean state not written: ${e?.message ?? e}`);
-            }
-          }
-        }
+        sticky?.record(s, params.sessionId, warn);
         if (stats && params.sessionKey) {
           try {
             stats.update((d) => {

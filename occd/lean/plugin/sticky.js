@@ -74,6 +74,45 @@ export function chooseHidden({ ids, toolTurns, saved, charsIn, rules, tokenBudge
   return { hidden, added, moved: added.length > 0, charsBefore, charsAfter: chars };
 }
 
+/**
+ * stickyChooser({state, key, messages, rules, tokenBudget, textChars}) -> {choose, record}: `choose` is leanView's
+ * hook (which tool turns are hidden: chooseHidden over the session's persisted hidden ids); `record(stats,
+ * sessionId, warn)` after leanView puts the move's counts into the stats (boundaryMoves, movedNow, lastMove:
+ * the prompt's chars before and after, and before the first change, which stays a cache read) and persists the
+ * newly hidden ids (one atomic write per move).
+ */
+export function stickyChooser({ state, key, messages, rules, tokenBudget, textChars }) {
+  const { hiddenIds, moves } = state.get(key);
+  let move = null;
+  const choose = ({ toolTurns, saved, charsIn, firstOf, turns }) => {
+    const ids = Array.from({ length: turns }, (_, t) => (firstOf.has(t) ? turnId(messages[firstOf.get(t)]) : ""));
+    const r = chooseHidden({ ids, toolTurns, saved, charsIn, rules, tokenBudget, hiddenIds });
+    move = { ...r, prefixChars: 0 };
+    if (r.moved) {
+      const addedSet = new Set(r.added);
+      const t0 = Math.min(...r.hidden.filter((t) => addedSet.has(ids[t])));
+      // a hidden turn keeps its user message: the change starts after it
+      const i0 = (firstOf.get(t0) ?? 0) + (messages[firstOf.get(t0)]?.role === "user" ? 1 : 0);
+      for (let i = 0; i < i0; i++) move.prefixChars += textChars(messages[i]?.content);
+      for (const t of r.hidden) if (t < t0) move.prefixChars -= saved.get(t) ?? 0;
+    }
+    return r.hidden;
+  };
+  const record = (s, sessionId, warn) => {
+    s.boundaryMoves = moves + (move?.moved ? 1 : 0);
+    s.movedNow = move?.moved ? move.added.length : 0;
+    if (!move?.moved) return;
+    s.lastMove = { at: Date.now(), turns: move.added.length, charsBefore: move.charsBefore, charsAfter: move.charsAfter,
+                   prefixChars: Math.max(0, move.prefixChars) };
+    try {
+      state.addHidden(key, sessionId, move.added, s.hiddenTurns);
+    } catch (e) {
+      warn(`lean state not written: ${e?.message ?? e}`);
+    }
+  };
+  return { choose, record };
+}
+
 /** The plugin's state file: {version, sessions: {key: {sessionId, hidden: [id], moves, hiddenTurns, at}}}.
  * Re-read when its signature changes (another engine instance or a restart wrote it); written atomically. */
 export class StateFile {
