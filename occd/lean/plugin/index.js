@@ -10,6 +10,8 @@
 // - Total: any error in assemble() returns the messages unchanged (an exception would quarantine the engine).
 // - Rules are re-read when the policy file's mtime or size changes (next turn, no restart).
 // - Counts only (never content) go to a small stats file occd reads.
+// - Sticky (sticky.js): a turn hidden once stays hidden, the boundary moves rarely and far, and the hidden turns'
+//   hashes (never content) survive a restart in a state file beside the stats.
 
 import fs from "node:fs";
 import path from "node:path";
@@ -101,7 +103,8 @@ export function stubText(toolName, chars) {
  * form a turn of their own). A tool call is hideable unless its tool is in neverHide or its result is at most
  * keepResultsUnderChars long; a turn holding one is a tool turn. Of the n tool turns (an unfinished last turn
  * is never one), the oldest h = floor((n - keepTurns) / batchTurns) * batchTurns are hidden: the kept window
- * moves once per batchTurns turns. In a hidden turn: "drop" removes the hideable calls and their results, and
+ * moves once per batchTurns turns; or, given `choose` (the engine's sticky boundary, sticky.js), the tool turns
+ * choose({toolTurns, saved: turn -> chars hiding it saves, charsIn, firstOf: turn -> first index, turns}) returns. In a hidden turn: "drop" removes the hideable calls and their results, and
  * the thinking of an assistant message that lost a call (signed reasoning must not be sent without its call);
  * an assistant message left with nothing else is removed. "stub" keeps the calls (and their thinking) and
  * replaces each result by a short placeholder.
