@@ -33,7 +33,8 @@ def decision(ctx, obs, policy, now: float):
 def rules_from_settings(settings) -> dict:
     ls = settings.lean
     return {"mode": ls.mode, "keepTurns": ls.keep_turns, "batchTurns": ls.batch_turns,
-            "neverHide": list(ls.never_hide), "keepResultsUnderChars": ls.keep_results_under_chars}
+            "neverHide": list(ls.never_hide), "keepResultsUnderChars": ls.keep_results_under_chars,
+            "highWater": ls.high_water, "lowWater": min(ls.low_water, ls.high_water)}
 
 
 def covered(ctx, obs) -> bool:

@@ -11,7 +11,7 @@ Files, all under occd's data dir (`lean_dir()`), so a rebuilt venv never breaks 
     lean/enabled.json   occd's own record: which state dir and release it was enabled for
 
 Rules (one object, camelCase as the plugin reads them): mode drop|stub|off, keepTurns, batchTurns, neverHide,
-keepResultsUnderChars.
+keepResultsUnderChars, highWater, lowWater (the sticky boundary: plugin/sticky.js).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ MIN_RELEASE = (2026, 7, 1)  # the e2e tests prove the plugin on 2026.7.1, 2026.8
 FENCE = "before-current-turn-entry-v1"
 IDEMPOTENCY = "atomic-idempotent-v1"
 DEFAULT_RULES = {"mode": "drop", "keepTurns": 5, "batchTurns": 4, "neverHide": ["memory_*"],
-                 "keepResultsUnderChars": 300}
+                 "keepResultsUnderChars": 300, "highWater": 0.6, "lowWater": 0.3}
 
 
 def lean_dir(env=None) -> Path:
