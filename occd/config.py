@@ -79,7 +79,7 @@ class LeanSettings(BaseModel):
     batch_turns: int = Field(4, ge=1, description="hide old turns in batches of this many (prompt cache breaks once per batch)")
     never_hide: list[str] = Field(default_factory=lambda: ["memory_*"], description="tools never hidden (a trailing * matches a prefix)")
     keep_results_under_chars: int = Field(300, ge=0, description="results this short stay with their call")
-    high_water: float = Field(0.6, gt=0, le=1, description="the plugin moves its (sticky) boundary when the lean prompt passes this share of OpenClaw's token budget")
+    high_water: float = Field(0.8, gt=0, le=1, description="the plugin moves its (sticky) boundary when the lean prompt passes this share of OpenClaw's token budget")
     low_water: float = Field(0.3, gt=0, le=1, description="... and then hides old tool turns until the prompt is down to this share (one prompt-cache break per move)")
 
 

@@ -63,7 +63,7 @@ function breaks(outs, prev = null) {
   return { n, at };
 }
 
-test("40 turns: each prompt starts with the one before except at a boundary move; at most one move per 6 turns", async () => {
+test("40 turns: each prompt starts with the one before except at a boundary move; at most one move per 7 turns", async () => {
   forgetStateFiles();
   const { paths } = setup();
   const engine = createEngine(paths);
@@ -71,7 +71,7 @@ test("40 turns: each prompt starts with the one before except at a boundary move
   const { n, at } = breaks(outs);
   const stats = JSON.parse(fs.readFileSync(paths.statsPath, "utf8")).sessions["agent:main:main"];
   assert.ok(n >= 2, `the boundary moved (${n})`); // a 40-turn session of 4.5k-token results must hide something
-  assert.ok(n <= Math.floor(40 / 6), `prefix breaks ${n} at ${at}`);
+  assert.ok(n <= Math.floor(40 / 7), `prefix breaks ${n} at ${at}`);
   assert.equal(stats.boundaryMoves, n, "every break is a recorded boundary move");
   // the last move's figures (for occd's cost model) within their bounds: what the prompt held before and after,
   // and the part before the first newly hidden turn that stays a cache read
@@ -91,7 +91,7 @@ test("40 turns: each prompt starts with the one before except at a boundary move
   }
   for (const o of outs) {
     // never above the high water by more than one turn, never fewer than keepTurns results (bounds)
-    assert.ok(o.estimatedTokens <= 0.6 * BUDGET + 4700, `${o.estimatedTokens}`);
+    assert.ok(o.estimatedTokens <= 0.8 * BUDGET, `${o.estimatedTokens}`); // a turn's growth counted ahead
     assert.ok(calls(o.messages).length >= Math.min(RULES.keepTurns, outs.indexOf(o)));
   }
 });
@@ -150,6 +150,7 @@ test("chooseHidden: no move under the high water; a move hides at least a batch 
   const toolTurns = ids.map((_, t) => t);
   const saved = new Map(toolTurns.map((t) => [t, 4000 * 4]));
   const rules = { keepTurns: 3, batchTurns: 2, highWater: 0.6, lowWater: 0.3 };
+  // (growth: the newest three turns' 4000 tokens count ahead of the high water)
   // 20 turns of 4000 tokens = 80k; budget 200k: under 0.6 -> nothing
   let r = chooseHidden({ ids, toolTurns, saved, charsIn: 80000 * 4, rules, tokenBudget: 200000, hiddenIds: new Set() });
   assert.deepEqual([r.hidden, r.added, r.moved], [[], [], false]);

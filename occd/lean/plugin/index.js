@@ -26,7 +26,7 @@ export const DEFAULT_RULES = Object.freeze({
   batchTurns: 4,             // hide in steps of this many turns (the prompt cache breaks once per batch)
   neverHide: [],             // tool names (a trailing * matches a prefix) never hidden, e.g. memory tools
   keepResultsUnderChars: 0,  // a result with at most this many characters is kept with its call
-  highWater: 0.6,            // the engine moves its boundary when the lean prompt passes this share of the budget
+  highWater: 0.8,            // the engine moves its boundary when the lean prompt + a turn pass this share of the budget
   lowWater: 0.3,             // ... and hides old tool turns until it is down to this share (sticky.js)
 });
 const MODES = new Set(["off", "drop", "stub"]);

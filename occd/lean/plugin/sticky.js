@@ -3,8 +3,8 @@
 // Providers cache the prompt's prefix; every time the lean view hides another turn, the prompt from that turn on
 // is a cache write. So the view is sticky:
 // - a turn hidden once stays hidden, rendered byte-identically (its hidden form depends only on its own messages);
-// - the boundary moves rarely and far: only when the lean prompt has grown past `highWater` of the token budget
-//   (and at least keepTurns + batchTurns tool turns are visible), and then it hides the oldest visible tool turns
+// - the boundary moves rarely and far: only when the lean prompt plus one more turn would pass `highWater` of the
+//   token budget (and at least keepTurns + batchTurns tool turns are visible), and then it hides the oldest visible tool turns
 //   until the prompt is down to `lowWater` of the budget (keeping the newest keepTurns whole); without a budget,
 //   when keepTurns + batchTurns tool turns are visible it hides all but the newest keepTurns;
 // - which turns are hidden survives a gateway restart: a state file in occd's data dir holds, per session, one-way
@@ -15,7 +15,7 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 
-export const STICKY_DEFAULTS = Object.freeze({ highWater: 0.6, lowWater: 0.3 });
+export const STICKY_DEFAULTS = Object.freeze({ highWater: 0.8, lowWater: 0.3 });
 const MAX_KEYS = 4000;      // hidden-turn hashes kept per session (oldest forgotten first)
 const MAX_SESSIONS = 500;
 
@@ -60,7 +60,9 @@ export function chooseHidden({ ids, toolTurns, saved, charsIn, rules, tokenBudge
   const budget = Number.isFinite(tokenBudget) && tokenBudget > 0 ? tokenBudget : null;
   const { high, low } = waters(rules);
   const crowded = visible.length >= keep + batch;
-  const over = budget ? chars / 4 > high * budget : true;
+  // the next turn must fit too: one turn's growth (the largest of the newest three tool turns) counts ahead
+  const growth = Math.max(0, ...visible.slice(-3).map((t) => saved.get(t) ?? 0));
+  const over = budget ? (chars + growth) / 4 > high * budget : true;
   const charsBefore = chars;
   if (!crowded || !over || candidates.length === 0) return { hidden, added: [], moved: false, charsBefore, charsAfter: chars };
   const added = [];
