@@ -1,7 +1,6 @@
 """The closed loop, both arms side by side: a real OpenClaw agent doing tool-heavy turns alone, and with
 `occd run --act` beside it (../shared/closed-loop/run.sh, or $OCCD_CLOSED_LOOP). The two arms run at the same
-time on two ports. occd runs with its defaults; only the idle and scan-speed knobs the harness documents are
-set (its gaps between turns are seconds, a real user's are minutes).
+time on two ports. occd runs with its defaults: no OCCD_* setting (issue 19).
 
     .venv/bin/python bench/bench_closed_loop.py                      # 40 turns, OpenClaw 2026.7.1, 128k window
     .venv/bin/python bench/bench_closed_loop.py --turns 15 --window 64000 --release 2026.7.35 --json
@@ -23,7 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-KNOBS = {"OCCD_IDLE_SECONDS": "1", "OCCD_POLICY__MIN_IDLE_MINUTES": "0", "OCCD_DAEMON__SCAN_INTERVAL_SECONDS": "5"}
+KNOBS: dict[str, str] = {}  # the defaults
 
 
 def harness() -> Path:

@@ -62,13 +62,20 @@ class PolicySettings(BaseModel):
     strip_at_budget_percent: float = Field(80, gt=0, description="strip when OpenClaw's predicted pre-prompt estimate after one more turn (the growth learned from recent turns) reaches this share of its compaction budget (window - reserve)")
     strip_target_percent: float = Field(50, gt=0, description="strip down to this share of OpenClaw's compaction budget (the gentlest strip that gets there); rotate when no strip can")
     compact_db_sessions: bool = Field(False, description="database era without the lean view: let the budget trigger ask OpenClaw to compact (a lossy summary, earlier than OpenClaw would make it); off: occd records that it would, and `occd lean enable` is the lossless way")
-    min_idle_minutes: float = Field(10, description="only touch sessions idle at least this long")
+    cache_ttl_minutes: float = Field(5, ge=0, description="how long the provider keeps a prompt cache (Anthropic 5 min or 1 h, OpenAI ~5-10 min): gentle actions (nothing compacts soon) wait until the session has been quiet this long, so the rewrite costs no cache write; urgent ones (OpenClaw predicted to compact within the next turn or two, a spiral, a blocked session) happen as soon as the run ends")
+    keep_recent_turns: int = Field(5, ge=0, description="the newest turns with tool calls whose results a strip never removes (what the model just read); when the target cannot be reached while keeping them, a rotation if a fresh session would reach it, else they stay and the rest is stripped")
+    min_idle_minutes: float | None = Field(None, ge=0, description="deprecated: a fixed wait before gentle actions instead of cache_ttl_minutes (unset: cache_ttl_minutes)")
     max_actions_per_hour: int = Field(60, description="automatic actions per agent per hour (emergencies are not counted; the breaker still applies)")
     exclude: list[str] = Field(default_factory=list, description="session key globs never touched")
     archive_after_days: float = Field(14, description="archive idle sessions older than this whose relevance is low")
     archive_below_relevance: float = Field(0.1, description="relevance under which an old idle session is archived")
     breaker: BreakerSettings = Field(default_factory=BreakerSettings)
     rotation: RotationSettings = Field(default_factory=RotationSettings)
+
+    def gentle_wait_minutes(self) -> float:
+        """How long the session must be quiet before a gentle (non-urgent) action: the prompt cache's lifetime,
+        or the deprecated min_idle_minutes where a config still sets it."""
+        return self.cache_ttl_minutes if self.min_idle_minutes is None else self.min_idle_minutes
 
 
 class LeanSettings(BaseModel):
@@ -93,11 +100,22 @@ class CostSettings(BaseModel):
 
 
 class DaemonSettings(BaseModel):
-    scan_interval_seconds: int = Field(300, ge=5, description="how often the scan job runs")
+    watch: bool = Field(True, description="wake on what OpenClaw writes (transcripts, run locks, the agent database's -wal, the lean view's stats) and evaluate a session when its run ends; false, or where watching cannot start (inotify limits, a network filesystem): polling")
+    settle_seconds: float = Field(2, ge=0, le=60, description="events mode: quiet after OpenClaw's last write (and its run lock released) before the daemon looks")
+    scan_interval_seconds: int = Field(300, ge=5, description="events mode: the full scan that runs anyway, as a safety net")
+    poll_interval_seconds: int = Field(10, ge=1, description="polling mode (no watching): how often the scan runs")
     prune_interval_hours: float = Field(24, description="how often old backups are pruned")
     maintenance_interval_hours: float = Field(24 * 7, description="how often the ledger is maintained")
     score_interval_seconds: int = Field(3600, description="how often sessions are scored for relevance")
     observation_retention_days: int = Field(400, description="ledger observations older than this are thinned")
+
+
+class CheckSettings(BaseModel):
+    """`occd check` run by the daemon: the cheap form (size and sha256 of every backup and archive, the ledger's
+    integrity) and the --read-data form (each file also loaded as its session's transcript)."""
+
+    interval_days: float = Field(7, description="days between the daemon's checks of backups, archives and the ledger (0: never)")
+    read_data_interval_days: float = Field(30, description="days between checks that also load every backup and archive (0: never)")
 
 
 class LLMSettings(BaseModel):
@@ -120,6 +138,8 @@ class AgentOverrides(BaseModel):
     strip_at_budget_percent: float | None = None
     strip_target_percent: float | None = None
     min_idle_minutes: float | None = None
+    cache_ttl_minutes: float | None = None
+    keep_recent_turns: int | None = None
     max_actions_per_hour: int | None = None
     exclude: list[str] | None = None
     archive_after_days: float | None = None
@@ -137,7 +157,7 @@ class Settings(BaseSettings):
     preset: str = Field("default", description="preset used by --strip-tools without a value")
     presets: dict[str, PresetConfig] = Field(default_factory=dict, description="custom presets")
     backups_keep: int = Field(5, ge=1, description="backups kept per session")
-    idle_seconds: int = Field(120, ge=0, description="a session changed more recently than this is considered active")
+    idle_seconds: int = Field(3, ge=0, description="a transcript written more recently than this is not rewritten yet (the end of a run settling); whether a run is in progress is told by OpenClaw's run lock, not by this")
     notify_command: str | None = Field(None, description="command run with a JSON summary on stdin after a rotation")
     log_level: str = Field("INFO", description="daemon log level")
     daemon: DaemonSettings = Field(default_factory=DaemonSettings)
@@ -146,6 +166,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     lean: LeanSettings = Field(default_factory=LeanSettings)
     cost: CostSettings = Field(default_factory=CostSettings)
+    check: CheckSettings = Field(default_factory=CheckSettings)
 
     # set by load_settings(); not a setting
     _config_path: Path | None = None

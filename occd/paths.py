@@ -110,9 +110,52 @@ def cache_dir(env=None) -> Path:
     return home / "cache" if home else Path(_pd().user_cache_dir(APP))
 
 
+PRIVATE_UMASK = 0o077  # occd's own files are its user's alone, whatever the umask it was started with
+
+
+def private_umask() -> int:
+    """Set the process umask so that every file and folder occd creates is its user's alone (0600/0700); returns
+    the previous one. The CLI calls it first thing; SQLite's -wal/-shm, logs, caches and temp files follow."""
+    return os.umask(PRIVATE_UMASK)
+
+
 def ensure_dir(p: Path, mode: int = 0o700) -> Path:
+    """`p` and any missing parent, each created with `mode` exactly (not widened by the umask)."""
+    missing = []
+    cur = p
+    while not cur.exists() and cur != cur.parent:
+        missing.append(cur)
+        cur = cur.parent
     p.mkdir(parents=True, exist_ok=True, mode=mode)
+    for d in missing:
+        try:
+            os.chmod(d, mode)
+        except OSError:
+            pass
     return p
+
+
+def write_private(p: Path, data: bytes) -> None:
+    """Write one of occd's own small files atomically, mode 0600 whatever the umask."""
+    ensure_dir(p.parent)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    try:  # a leftover (or a symlink planted at the name) goes; the new name is ours alone (O_EXCL, no follow)
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    os.replace(tmp, p)
 
 
 def display_path(p: Path | str, env=None) -> str:

@@ -71,7 +71,9 @@ def _state(home: Path, turns: int, *, blocked: bool = False, age_s: float = 3600
 
 
 def _ctx(state, led, **policy):
-    s = load_settings({"state_dir": str(state), "policy": {"min_idle_minutes": 5, **policy}})
+    # keep_recent_turns 0: these three- and four-turn sessions test the target and the emergencies, not what a
+    # strip keeps (tests/test_policy_budget.py covers keep_recent_turns)
+    s = load_settings({"state_dir": str(state), "policy": {"min_idle_minutes": 5, "keep_recent_turns": 0, **policy}})
     return JobContext(settings=s, ledger=led, state_dir=state)
 
 

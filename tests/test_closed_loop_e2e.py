@@ -18,7 +18,7 @@ import pytest
 from e2e_harness import OpenClawHome, require_e2e
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
-KNOBS = {"OCCD_IDLE_SECONDS": "1", "OCCD_POLICY__MIN_IDLE_MINUTES": "0", "OCCD_DAEMON__SCAN_INTERVAL_SECONDS": "5"}
+KNOBS: dict[str, str] = {}  # issue 19: the daemon's defaults (no OCCD_* setting) must do it
 OVERFLOW = "Context overflow"
 
 
@@ -77,7 +77,7 @@ def test_blocked_session_is_unblocked_by_one_cycle(tmp_path, monkeypatch):
         assert blocked, "OpenClaw did not reach its overflow block"
         # the user's next message is blocked too: OpenClaw will not compact again so soon
         assert OVERFLOW in _payload(oc.turn("Q99: are you there?"))
-        time.sleep(2)
+        time.sleep(4)  # the transcript settles (idle_seconds, 3 s by default)
         env = {**oc.env, **KNOBS}
         p = subprocess.run([sys.executable, "-m", "occd", "run", "--once", "--act"], capture_output=True, text=True,
                            env=env, timeout=300)
@@ -105,7 +105,7 @@ def test_blocked_session_is_unblocked_by_one_cycle(tmp_path, monkeypatch):
 
 def test_short_loop_without_a_compaction(tmp_path, monkeypatch):
     """10 tool-heavy turns in a 48k window: OpenClaw alone compacts by the 3rd turn (its budget is 28k); with
-    `occd run --act` beside it (defaults, only the idle and scan-speed knobs set), none, and the model still sees
+    `occd run --act` beside it (its defaults: no OCCD_* setting), none, and the model still sees
     every question."""
     require_e2e()
     turns = int(os.environ.get("OCCD_LOOP_TURNS", "10"))

@@ -73,6 +73,7 @@ def fast_loader(interval=1, **changes):
     def loader():
         s = load_settings()
         s.daemon.scan_interval_seconds = interval  # below the configurable minimum, for tests only
+        s.daemon.poll_interval_seconds = max(1, interval)  # these states are not watched (polling): same interval
         for k, v in changes.items():
             setattr(s.policy, k, v)
         return s
@@ -124,12 +125,15 @@ class NotifySocket:
 # ------------------------------------------------------------------------------------------- registry
 def test_registry_default_jobs_and_order():
     names = [s.name for s in jobs_mod.JOBS]
-    assert names == ["scan", "lean", "apply", "rotate", "prune", "maintain", "score"]
+    assert names == ["scan", "lean", "apply", "rotate", "verify", "prune", "maintain", "score", "check",
+                     "check-data"]
     s = load_settings()
     by = {x.name: x for x in jobs_mod.JOBS}
     assert by["apply"].after_scan and by["rotate"].after_scan and by["apply"].interval(s) is None
     assert by["scan"].interval(s) == 300 and by["prune"].interval(s) == 86400
     assert by["maintain"].interval(s) == 7 * 86400 and by["score"].interval(s) == 3600
+    assert by["check"].interval(s) == 7 * 86400 and by["check-data"].interval(s) == 30 * 86400
+    assert not by["check"].in_cycle and not by["check-data"].in_cycle
 
 
 def test_missing_job_module_is_not_registered_and_logged_once(caplog):
@@ -253,7 +257,7 @@ def test_sighup_reloads_settings_and_reschedules(isolated_env, tmp_path):
         if calls["n"] == 3:
             raise ValueError("Invalid setting daemon.scan_interval_seconds")  # a broken config on the 2nd reload
         s = load_settings()
-        s.daemon.scan_interval_seconds = 3600 if calls["n"] == 1 else 7200
+        s.daemon.scan_interval_seconds = s.daemon.poll_interval_seconds = 3600 if calls["n"] == 1 else 7200
         s.policy.mode = "observe" if calls["n"] == 1 else "act"
         return s
 
@@ -512,10 +516,11 @@ def test_sighup_in_a_real_process_rereads_the_config_file(fake_proc):
 
     cfg = paths.config_file()
     cfg.parent.mkdir(parents=True, exist_ok=True)
-    cfg.write_text("[daemon]\nscan_interval_seconds = 3600\n")
+    # poll_interval_seconds too: this state is not watched, so the daemon polls (issue 19)
+    cfg.write_text("[daemon]\nscan_interval_seconds = 3600\npoll_interval_seconds = 3600\n")
     p = fake_proc()
     assert wait_for(lambda: "scan interval=3600 mode=observe" in fake_proc.events())
-    cfg.write_text("[daemon]\nscan_interval_seconds = 600\n[policy]\nmode = \"act\"\n")
+    cfg.write_text("[daemon]\nscan_interval_seconds = 600\npoll_interval_seconds = 600\n[policy]\nmode = \"act\"\n")
     p.send_signal(signal.SIGHUP)
     assert wait_for(lambda: (dmod.read_status() or {}).get("scanIntervalSeconds") == 600)
     assert dmod.read_status()["mode"] == "act" and p.poll() is None

@@ -265,7 +265,7 @@ def test_a_failing_database_era_compaction_is_tried_once_per_turn_and_trips_its_
     state = heavy(tmp_path)
     led = Ledger.open()
     for _ in range(3):  # three cycles, no new turn in between
-        _run(state, led, compact_db_sessions=True)
+        _run(state, led, compact_db_sessions=True, keep_recent_turns=0)  # a strip, not a rotation
     tries = [a for a in led.history(limit=50) if a["kind"] == "compact"]
     assert [a["outcome"] for a in tries] == ["failed"], _kinds(led.history(limit=50))
     # two earlier failures in the breaker's window: this one opens it
@@ -274,14 +274,14 @@ def test_a_failing_database_era_compaction_is_tried_once_per_turn_and_trips_its_
         led.record_action("compact", "main", "other-session", "agent:main:other", trigger="auto", policy="p",
                           reason="r", outcome="failed", error="e", now=now - 60 * k)
     state2 = heavy(tmp_path / "2")
-    _run(state2, led, compact_db_sessions=True)
+    _run(state2, led, compact_db_sessions=True, keep_recent_turns=0)
     assert led.get_breaker("main", "compact").state == brk.OPEN
 
     # by default occd never asks for that compaction: it records once that it would not, and why
     led2 = Ledger.open(tmp_path / "l2.db")
     state3 = heavy(tmp_path / "3")
     for _ in range(2):
-        counts, rows = _run(state3, led2)
+        counts, rows = _run(state3, led2, keep_recent_turns=0)
     assert [(a["kind"], a["outcome"]) for a in rows] == [("compact", "skipped")]
     assert "occd lean enable" in rows[0]["reason"] and counts["acted"] == 0
     # the agent goes on (its estimate and so the reason's percentage change every turn): still once an hour

@@ -242,23 +242,26 @@ def test_readonly_ledger_file_refused_at_start(isolated_env, monkeypatch):
 
 def test_full_disk_on_scan_cache_write(isolated_env, monkeypatch, caplog):
     state, index = make_state(isolated_env, n=2)
+    import sys
+
     import occd.jobs.scan as scan_mod
 
-    real_dumps_write = Path.write_bytes
+    real_write = os.write
 
-    def full(self, data):
-        if self.name.startswith("scan-files"):
+    def full(fd, data):  # the disk fills while occd writes its scan cache (paths.write_private: the temp file exists)
+        caller = sys._getframe(1)
+        if caller.f_code.co_name == "write_private" and caller.f_locals.get("p", Path()).name.startswith("scan-files"):
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real_dumps_write(self, data)
+        return real_write(fd, data)
 
     with Ledger.open() as led, caplog.at_level(logging.INFO, logger="occd"):
         ctx = ctx_for(state, led)
-        monkeypatch.setattr(Path, "write_bytes", full)
+        monkeypatch.setattr(os, "write", full)
         ok, s = run_cycle(ctx, ["scan"])["scan"]
         assert ok and s["errors"] == 1 and s["changed"] == 2  # observations still recorded
         assert "No space left" in led.last_scan()["error_text"]
-        assert not list(scan_mod._cache_path().parent.glob("scan-files*"))  # no torn temp file left
-        monkeypatch.setattr(Path, "write_bytes", real_dumps_write)
+        assert not list(scan_mod._cache_path().parent.glob("*scan-files*"))  # no torn temp file left
+        monkeypatch.setattr(os, "write", real_write)
         ok, s = run_cycle(ctx, ["scan"])["scan"]
         assert ok and s["errors"] == 0 and scan_mod._cache_path().exists()
     assert any("No space left" in r.getMessage() for r in caplog.records)

@@ -244,8 +244,11 @@ def test_after_edit_every_command_shows_the_same_figure(isolated_env):
     f = figures(sid)
     assert {k: v for k, v in f.items() if k != "status"} == dict.fromkeys(["list", "info", "sessions", "mcp"],
                                                                            (after + 10, "estimate"))
-    # restore: the file's own usage again, at once
+    # restore: the file's own usage again, at once (the mirror reply appended since would be dropped: the user
+    # says so, and it stays in a pinned backup)
     r = run("restore", sid, "--force", "--json")
+    assert r.exit_code == 1 and json.loads(r.stdout)["error"]["code"] == "NEWER_ENTRIES"
+    r = run("restore", sid, "--force", "--discard-newer", "--json")
     assert r.exit_code == 0, r.output
     assert set(figures(sid).values()) == {(usage["usageTokens"], "usage")}
 

@@ -123,7 +123,10 @@ def test_needs_migration_agent_is_reported_not_touched(isolated_env):
     state = make_state(isolated_env, {"agent:main:main": BIG})
     db = state / "agents/main/agent/openclaw-agent.sqlite"
     db.parent.mkdir(parents=True)
-    sqlite3.connect(db).close()
+    c = sqlite3.connect(db)  # a database-era agent database (session tables) beside files it has not imported
+    c.execute("CREATE TABLE session_nodes (session_key TEXT PRIMARY KEY)")
+    c.commit()
+    c.close()
     before = {p: p.read_bytes() for p in (state / "agents/main/sessions").iterdir()}
     with Ledger.open() as led:
         ok, s = run_cycle(ctx_for(state, led, mode="act"), ["scan", "apply"])["apply"]

@@ -7,6 +7,7 @@ test until its --json output conforms, or until it is named in NO_JSON with the 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import time
@@ -17,15 +18,8 @@ from click.testing import CliRunner
 
 from occd.cli.main import cli
 
-# Commands without --json, and why. Anything else must take --json.
-NO_JSON = {
-    "demo": "a guided tour for people; prints the paths to explore with the other commands",
-    "mcp": "its stdout is the MCP protocol channel",
-    "service logs": "a stream of log lines (journalctl or the log file)",
-    "logs": "a stream of log lines",
-    "completion": "prints a shell script",
-    "config init": "writes a commented TOML file",
-}
+# Commands without --json, and why. Anything else must take --json (issue 23: every command has it now).
+NO_JSON: dict[str, str] = {}
 
 # Arguments that make each command do its real work on the demo state; `{sid}` is a session of agent main.
 ARGS = {
@@ -40,6 +34,9 @@ ARGS = {
     "service install": ["--dry-run"],
     "status": [],
     "backups": ["{sid}"],
+    "completion": ["bash"],
+    "demo": ["--cycles", "1"],
+    "config init": ["--stdout"],
 }
 EXTRA_RUNS = [["status", "{sid}"], ["status", "--rotations"], ["info", "nosuch-id"], ["list", "--agent", "nosuch"]]
 
@@ -48,7 +45,7 @@ ISO_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
 # maps keyed by data (table names, action kinds, roles), not by field names
 DATA_MAPS = {"tables", "actions24h", "messagesByRole", "countsByOutcome", "files"}
 TIME_KEYS = {"ts", "started", "stopped", "heartbeat", "created", "updated", "finished", "firstSeen", "lastSeen",
-             "lastCycle", "lastActivity", "nextScan"}
+             "lastCycle", "lastActivity", "nextScan", "lastModified", "fileModified"}
 
 
 def leaf_commands():
@@ -132,7 +129,10 @@ def test_every_command_prints_the_envelope(demo_state):
     runs += [[a.format(sid=sid) for a in extra] for extra in EXTRA_RUNS]
     failures = []
     for args in runs:
+        env_before = dict(os.environ)
         r = invoke(args + ["--json"])
+        os.environ.clear()  # `occd demo` points OCCD_HOME at its own state for the rest of its process
+        os.environ.update(env_before)
         label = " ".join(args)
         try:
             out = json.loads(r.stdout)
@@ -172,3 +172,37 @@ def test_check_shape_catches_what_it_should():
     assert check_shape({"agent_id": 1}) and check_shape({"ts": 1764000000.0}) and check_shape({"openedAt": "x"})
     assert check_shape({"a": [{"lastSeen": 1764000000}]}) and check_shape({"x": {"updatedAt": "2026-11-25 17:00"}})
     assert not check_shape({"tables": {"scan_runs": 1}, "ts": "2026-11-25T17:00:00.000Z", "openedAt": None})
+
+
+def test_usage_errors_under_json_print_the_envelope(demo_state):
+    """Every command: a bad option under --json is the envelope (USAGE, exit 2), as is a mistyped command."""
+    failures = []
+    for name, _cmd in leaf_commands():
+        args = name.split() + ["--no-such-option", "--json"]
+        r = invoke(args)
+        try:
+            out = json.loads(r.stdout)
+        except ValueError:
+            failures.append(f"{name}: stdout is not one JSON document: {r.stdout[:200]!r}")
+            continue
+        if r.exit_code != 2 or out.get("success") is not False or out.get("error", {}).get("code") != "USAGE":
+            failures.append(f"{name}: exit {r.exit_code}, {out}")
+        elif out.get("command") != name or out.get("schemaVersion") != 1 or not out["error"].get("hint"):
+            failures.append(f"{name}: envelope {out}")
+    r = invoke(["lsit", "--json"])
+    out = json.loads(r.stdout)
+    assert r.exit_code == 2 and out["error"]["code"] == "USAGE" and "list" in out["error"]["message"]
+    r = invoke(["info", "--limit", "x", "--json"])
+    assert r.exit_code == 2 and json.loads(r.stdout)["error"]["code"] == "USAGE"
+    r = invoke(["list", "--limit", "0", "--json"])  # a bad value, not only an unknown option
+    assert r.exit_code == 2 and json.loads(r.stdout)["command"] == "list"
+    assert not failures, "\n".join(failures)
+
+
+def test_json_ids_and_times_are_what_the_tables_show(demo_state):
+    rows = json.loads(invoke(["list", "--json"]).stdout)["sessions"]
+    shown = [line.split()[0] for line in invoke(["list"]).stdout.splitlines()[1:] if line and not line[0].isspace()]
+    assert [r["shortId"] for r in rows] == shown
+    text = invoke(["sessions", "--json"]).stdout
+    assert '"lastModified"' in text and "+00:00" not in text
+    assert all(ISO_Z.match(s["lastModified"]) for s in json.loads(text)["sessions"])

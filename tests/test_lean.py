@@ -299,4 +299,4 @@ def test_occd_status_shows_the_lean_view_per_session(fake_openclaw, isolated_env
     p = subprocess.run([sys.executable, "-m", "occd", "status"], capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 0, p.stderr
     assert "LEAN VIEW" in p.stdout and "drop, -" in p.stdout and "(75%)" in p.stdout
-    assert "Lean view: on for 1 sessions" in p.stdout
+    assert "Lean view: on for 1 session," in p.stdout  # issue 23: plurals

@@ -12,6 +12,7 @@ from occd.cli.main import cli
 from occd.config import BreakerSettings
 from occd.ledger import Ledger
 from occd.ledger import migrate
+from occd.ledger.migrate import HEAD_REVISION
 from occd.policy import breaker as b
 
 
@@ -31,15 +32,15 @@ def test_db_path_and_info_before_creation():
 
 def test_db_upgrade_creates_then_is_idempotent():
     r = run("db", "upgrade")
-    assert r.exit_code == 0 and "created at revision 0002" in r.output
+    assert r.exit_code == 0 and f"created at revision {HEAD_REVISION}" in r.output
     r = run("db", "upgrade", "--json")
     out = json.loads(r.output)
-    assert out["success"] and out["fromRevision"] == out["toRevision"] == "0002" and out["backupPath"] is None
+    assert out["success"] and out["fromRevision"] == out["toRevision"] == HEAD_REVISION and out["backupPath"] is None
     r = run("db", "info", "--json")
     out = json.loads(r.output)
     assert out["upToDate"] and out["tables"]["actions"] == 0 and out["journalMode"] == "wal"
     r = run("db", "info")
-    assert "Revision: 0002 (up to date)" in r.output and "observations" in r.output
+    assert f"Revision: {HEAD_REVISION} (up to date)" in r.output and "observations" in r.output
 
 
 def test_db_upgrade_from_old_revision_reports_copy():
@@ -49,7 +50,7 @@ def test_db_upgrade_from_old_revision_reports_copy():
     r = run("db", "info", "--json")
     assert json.loads(r.output)["upToDate"] is False
     r = run("db", "upgrade")
-    assert r.exit_code == 0 and "upgraded: 0001 → 0002" in r.output and "Copy before the upgrade" in r.output
+    assert r.exit_code == 0 and f"upgraded: 0001 → {HEAD_REVISION}" in r.output and "Copy before the upgrade" in r.output
     assert len(migrate.backup_copies(led.path)) == 1
 
 

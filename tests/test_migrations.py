@@ -23,7 +23,7 @@ PINNED_TABLES = {
     "actions": ['id INTEGER NOT NULL PK', 'ts FLOAT NOT NULL', 'kind VARCHAR NOT NULL', 'agent_id VARCHAR', 'session_id VARCHAR', 'session_key VARCHAR', 'trigger VARCHAR NOT NULL', 'policy VARCHAR', 'reason TEXT', 'dry_run INTEGER NOT NULL', 'before_json TEXT', 'after_json TEXT', 'backup_path TEXT', 'outcome VARCHAR NOT NULL', 'error TEXT', 'duration_ms FLOAT'],
     "agents": ['id VARCHAR NOT NULL PK', 'era VARCHAR', 'first_seen FLOAT NOT NULL', 'last_seen FLOAT NOT NULL'],
     "alembic_version": ['version_num VARCHAR(32) NOT NULL PK'],
-    "backups": ['id INTEGER NOT NULL PK', 'agent_id VARCHAR', 'session_id VARCHAR', 'path TEXT NOT NULL', 'size INTEGER', 'created FLOAT NOT NULL', 'pruned_at FLOAT', 'action_id INTEGER'],
+    "backups": ['id INTEGER NOT NULL PK', 'agent_id VARCHAR', 'session_id VARCHAR', 'path TEXT NOT NULL', 'size INTEGER', 'created FLOAT NOT NULL', 'pruned_at FLOAT', 'action_id INTEGER', 'sha256 VARCHAR', 'sha256_source VARCHAR'],
     "breaker_transitions": ['id INTEGER NOT NULL PK', 'ts FLOAT NOT NULL', 'agent_id VARCHAR NOT NULL', 'kind VARCHAR NOT NULL', 'from_state VARCHAR NOT NULL', 'to_state VARCHAR NOT NULL', 'reason TEXT'],
     "breakers": ['agent_id VARCHAR NOT NULL PK', 'kind VARCHAR NOT NULL PK', 'state VARCHAR NOT NULL', 'opened_at FLOAT', 'failures INTEGER NOT NULL', 'cooloff_minutes FLOAT', 'trial_started_at FLOAT', 'reason TEXT', 'updated_at FLOAT NOT NULL'],
     "daemon_runs": ['id INTEGER NOT NULL PK', 'pid INTEGER NOT NULL', 'host VARCHAR', 'version VARCHAR', 'mode VARCHAR', 'started FLOAT NOT NULL', 'heartbeat FLOAT NOT NULL', 'last_cycle FLOAT', 'next_scan FLOAT', 'stopped FLOAT', 'exit_reason TEXT'],
@@ -33,7 +33,9 @@ PINNED_TABLES = {
     "rotation_transitions": ['id INTEGER NOT NULL PK', 'rotation_id INTEGER NOT NULL', 'ts FLOAT NOT NULL', 'from_state VARCHAR', 'to_state VARCHAR NOT NULL', 'note TEXT'],
     "rotations": ['id INTEGER NOT NULL PK', 'agent_id VARCHAR NOT NULL', 'session_key VARCHAR NOT NULL', 'era VARCHAR', 'trigger VARCHAR NOT NULL', 'reason TEXT', 'old_session_id VARCHAR', 'new_session_id VARCHAR', 'old_path TEXT', 'new_path TEXT', 'archive_path TEXT', 'state VARCHAR NOT NULL', 'seed_budget_percent FLOAT', 'seed_tokens INTEGER', 'compactions_before INTEGER', 'health VARCHAR', 'details_json TEXT', 'error TEXT', 'started FLOAT NOT NULL', 'updated FLOAT NOT NULL', 'finished FLOAT'],
     "scan_runs": ['id INTEGER NOT NULL PK', 'started FLOAT NOT NULL', 'duration_s FLOAT NOT NULL', 'agents INTEGER NOT NULL', 'sessions_seen INTEGER NOT NULL', 'sessions_changed INTEGER NOT NULL', 'bytes_read INTEGER NOT NULL', 'errors INTEGER NOT NULL', 'error_text TEXT'],
-    "sessions": ['id INTEGER NOT NULL PK', 'agent_id VARCHAR NOT NULL', 'session_key VARCHAR', 'session_id VARCHAR NOT NULL', 'path TEXT', 'first_seen FLOAT NOT NULL', 'last_seen FLOAT NOT NULL', 'archived_at FLOAT', 'archive_path TEXT'],
+    "sessions": ['id INTEGER NOT NULL PK', 'agent_id VARCHAR NOT NULL', 'session_key VARCHAR', 'session_id VARCHAR NOT NULL', 'path TEXT', 'first_seen FLOAT NOT NULL', 'last_seen FLOAT NOT NULL', 'archived_at FLOAT', 'archive_path TEXT', 'archive_size INTEGER', 'archive_sha256 VARCHAR', 'archive_sha256_source VARCHAR'],
+    "problems": ['id INTEGER NOT NULL PK', 'source VARCHAR NOT NULL', 'subject VARCHAR NOT NULL', 'code VARCHAR NOT NULL', 'severity VARCHAR NOT NULL', 'agent_id VARCHAR', 'session_id VARCHAR', 'path TEXT', 'message TEXT NOT NULL', 'hint TEXT', 'details_json TEXT', 'first_seen FLOAT NOT NULL', 'last_seen FLOAT NOT NULL', 'resolved_at FLOAT', 'resolution VARCHAR'],
+    "check_runs": ['id INTEGER NOT NULL PK', 'started FLOAT NOT NULL', 'finished FLOAT NOT NULL', 'read_data INTEGER NOT NULL', 'trigger VARCHAR NOT NULL', 'artifacts INTEGER NOT NULL', 'bytes_read INTEGER NOT NULL', 'problems INTEGER NOT NULL', 'summary_json TEXT'],
 }
 PINNED_INDEXES = {
     "ix_actions_agent_kind_ts": ("actions", ['agent_id', 'kind', 'ts']),
@@ -48,6 +50,9 @@ PINNED_INDEXES = {
     "ix_rotations_state": ("rotations", ['state']),
     "ix_scan_runs_started": ("scan_runs", ['started']),
     "ix_sessions_agent_key": ("sessions", ['agent_id', 'session_key']),
+    "ix_problems_open": ("problems", ['resolved_at', 'source']),
+    "ix_problems_subject": ("problems", ['subject', 'code']),
+    "ix_check_runs_started": ("check_runs", ['started']),
 }
 
 
@@ -112,7 +117,7 @@ def test_upgrade_from_first_revision_keeps_data(tmp_path):
 
     led = Ledger.open(p)  # upgrades automatically
     try:
-        assert led.revision() == migrate.head_revision() == "0002"
+        assert led.revision() == migrate.head_revision() == "0003"
         # data intact
         ser = led.series("main", "sid-1")
         assert len(ser) == 50 and ser[-1]["context_tokens"] == 1049 and ser[-1]["compaction_count"] == 4
@@ -165,7 +170,7 @@ def test_downgrade_and_upgrade_again(tmp_path):
     assert led.revision() == "0001"
     assert led.series("main", "s")[0]["compaction_count"] == 1  # the batch drop did not cascade
     res = led.upgrade()
-    assert (res.from_revision, res.to_revision, res.created) == ("0001", "0002", False) and res.backup.exists()
+    assert (res.from_revision, res.to_revision, res.created) == ("0001", "0003", False) and res.backup.exists()
     assert led.latest_observations()[0]["compaction_count"] == 1
     led.close()
 
@@ -219,7 +224,7 @@ def test_concurrent_first_open(tmp_path):
         t.join()
     assert errors == []
     led = Ledger.open(p)
-    assert len(led.history()) == 4 and led.revision() == "0002"
+    assert len(led.history()) == 4 and led.revision() == "0003"
     led.close()
 
 

@@ -130,7 +130,8 @@ def test_unknown_schema_is_a_clear_error(db):
     c.close()
     store = DbStore(db.state_dir, "main")
     assert len(store.sessions()) == 1  # unverified version, but every column occd reads is there
-    assert any("99" in w and "not verified" in w for w in store.warnings)
+    assert any("99" in w and "unverified" in w and "acts on nothing" in w for w in store.warnings)
+    assert store.schema()["level"] == "unverified" and not store.actionable
     store.close()
     c = open_rw(db.db_path())
     c.execute("DROP INDEX idx_agent_session_nodes_label")

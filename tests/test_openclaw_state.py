@@ -165,3 +165,54 @@ def test_missing_and_unreadable_state_dir(tmp_path):
         list_agents(f)
     assert ei.value.code == "STATE_UNREADABLE"
     assert list_agents(tmp_path) == []  # a state dir without agents/
+
+
+def _doctor_fix_735_db(agent_dir):
+    """What 2026.7.35's `openclaw doctor --fix` leaves: agent/openclaw-agent.sqlite at schema 1, auth profiles and a
+    memory index, no session tables."""
+    import sqlite3
+
+    (agent_dir / "agent").mkdir(parents=True, exist_ok=True)
+    c = sqlite3.connect(agent_dir / "agent" / "openclaw-agent.sqlite")
+    c.executescript("""
+        CREATE TABLE schema_meta (meta_key TEXT PRIMARY KEY, role TEXT, schema_version INTEGER);
+        INSERT INTO schema_meta VALUES ('primary', 'agent', 1);
+        CREATE TABLE auth_profiles (id TEXT PRIMARY KEY, provider TEXT, profile_json TEXT);
+        CREATE TABLE memory_index (path TEXT PRIMARY KEY, hash TEXT, updated_at INTEGER);
+        PRAGMA user_version = 1;""")
+    c.commit()
+    c.close()
+
+
+def test_agent_db_without_session_tables_beside_sessions_json_is_the_file_era(tmp_path):
+    """Issue 19: the era is what holds the sessions. 7.35's doctor --fix database (no session tables) beside a
+    sessions.json is the file era, and occd acts on it (no needs-migration note)."""
+    state = tmp_path / ".openclaw"
+    FileState(state).add_session(turns=2)
+    (state / "openclaw.json").write_text(json.dumps({"meta": {"lastTouchedVersion": "2026.7.35"}}))
+    _doctor_fix_735_db(state / "agents" / "main")
+    assert get_agent(state, "main").era == "file"
+    store = open_store(state, "main")
+    assert store.era == "file" and not store.notes
+    assert len(store.sessions()) == 1
+    # the same database before the first session: no sessions anywhere yet
+    bare = tmp_path / "bare"
+    (bare / "agents" / "main").mkdir(parents=True)
+    _doctor_fix_735_db(bare / "agents" / "main")
+    assert get_agent(bare, "main").era == "empty"
+    # the same database with session tables is an import in progress: still needs-migration
+    import sqlite3
+
+    c = sqlite3.connect(state / "agents" / "main" / "agent" / "openclaw-agent.sqlite")
+    c.execute("CREATE TABLE session_nodes (session_key TEXT PRIMARY KEY)")
+    c.commit()
+    c.close()
+    assert get_agent(state, "main").era == "needs-migration"
+
+
+def test_unreadable_agent_db_beside_sessions_counts_as_holding_sessions(tmp_path):
+    state = tmp_path / ".openclaw"
+    FileState(state).add_session(turns=1)
+    (state / "agents" / "main" / "agent").mkdir(parents=True, exist_ok=True)
+    (state / "agents" / "main" / "agent" / "openclaw-agent.sqlite").write_bytes(b"not a database at all" * 100)
+    assert get_agent(state, "main").era == "needs-migration"

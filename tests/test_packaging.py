@@ -86,4 +86,4 @@ def test_migrations_run_from_the_installed_copy(wheel, tmp_path):
 
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["occd"].startswith(str(site)) and out["scripts"].startswith(str(site))
-    assert out["rev"] == out["head"] == "0002" and out["n"] == 1
+    assert out["rev"] == out["head"] == "0003" and out["n"] == 1

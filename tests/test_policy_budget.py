@@ -278,3 +278,103 @@ def test_trigger_keeps_a_turn_to_spare_when_turns_are_large_for_the_window():
     assert p.after_next_percent < 80 and b.should_strip(p, 80)
     assert decide_budget_strip(_state(), pol, now=NOW, prediction=p, target=tgt).act
     assert not b.should_strip(_pred(24000, 9700, budget=44000), 80)
+
+
+# ---- issue 19: urgent strips at once, gentle ones when the prompt cache has expired; keep the newest results -----
+
+def test_urgency_is_a_compaction_within_the_next_turn_or_two():
+    assert b.urgency(_pred(100000, 9000)) == "next-turn"            # 109k >= 108k: compacts during the next turn
+    assert b.urgency(_pred(90000, 9000)) == "no-turn-to-spare"      # 108k after two turns
+    assert b.urgency(_pred(80000, 9000)) is None                    # 98k after two turns: room for a gentle strip
+
+
+def test_urgent_strip_happens_as_soon_as_the_run_ends_gentle_waits_for_the_cache():
+    pol = PolicySettings(mode="act")                                # defaults: cache_ttl_minutes 5
+    tgt = b.StripTarget(5, 50000, 54000, 30000)
+    just_ended = _state(last_activity=NOW - 4)                      # the run ended 4 s ago, its lock released
+    d = decide_budget_strip(just_ended, pol, now=NOW, prediction=_pred(90000, 9000), target=tgt)
+    assert d.act and d.details["urgency"] == "no-turn-to-spare"
+    gentle = _pred(80000, 9000)                                     # 82% after the next turn: fires, not urgent
+    d = decide_budget_strip(just_ended, pol, now=NOW, prediction=gentle, target=tgt)
+    assert d.deferred and "prompt cache" in d.reason and "urgency" not in d.details
+    assert d.details["dueAt"] == NOW - 4 + 5 * 60                  # the daemon looks again when the cache expired
+    d = decide_budget_strip(_state(last_activity=NOW - 301), pol, now=NOW, prediction=gentle, target=tgt)
+    assert d.act                                                    # quiet longer than the cache lives: free
+    # a run in progress (its lock held) defers even an urgent strip, with no due time (the run's end wakes us)
+    d = decide_budget_strip(_state(last_activity=NOW - 1, running=True), pol, now=NOW,
+                            prediction=_pred(100000, 9000), target=tgt)
+    assert d.deferred and "run is in progress" in d.reason and "dueAt" not in d.details
+    # the deprecated min_idle_minutes still replaces the cache lifetime where a config sets it
+    assert PolicySettings(min_idle_minutes=0).gentle_wait_minutes() == 0
+    assert PolicySettings(cache_ttl_minutes=60).gentle_wait_minutes() == 60
+
+
+def _ctx_turns(n, total=4000, tools=3500):
+    return b.ContextEstimate(0, tuple(b.TurnEstimate(total, tools, True) for _ in range(n)))
+
+
+def test_strip_to_target_never_removes_the_newest_turns_results():
+    ctx = _ctx_turns(12)                                            # 48k history, 3.5k strippable per turn
+    p = b.predict(ctx, 108000, 9500)
+    free = b.strip_to_target(ctx, p, 30, keep_recent=0)
+    assert free.reachable and free.keep_turns_with_tools < 5
+    kept = b.strip_to_target(ctx, p, 30, keep_recent=5)
+    assert not kept.reachable and kept.keep_turns_with_tools is None
+    assert kept.predicted_after == b.with_margin(ctx.after_keep(5)) + 9500
+    assert b.strip_to_target(ctx, p, 50, keep_recent=5).keep_turns_with_tools >= 5
+    few = _ctx_turns(3)                                             # fewer turns than the floor: all kept
+    assert b.strip_to_target(few, b.predict(few, 108000, 9500), 1, keep_recent=5).removed == 0
+
+
+def test_unreachable_while_keeping_the_newest_keeps_them_while_openclaw_has_room():
+    pol = PolicySettings(mode="act")
+    # keeping the newest 5 is over the target but leaves OpenClaw a turn of room: strip the rest, keep them,
+    # even where a rotation would reach the target (its seed would leave the model only the last exchanges)
+    roomy = b.StripTarget(None, 60000, 54000, 20000, False, (), 5, 5)
+    for fresh in (30000, 56000):
+        d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(100000, 9000), target=roomy,
+                                fresh_session_tokens=fresh)
+        assert d.action == "strip" and d.details["keepTurnsWithTools"] == 5 and d.act
+    # keeping 5 would still leave OpenClaw compacting (only 3 are safe): keep the 3 and strip the rest, also where
+    # a rotation would reach the target (its seed keeps only the last exchanges; a strip keeps every question)
+    tight = b.StripTarget(None, 60000, 54000, 20000, False, (), 3, 5)
+    for fresh in (30000, 56000):
+        d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(100000, 9000), target=tight,
+                                fresh_session_tokens=fresh)
+        assert d.action == "strip" and d.details["keepTurnsWithTools"] == 3 and d.act
+    # no strip leaves OpenClaw room: a rotation when a fresh session reaches the target
+    d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(100000, 9000),
+                            target=b.StripTarget(None, 60000, 54000, 20000, False, (), None, 5),
+                            fresh_session_tokens=30000)
+    assert d.action == "rotate" and d.act
+    # nothing older to strip and room left: nothing to do
+    none_older = b.StripTarget(None, 60000, 54000, 0, False, (), 5, 5)
+    assert decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(100000, 9000), target=none_older,
+                               fresh_session_tokens=30000) is None
+
+
+def test_keeping_the_newest_never_costs_a_compaction():
+    """A small window where 5 whole results leave OpenClaw compacting anyway, and a fresh session is over the
+    target too: keep as many of the newest as still leave it a turn of room, strip the rest."""
+    ctx = _ctx_turns(6, total=4600, tools=4400)
+    p = b.predict(ctx, 28000, 14500)
+    t = b.strip_to_target(ctx, p, 50, keep_recent=5)
+    assert not t.reachable and t.safe_keep is not None and t.safe_keep < 5
+    assert b.with_margin(ctx.after_keep(t.safe_keep)) + 14500 + p.growth < 28000
+    assert b.with_margin(ctx.after_keep(t.safe_keep + 1)) + 14500 + p.growth >= 28000
+    d = decide_budget_strip(_state(), PolicySettings(mode="act"), now=NOW, prediction=p, target=t,
+                            fresh_session_tokens=21000)
+    assert d.action == "strip" and d.details["keepTurnsWithTools"] == t.safe_keep and d.act
+
+
+def test_no_room_even_keeping_none_and_no_fresh_session_either_strips_everything():
+    """A 40k window (budget 20k) with 14.5k of prompt overhead, three turns of 9k results, blocked: no strip leaves
+    OpenClaw a turn of room and a rotated session is over the target too: the strongest strip (keep none), as
+    before keep_recent_turns — never a rotation that would not help (the e2e blocked-session test's shape)."""
+    ctx = _ctx_turns(3, total=9200, tools=9000)
+    p = b.predict(ctx, 20000, 14500)
+    t = b.strip_to_target(ctx, p, 50, keep_recent=5)
+    assert t.safe_keep is None and t.removed == 0 and t.removed_all > 0
+    d = decide_budget_strip(_state(), PolicySettings(mode="act"), now=NOW, prediction=p, target=t,
+                            emergency=em.Emergency("BLOCKED", "overflow notice"), fresh_session_tokens=20500)
+    assert d.action == "strip" and d.details["keepTurnsWithTools"] == 0 and d.act

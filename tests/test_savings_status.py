@@ -48,7 +48,9 @@ def _strip(led, now, *, size_before, size_after, price=None, avoided=False, emer
         before["emergency"] = emergency
     led.record_action("strip", "main", session, "agent:main:main", trigger=trigger, policy="strip_at_budget_percent",
                       reason="r", outcome=outcome, dry_run=dry_run, before=before,
-                      after={"sizeOriginal": size_before, "sizeAfter": size_after}, now=now)
+                      after={"sizeOriginal": size_before, "sizeAfter": size_after,
+                             # the context figures a strip records (issue 23: savings count context, not bytes)
+                             "tokensBefore": size_before // 4, "tokensAfterEstimate": size_after // 4}, now=now)
 
 
 def test_savings_summary_counts_only_real_automatic_strips(isolated_env):

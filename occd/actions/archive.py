@@ -65,7 +65,7 @@ def archive_session(settings, *, agent: str | None = None, ref: str | None = Non
 
 def _archive_locked(settings, t, path: Path, dst: Path, result: dict, *, trigger, policy, reason, force, ledger,
                     now) -> dict:
-    from occd.actions.common import ensure_idle, record_action
+    from occd.actions.common import ensure_idle, record_action, record_archive_fingerprint
     from occd.openclaw import update_index
     from occd.openclaw.fence import file_stat, give_back, release, take_name, writer_seen
 
@@ -116,6 +116,7 @@ def _archive_locked(settings, t, path: Path, dst: Path, result: dict, *, trigger
     try:
         if ledger is not None:
             ledger.mark_session_archived(t.agent, t.session_id, str(dst), now=now)
+            record_archive_fingerprint(ledger, t.agent, t.session_id, dst)
     except Exception:  # noqa: BLE001 - the move is done; the ledger row is informational
         pass
     return result

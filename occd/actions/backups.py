@@ -1,4 +1,5 @@
-"""Backups of transcripts: `{stem}.backup.{n}.jsonl` beside the transcript, n monotonic, newest `keep` kept.
+"""Backups of transcripts: `{stem}.backup.{n}.jsonl` beside the transcript, n monotonic, newest `keep` kept;
+`{stem}.backup.{n}.pinned.jsonl` is kept until the user deletes it (never pruned).
 
 A backup is made at the instant of the replace, by hard-linking the original inode to the backup name just
 before the new file is renamed over it: the backup is then exactly the bytes that were replaced (the old inode
@@ -17,13 +18,15 @@ from pathlib import Path
 
 from occd.transcript.rewrite import fsync_dir  # noqa: F401 - re-exported for the actions
 
-_BACKUP_RE = re.compile(r"^(?P<stem>.+)\.backup\.(?P<n>\d+)\.jsonl$")
+_BACKUP_RE = re.compile(r"^(?P<stem>.+)\.backup\.(?P<n>\d+)(?P<pinned>\.pinned)?\.jsonl$")
+PINNED = ".pinned"  # `{stem}.backup.{n}.pinned.jsonl`: kept until the user deletes it, never pruned
 
 
 @dataclass(frozen=True)
 class Backup:
     path: Path
     number: int
+    pinned: bool = False
 
     @property
     def size(self) -> int:
@@ -50,14 +53,18 @@ def list_backups(transcript: Path) -> list[Backup]:
     for name in names:
         m = _BACKUP_RE.match(name)
         if m and m.group("stem") == stem:
-            out.append(Backup(transcript.parent / name, int(m.group("n"))))
+            out.append(Backup(transcript.parent / name, int(m.group("n")), bool(m.group("pinned"))))
     return sorted(out, key=lambda b: b.number)
 
 
-def next_backup_path(transcript: Path) -> Path:
+def _name(transcript: Path, n: int, pinned: bool = False) -> str:
+    return f"{_stem(transcript)}.backup.{n}{PINNED if pinned else ''}.jsonl"
+
+
+def next_backup_path(transcript: Path, pinned: bool = False) -> Path:
     existing = list_backups(transcript)
     n = existing[-1].number + 1 if existing else 1
-    return transcript.parent / f"{_stem(transcript)}.backup.{n}.jsonl"
+    return transcript.parent / _name(transcript, n, pinned)
 
 
 # link(2) errors that mean "this file system cannot make the link here": only then is the file copied.
@@ -66,7 +73,7 @@ _NO_LINK = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOSYS, errno.EOPNOTSU
             getattr(errno, "ENOTSUP", errno.EOPNOTSUPP)}
 
 
-def snapshot(src: Path, dst: Path | None = None, *, expect_inode: int | None = None) -> Path:
+def snapshot(src: Path, dst: Path | None = None, *, expect_inode: int | None = None, pinned: bool = False) -> Path:
     """Give the current bytes of `src` a new backup name, taken exclusively: a hard link (O(1)) made with
     link(2), which fails on an existing name — then the next number is tried; an existing backup is never
     replaced. Only where the file system cannot link (EPERM, EXDEV, ENOTSUP, ...) is the file copied, into a
@@ -74,9 +81,10 @@ def snapshot(src: Path, dst: Path | None = None, *, expect_inode: int | None = N
     new name is removed again and BusyError raised. Returns the backup path."""
     from occd.errors import BusyError
 
-    path = dst or next_backup_path(src)
+    path = dst or (next_backup_path(src, True) if pinned else next_backup_path(src))
     m = _BACKUP_RE.match(path.name)
     n = int(m.group("n")) if m else 1
+    pinned = bool(m and m.group("pinned"))
     for _ in range(10000):
         try:
             _link(src, path)
@@ -91,7 +99,7 @@ def snapshot(src: Path, dst: Path | None = None, *, expect_inode: int | None = N
                 made = "copy"
                 break
         n += 1
-        path = src.parent / f"{_stem(src)}.backup.{n}.jsonl"
+        path = src.parent / _name(src, n, pinned)
     else:
         raise FileExistsError(f"no free backup name for {src}")
     if made == "link" and expect_inode is not None:
@@ -143,8 +151,9 @@ def _copy_exclusive(src: Path, dst: Path, expect_inode: int | None) -> bool:
 
 
 def prune(transcript: Path, keep: int) -> list[Path]:
-    """Delete all but the newest `keep` backups; returns the deleted paths."""
-    backups = list_backups(transcript)
+    """Delete all but the newest `keep` backups; returns the deleted paths. Pinned backups (a restore that
+    discarded newer turns keeps the file it replaced so) are never pruned and do not count."""
+    backups = [b for b in list_backups(transcript) if not b.pinned]
     doomed = backups[: max(0, len(backups) - keep)]
     removed = []
     for b in doomed:

@@ -89,10 +89,12 @@ def _clone_locked(settings, target, *, output, preset, register, trigger, ledger
     if preset is False and stats.turns:  # copied as is: no preset's limits to report
         stats.turns = {**stats.turns, "keepTurnsWithTools": None, "truncatePercent": None}
     # the clone's own figure: an unchanged copy measures what the source measures; a stripped one is an estimate
-    # until its first reply (its usage measured the source)
-    record_figure(target, dest, stats.tokens_after_estimate,
-                  "estimate" if plan.changed else stats.tokens_before_source, stats.context_window,
-                  session_id=new_id, key=key, ledger=ledger)
+    # until its first reply (its usage measured the source). A clone written outside the agent's sessions folder
+    # is not one of its sessions (the daemon never scans it): the ledger does not count it among them.
+    if dest.parent == src.parent:
+        record_figure(target, dest, stats.tokens_after_estimate,
+                      "estimate" if plan.changed else stats.tokens_before_source, stats.context_window,
+                      session_id=new_id, key=key, ledger=ledger)
     if key is None and dest.parent != src.parent:
         resume = None  # OpenClaw only resumes sessions in the agent's sessions folder that its index names
     else:

@@ -9,7 +9,6 @@ record in the ledger. A crash at any instant leaves the old file or the new one,
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import time
 from dataclasses import dataclass
@@ -18,10 +17,31 @@ from typing import Any, Callable
 
 from occd.errors import BusyError, OccdError, UnsupportedEraError, UsageError
 
-log = logging.getLogger("occd.actions")
 
-DB_ERA_HINT = ("this agent uses OpenClaw's database storage (2026.8+), which occd never writes: use "
-               "`openclaw sessions compact {key}` (occd's daemon does this through the gateway)")
+# What to do instead of a write occd cannot do in the database era (2026.8+: occd never writes OpenClaw's
+# database), per command; {key} is the session's real key (what OpenClaw's commands take), shell-quoted.
+DB_ERA_ADVICE = {
+    "edit": ("`occd lean enable` hides old tool calls from the model losslessly (OpenClaw's store keeps them); "
+             "`occd rotate {key}` starts the key afresh with a seed; lossy: `openclaw sessions compact {key}` "
+             "replaces the history with a summary"),
+    "clone": ("occd cannot copy a database-era session; `occd rotate {key}` starts the key afresh, seeded from this "
+              "session (its history stays in OpenClaw's store)"),
+    "restore": ("occd made no backup to restore: it never writes this session (OpenClaw's store keeps its history); "
+                "a rotation is undone with `occd rotate --undo {key}`"),
+    "archive": ("OpenClaw keeps the session in its database; `occd lean enable` keeps its context small, "
+                "`occd rotate {key}` starts it afresh"),
+}
+
+
+def db_era_error(action: str, aid: str, key: str | None) -> UnsupportedEraError:
+    import shlex
+
+    k = shlex.quote(key) if key else "KEY"
+    advice = DB_ERA_ADVICE.get(action, DB_ERA_ADVICE["edit"]).format(key=k)
+    if not key:
+        advice += " (KEY: the session's key, which `occd list` shows)"
+    return UnsupportedEraError(f"Cannot {action} a session of agent '{aid}': it uses OpenClaw's database storage "
+                               "(2026.8+), which occd never writes", advice)
 
 
 @dataclass
@@ -65,13 +85,58 @@ def open_agent_store(settings, agent: str | None, ref: str | None = None):
     return state_dir, aid, open_store(state_dir, aid)
 
 
+def resolve_session(store, ref: str, state_dir: Path, aid: str, *, command: str = "info", **kw):
+    """store.resolve(ref); a session that is not the agent's but another agent's is named with its agent (the
+    user forgot --agent), not "not found" with the closest ids of the wrong agent."""
+    try:
+        return store.resolve(ref, **kw)
+    except OccdError as e:
+        if e.code != "SESSION_NOT_FOUND":
+            raise
+        other = other_agent_with(state_dir, aid, ref)
+        if other is None:
+            raise
+        raise OccdError(f"Session '{ref}' belongs to agent '{other}', not '{aid}'",
+                        f"add --agent {other}: `occd {command} {ref} --agent {other}`", code="SESSION_NOT_FOUND",
+                        details={"agent": other}) from None
+
+
+def other_agent_with(state_dir: Path, aid: str, ref: str) -> str | None:
+    """The other agent whose sessions (or archive) `ref` names unambiguously, if exactly one does."""
+    from occd.openclaw import list_agents, open_store
+
+    found = []
+    try:
+        agents = [a.id for a in list_agents(state_dir)]
+    except OccdError:
+        return None
+    for other in agents:
+        if other == aid:
+            continue
+        try:
+            store = open_store(state_dir, other)
+            store.resolve(ref, include_archived=True)
+        except OccdError:
+            continue
+        except Exception:  # noqa: BLE001 - an unreadable other agent only costs the better message
+            continue
+        found.append(other)
+    return found[0] if len(found) == 1 else None
+
+
 def resolve_target(settings, agent: str | None, ref: str | None, *, action: str, writes: bool = True) -> Target:
     state_dir, aid, store = open_agent_store(settings, agent, ref)
+    if writes and getattr(store, "era", "file") == "needs-migration":
+        raise UnsupportedEraError(f"Cannot {action} a session of agent '{aid}': OpenClaw has not migrated its "
+                                  "sessions to its database yet", "run `openclaw doctor --fix` first; occd only "
+                                  "reads such a state")
     if writes and getattr(store, "era", "file") != "file":
-        key = ref or "<session key>"
-        raise UnsupportedEraError(f"Cannot {action} a session of agent '{aid}' in OpenClaw's database era",
-                                  DB_ERA_HINT.format(key=key))
-    info = store.resolve(ref) if ref is not None else store.latest()
+        try:  # the advice names the session's real key (an id or a part of one is not what OpenClaw takes)
+            key = (resolve_session(store, ref, state_dir, aid) if ref is not None else store.latest()).key
+        except OccdError:
+            key = ref if ref and ref.startswith("agent:") else None
+        raise db_era_error(action, aid, key)
+    info = resolve_session(store, ref, state_dir, aid, command=action) if ref is not None else store.latest()
     path = Path(info.path) if getattr(info, "path", None) else None
     if writes:
         if path is None or not (path.is_file() or path.is_symlink()):
@@ -139,7 +204,12 @@ def session_lock(path: Path, *, wait: float = 0.0):
     d = runtime_dir()
     d.mkdir(parents=True, exist_ok=True, mode=0o700)
     digest = hashlib.sha256(os.path.realpath(path).encode("utf-8", "surrogateescape")).hexdigest()[:24]
-    fd = os.open(d / f"session-{digest}.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:  # never through a symlink planted at the lock's name (O_NOFOLLOW: ELOOP)
+        fd = os.open(d / f"session-{digest}.lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+                     | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except OSError as e:
+        raise OccdError(f"Cannot take occd's lock {d / f'session-{digest}.lock'}: {e.strerror}",
+                        "if it is a symbolic link, remove it (occd makes its own)", code="LOCK_FAILED") from None
     try:
         deadline = time.monotonic() + wait
         while True:
@@ -179,7 +249,8 @@ def ensure_idle(path: Path, idle_seconds: float, force: bool, now: float | None 
                             "is idle, or pass --force")
 
 
-def replace_with_backup(path: Path, write_fn: Callable, expect_stat, keep: int, *, verify=None, scanned: dict | None = None):
+def replace_with_backup(path: Path, write_fn: Callable, expect_stat, keep: int, *, verify=None, scanned: dict | None = None,
+                        pin: bool = False):
     """Write the new content via write_fn(fh) into a temp file beside `path` and atomically replace `path`,
     leaving the replaced bytes as the next backup. Returns (backup_path, pruned_paths).
 
@@ -189,7 +260,8 @@ def replace_with_backup(path: Path, write_fn: Callable, expect_stat, keep: int, 
 
     verify: the scanned original Transcript (the temp file must not add invariant problems to it), or None
     to skip the check (restore puts back bytes occd already had). `scanned`, when given, receives the scan of
-    the new file under "new" (so the caller need not read it again)."""
+    the new file under "new" (so the caller need not read it again). `pin`: the backup is a pinned one (never
+    pruned)."""
     from occd.actions import backups
     from occd.transcript import atomic_write, check_invariants, scan
 
@@ -209,7 +281,7 @@ def replace_with_backup(path: Path, write_fn: Callable, expect_stat, keep: int, 
                 raise OccdError(f"Refusing to write {path.name}: the result would be invalid ({problems[0]})",
                                 "this is a bug in occd; the original is untouched — please report it",
                                 code="INVARIANT_VIOLATION")
-        taken["backup"] = backups.snapshot(path, expect_inode=expect_stat[2] if expect_stat else None)
+        taken["backup"] = backups.snapshot(path, expect_inode=expect_stat[2] if expect_stat else None, pinned=pin)
 
     try:
         atomic_write(path, write_fn, expect_stat=expect_stat, validate=before_replace,
@@ -251,14 +323,19 @@ def record_action(kind: str, target: Target | None, *, outcome: str, trigger: st
                                          backup_path=backup_path, error=error, dry_run=dry_run,
                                          duration_ms=duration_ms)
         if backup_path:
-            size = Path(backup_path).stat().st_size if Path(backup_path).exists() else None
-            ledger.record_backup(backup_path, aid, sid, size=size, action_id=action_id)
+            from occd.ledger.digest import try_fingerprint
+
+            size, sha = try_fingerprint(backup_path)  # what `occd check` compares against later
+            ledger.record_backup(backup_path, aid, sid, size=size, sha256=sha, action_id=action_id)
         for p in pruned:
             ledger.mark_backup_pruned(p)
     except Exception as e:  # noqa: BLE001 - the ledger must never turn a done edit into a failure
         # (the daemon's too: a full OCCD_HOME must not make a strip that was done count as failed)
-        log.warning("could not record %s (%s) in the ledger: %s", kind, outcome,
-                    (getattr(e, "message", None) or str(e)).splitlines()[0] if str(e) else type(e).__name__)
+        import logging  # only here: read commands that import this module do not pay for logging
+
+        logging.getLogger("occd.actions").warning(
+            "could not record %s (%s) in the ledger: %s", kind, outcome,
+            (getattr(e, "message", None) or str(e)).splitlines()[0] if str(e) else type(e).__name__)
         import click
 
         click.echo(f"Warning: could not record this {kind} in the ledger: {str(e).splitlines()[0]}", err=True)
@@ -268,3 +345,12 @@ def record_action(kind: str, target: Target | None, *, outcome: str, trigger: st
                 ledger.close()
             except Exception:  # noqa: BLE001
                 pass
+
+
+def record_archive_fingerprint(ledger, agent: str, session_id: str, path) -> None:
+    """Record the size and sha256 of an archive occd just made (`occd check` compares against them)."""
+    from occd.ledger.digest import try_fingerprint
+
+    size, sha = try_fingerprint(path)
+    if sha is not None:
+        ledger.archive_fingerprint_by_path(agent, session_id, str(path), size, sha)

@@ -146,13 +146,13 @@ def edit_session(settings, *, agent=None, ref=None, preset=None, force=False, dr
                                 drop_malformed=drop_malformed, dry_run=dry_run, trigger=trigger, policy=policy,
                                 reason=reason, ledger=ledger, now=now, t0=t0, crashed_run=crashed_run,
                                 details=details)
-    except BusyError as e:
+    except BusyError as e:  # a refused dry run writes nothing either (record_action skips it)
         record_action(kind, target, outcome="deferred", trigger=trigger, policy=policy, reason=reason,
-                      error=e.message, ledger=ledger)
+                      error=e.message, dry_run=dry_run, ledger=ledger)
         raise
     except OccdError as e:
         record_action(kind, target, outcome="failed", trigger=trigger, policy=policy, reason=reason,
-                      error=e.message, ledger=ledger)
+                      error=e.message, dry_run=dry_run, ledger=ledger)
         raise
 
 
@@ -176,6 +176,11 @@ def _edit_locked(settings, target, src, *, name, p, kind, force, drop_malformed,
     window = context_window_for(target)
     stats = stats_from(plan, t, window=window, target=target)
     dropping = bool(drop_malformed and t.malformed)
+    edits = plan.transforms()
+    if dropping:  # children of a dropped line hang on its parent (or the edit is refused): the chain stays whole
+        from occd.transcript.dropped import reparent_for_dropped
+
+        edits = reparent_for_dropped(t, src, edits)
     if not plan.changed and not dropping:
         stats.tokens_after_estimate = stats.tokens_before
         stats.estimate_after = stats.estimate_before
@@ -185,7 +190,7 @@ def _edit_locked(settings, target, src, *, name, p, kind, force, drop_malformed,
                       dry_run=dry_run, ledger=ledger)
         return res
     if dry_run:
-        buf_size, new_t = rewrite_dry(t, plan, drop_malformed, src=src)
+        buf_size, new_t = rewrite_dry(t, plan, drop_malformed, src=src, edits=edits)
         stats.size_after = buf_size
         stats.tokens_after_estimate = tokens_after(new_t, stats)
         res = EditResult(target.session_id, path, name, True, None, stats, dry_run=True)
@@ -196,7 +201,7 @@ def _edit_locked(settings, target, src, *, name, p, kind, force, drop_malformed,
 
     scanned: dict = {}
     backup, pruned = replace_with_backup(
-        path, lambda fh: rewrite(t, fh, remove=plan.remove, edits=plan.transforms(), drop_malformed=drop_malformed,
+        path, lambda fh: rewrite(t, fh, remove=plan.remove, edits=edits, drop_malformed=drop_malformed,
                                  src=src),
         t.stat, settings.backups_keep, verify=t, scanned=scanned)
     stats.size_after = path.stat().st_size
@@ -207,13 +212,14 @@ def _edit_locked(settings, target, src, *, name, p, kind, force, drop_malformed,
                      dropped_malformed=[m.lineno for m in t.malformed] if drop_malformed else [])
     record_action(kind, target, outcome="ok", trigger=trigger, policy=policy, reason=reason,
                   before={"size": stats.size_original, "messages": stats.messages_original,
-                          "toolCalls": stats.tool_calls_original, "tokens": stats.tokens_before, **(details or {})},
+                          "toolCalls": stats.tool_calls_original, "tokens": stats.tokens_before,
+                          "tokensSource": stats.tokens_before_source, **(details or {})},
                   after=stats.to_json(), backup_path=backup, pruned=pruned,
                   duration_ms=(time.monotonic() - t0) * 1000, ledger=ledger)
     return res
 
 
-def rewrite_dry(t, plan, drop_malformed=False, src=None):
+def rewrite_dry(t, plan, drop_malformed=False, src=None, edits=None):
     """(size, scanned Transcript) of what the rewrite would write, in memory, without writing anything."""
     import io
 
@@ -221,7 +227,8 @@ def rewrite_dry(t, plan, drop_malformed=False, src=None):
     from occd.transcript.scan import scan_stream
 
     buf = io.BytesIO()
-    rewrite(t, buf, remove=plan.remove, edits=plan.transforms(), drop_malformed=drop_malformed, src=src)
+    rewrite(t, buf, remove=plan.remove, edits=plan.transforms() if edits is None else edits,
+            drop_malformed=drop_malformed, src=src)
     n = buf.tell()
     buf.seek(0)
     return n, scan_stream(buf)

@@ -88,9 +88,14 @@ class RestoreResult:
     backup_of_current: Path | None
     size_before: int
     size_after: int
+    discarded_entries: int = 0   # entries appended after the restored backup (--discard-newer): in the pinned backup
+    discarded_turns: int = 0
+    pinned: bool = False         # the replaced file was kept as a pinned backup (never pruned)
 
     def to_json(self) -> dict:
         return {"success": True, "mode": "restore", "sessionId": self.session_id, "sessionPath": str(self.path),
                 "restoredFrom": str(self.restored_from),
                 "backupPath": str(self.backup_of_current) if self.backup_of_current else None,
-                "sizeBefore": self.size_before, "sizeAfter": self.size_after}
+                "sizeBefore": self.size_before, "sizeAfter": self.size_after,
+                "discardedEntries": self.discarded_entries, "discardedTurns": self.discarded_turns,
+                "backupPinned": self.pinned}

@@ -17,6 +17,8 @@ Rules (docs/design.md "cleaner", ../shared/docs/openclaw-format.md):
   as parent. compaction.firstKeptEntryId moves to the next surviving entry after it on the compaction's path
   (the compaction itself when none is left, so nothing extra is sent); label.targetId and
   branch_summary.fromId move to the nearest surviving ancestor.
+- An assistant message carrying a provider-native compaction checkpoint (`providerReplay`, OpenClaw 2026.10.2+)
+  is never hidden or rewritten: the turns up to and including the newest one are kept whole.
 - A session whose last tool call has no result yet (or whose last entry is a tool result waiting for the
   model's reply) is running: BusyError, no plan. Unless the caller says its run crashed (`crashed_run`): then
   that last turn is left exactly as it is and the rest is planned as usual.
@@ -33,6 +35,7 @@ from occd.cleaner.truncate import truncate_args, truncate_result_content
 from occd.errors import BusyError, OccdError, ParseError
 from occd.transcript.model import EntryMeta, Transcript, gc_paused
 from occd.transcript.rewrite import serialize, splice_parent
+from occd.transcript import jsontext
 
 REMOVED, TRUNCATED, KEPT = "removed", "truncated", "kept"
 
@@ -81,7 +84,7 @@ class EntryEdit:
                 return out
         if data is raw:
             return None
-        obj = orjson.loads(data)
+        obj = jsontext.loads(data)
         for k, v in fields.items():
             obj[k] = v
         return serialize(obj)
@@ -265,6 +268,14 @@ def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: flo
         status_of_turn[x.index] = TRUNCATED if i < n_trunc else KEPT
     if open_turn is not None and open_turn in status_of_turn:
         status_of_turn[open_turn] = KEPT
+    # a provider-native compaction checkpoint (occd.transcript.compaction) is never hidden or rewritten: the path
+    # up to and including the newest one stays byte-identical (its replay covers that prefix, which is then not
+    # sent anyway; re-parenting or stripping in it would change what the provider's checkpoint was made from)
+    cp = max((i for i, e in enumerate(path) if e.replay is not None), default=None)
+    if cp is not None:
+        for x in tool_turns:
+            if x.start <= cp:
+                status_of_turn[x.index] = KEPT
     # turn ranges for --verbose
     for x in tool_turns:
         st = status_of_turn[x.index]

@@ -75,6 +75,24 @@ def status_cmd(agent, as_json):
     c.print(t)
 
 
+def _check_known(led, agent, kind) -> None:
+    """A name that is no agent (or kind) occd knows is a typo, not 'nothing to reset': exit 1 with the names."""
+    import difflib
+
+    from occd.errors import OccdError
+    from occd.ledger import ACTION_KINDS
+
+    for what, value, known in (("agent", agent, {a["id"] for a in led.agents()} | {r.agent for r in led.breakers()}),
+                               ("kind", kind, set(ACTION_KINDS) | {r.kind for r in led.breakers()})):
+        if value is None or value in known:
+            continue
+        near = difflib.get_close_matches(value, sorted(known), n=1)
+        names = ", ".join(sorted(known)) or "none yet"
+        raise OccdError(f"No {what} '{value}' in occd's ledger", (f"did you mean {near[0]}? " if near else "")
+                        + f"known {what}s: {names}; `occd breaker status` shows the breakers",
+                        code=f"{what.upper()}_NOT_FOUND")
+
+
 @breaker_group.command("reset")
 @click.argument("agent", required=False)
 @click.option("--kind", default=None, metavar="KIND", help="Only this action kind (strip, rotate, archive, ...).")
@@ -88,6 +106,7 @@ def reset_cmd(agent, kind, as_json):
     now = time.time()
     done = []
     with Ledger.open() as led:
+        _check_known(led, agent, kind)
         for rec in led.breakers(agent):
             if kind and rec.kind != kind:
                 continue

@@ -94,6 +94,15 @@ def state_option(f):
                         help="OpenClaw state directory (default: resolved as OpenClaw does).")(f)
 
 
+def session_question(command: str) -> str:
+    """The question `require_session` asks, wrapped at spaces to the terminal (never mid-word)."""
+    from occd.cli.render import terminal_width, wrap_text
+
+    text = (f"Which session should `occd {command}` act on? (id, any unique part of it, or key; `occd list` shows "
+            "them)")
+    return wrap_text(text, (terminal_width(sys.stderr) or 0) - 2 or None, indent=0)
+
+
 def require_session(session: str | None, command: str, example: str) -> str:
     """Commands that change a session act on the one named: without SESSION they ask on a terminal and
     otherwise stop with a usage error (never guess the newest: it is usually the one the user talks to)."""
@@ -102,10 +111,24 @@ def require_session(session: str | None, command: str, example: str) -> str:
     from occd.errors import UsageError
 
     if sys.stdin.isatty() and sys.stdout.isatty():
-        return click.prompt(f"Which session should `occd {command}` act on? (id, any unique part of it, or key; "
-                            "`occd list` shows them)").strip()
+        return click.prompt(session_question(command), err=True).strip()
     raise UsageError(f"`occd {command}` needs the session: an id, any unique part of it, or a session key",
                      f"`occd list` shows them; e.g. {example}")
+
+
+def confirm(text: str, command: str, flag: str = "--yes") -> bool:
+    """Ask yes/no on the terminal; without one an answer may be piped in. With no terminal and no answer (a
+    script, cron, </dev/null) nobody can answer: one usage line naming the flag to pass (exit 2), never an Abort."""
+    from occd.errors import UsageError
+
+    if sys.stdin is not None and sys.stdin.isatty():
+        return click.confirm(text, default=False, err=True)
+    line = sys.stdin.readline() if sys.stdin is not None else ""
+    if not line.strip():
+        raise UsageError(f"`occd {command}` asks for confirmation and there is no terminal to answer it",
+                         f"pass {flag} to confirm it in a script")
+    click.echo(f"{text} [y/N]: {line.strip()}", err=True)
+    return line.strip().lower() in ("y", "yes")
 
 
 def looks_like_session_id(text: str | None) -> bool:
@@ -147,7 +170,7 @@ def camel(key: str) -> str:
 
 
 def is_time_key(key: str) -> bool:
-    return key in TIME_KEYS or (key.endswith("At") and len(key) > 2)
+    return key in TIME_KEYS or (key.endswith(("At", "Modified")) and key not in ("At", "Modified"))
 
 
 def iso_time(v: Any) -> Any:
@@ -222,11 +245,22 @@ def envelope(payload: Any = None, *, success: bool = True, key: str = "items", e
 def emit_json(obj: Any, *, key: str = "items", success: bool = True, error: dict | None = None) -> None:
     """Write one command's --json answer: the envelope around `obj` (a dict, or a list under `key`). A command
     that reports a failure itself (doctor) passes success=False and error={code, message, hint}."""
+    data = envelope(obj, success=success, key=key, error=error)
+    sys.stdout.buffer.write(_json_bytes(data) + b"\n")
+    sys.stdout.flush()
+
+
+def _json_bytes(data) -> bytes:
+    """The envelope as indented JSON; a lone surrogate from OpenClaw's data is written as its escape (orjson
+    refuses it; occd.transcript.jsontext)."""
     import orjson
 
-    data = envelope(obj, success=success, key=key, error=error)
-    sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
-    sys.stdout.flush()
+    try:
+        return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        from occd.transcript.jsontext import dumps
+
+        return dumps(data, indent=2)
 
 
 def ok_mark() -> str:
@@ -255,6 +289,8 @@ def handle_errors(f: Callable) -> Callable:
             sys.exit(141)
         except click.ClickException:
             raise
+        except click.exceptions.Abort:  # Ctrl-C or end of input at a prompt: the user said no
+            _fail("Aborted: nothing was changed", None, "CANCELLED", EXIT_USER, as_json, None)
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as e:  # a bug: still one line, traceback only with --debug
@@ -267,7 +303,9 @@ def handle_errors(f: Callable) -> Callable:
                       "another process (OpenClaw or another occd) changed it meanwhile; run the command again",
                       "FILE_VANISHED", EXIT_TEMPFAIL, as_json, None)
             msg = f"Internal error: {type(e).__name__}: {e}".splitlines()[0]
-            _fail(msg, "run with --debug for a traceback and report it", "INTERNAL", EXIT_USER, as_json, None)
+            path = ctx.command_path.split(" ", 1)[-1] if ctx and " " in ctx.command_path else "COMMAND"
+            _fail(msg, f"`occd --debug {path} ...` shows the traceback; please report it", "INTERNAL", EXIT_USER,
+                  as_json, None)
 
     return wrapper
 
@@ -277,13 +315,13 @@ def _fail(message, hint, code, exit_code, as_json, details):
         err = {"code": code, "message": message, "hint": hint}
         if details:
             err["details"] = details
-        import orjson
-
         data = envelope(None, success=False, error=err)
-        sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
+        sys.stdout.buffer.write(_json_bytes(data) + b"\n")
         sys.stdout.flush()
-    line = f"Error: {message}"
+    from occd.cli.render import clean
+
+    line = f"Error: {clean(message)}"
     if hint:
-        line += f" (hint: {hint})"
+        line += f" (hint: {clean(hint)})"
     click.echo(line, err=True)
     sys.exit(exit_code)

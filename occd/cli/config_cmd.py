@@ -132,8 +132,9 @@ def init_text() -> str:
 @config_group.command("init")
 @click.option("--stdout", "to_stdout", is_flag=True, help="Print the file instead of writing it.")
 @click.option("--force", is_flag=True, help="Replace an existing config file (it is kept as config.toml.bak).")
+@json_option
 @handle_errors
-def init(to_stdout, force):
+def init(to_stdout, force, as_json):
     """Write a config file with every setting at its default, commented out and explained.
 
     \b
@@ -148,21 +149,24 @@ def init(to_stdout, force):
 
     text = init_text()
     if to_stdout:
+        if as_json:
+            emit_json({"path": None, "written": False, "text": text})
+            return
         click.echo(text, nl=False)
         return
     p = paths.config_file()
     if p.exists() and not force:
         raise OccdError(f"{paths.display_path(p)} exists", "`occd config init --stdout` prints the template; "
                         "--force replaces the file (keeping a .bak)", code="CONFIG_EXISTS")
-    p.parent.mkdir(parents=True, exist_ok=True)
+    paths.ensure_dir(p.parent)
+    bak = None
     if p.exists():
-        os.replace(p, p.with_name(p.name + ".bak"))
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, p)
+        bak = p.with_name(p.name + ".bak")
+        os.replace(p, bak)
+    paths.write_private(p, text.encode("utf-8"))  # 0600: it names notify_command, a program the daemon runs
+    if as_json:
+        emit_json({"path": str(p), "written": True, "backup": str(bak) if bak else None})
+        return
     click.echo(f"Wrote {paths.display_path(p)} (every default, commented out).")
 
 

@@ -91,12 +91,21 @@ def _once(d, ledger, as_json: bool) -> int:
     failed = [n for n, (ok, _) in results.items() if not ok]
     interrupted = d.stop.is_set()
     if as_json:
+        err = None
+        if failed:  # the envelope's error, as for every failure: which jobs, and where the details are
+            first = results[failed[0]][1] or {}
+            err = {"code": "JOB_FAILED", "message": f"{len(failed)} job(s) failed: {', '.join(failed)}"
+                   + (f" ({failed[0]}: {first.get('error')})" if first.get("error") else ""),
+                   "hint": "details in `occd service logs` or the log file; the next cycle retries"}
         emit_json({"success": not failed, "interrupted": interrupted, "failed": failed,
-                   "jobs": {n: {"ok": ok, **s} for n, (ok, s) in results.items()}})
+                   "jobs": {n: {"ok": ok, **s} for n, (ok, s) in results.items()}}, success=not failed, error=err)
     else:
+        from occd.cli.render import plain, terminal_width, wrap_text
+
+        width = terminal_width()
         for n, (ok, s) in results.items():
-            text = ", ".join(f"{k} {v}" for k, v in s.items() if not isinstance(v, (dict, list)))
-            click.echo(f"{'ok    ' if ok else 'FAILED'} {n:<9} {text}")
+            text = ", ".join(f"{k} {plain(v)}" for k, v in s.items() if not isinstance(v, (dict, list)))
+            click.echo(wrap_text(f"{'ok    ' if ok else 'FAILED'} {n:<9} {text}", width, indent=17))
         if interrupted:
             click.echo("stopped by a signal before the cycle was complete")
         if failed:
@@ -216,12 +225,24 @@ def status(platform, as_json):
 @click.option("-n", "--lines", default=100, show_default=True, help="How many recent lines.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines.")
 @_platform
+@json_option
 @handle_errors
-def logs(lines, follow, platform):
-    """Recent log lines (journald on Linux, the occd log file elsewhere)."""
+def logs(lines, follow, platform, as_json):
+    """Recent log lines (journald on Linux, the occd log file elsewhere). --json: {"lines": [...]}."""
     from occd.runtime import service
 
-    raise SystemExit(service.run_command(service.logs_command(platform, lines, follow), capture=False).returncode)
+    if not as_json:
+        raise SystemExit(service.run_command(service.logs_command(platform, lines, follow), capture=False).returncode)
+    from occd.errors import OccdError, UsageError
+
+    if follow:
+        raise UsageError("--json prints one document and cannot --follow", "drop -f, or follow without --json")
+    cmd = service.logs_command(platform, lines, False)
+    r = service.run_command(cmd)
+    if r.returncode != 0:
+        first = next((x for x in (r.stderr or "").splitlines() if x.strip()), f"exit code {r.returncode}")
+        raise OccdError(f"{cmd[0]} failed: {first}", "`occd logs` reads occd's own log file")
+    emit_json({"source": cmd[0], "lines": (r.stdout or "").splitlines()})
 
 
 # --------------------------------------------------------------------------------------------------- scan-now

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from occd.cli.common import handle_errors
+from occd.cli.common import emit_json, handle_errors, json_option
 
 
 @click.command("demo")
@@ -12,8 +12,9 @@ from occd.cli.common import handle_errors
               help="Build the demo state in this directory and keep it (default: a temporary directory, removed "
                    "at the end).")
 @click.option("--cycles", type=click.IntRange(1, 20), default=3, show_default=True, help="Daemon cycles to run.")
+@json_option
 @handle_errors
-def demo_cmd(keep, cycles):
+def demo_cmd(keep, cycles, as_json):
     """Run occd on a built-in demo OpenClaw state: builds it, runs daemon cycles in act mode, shows status.
 
     Uses a temporary directory for everything (OpenClaw state, ledger, logs), removed at the end unless
@@ -28,6 +29,20 @@ def demo_cmd(keep, cycles):
 
     from occd.demo import run as demo
 
+    if as_json:  # the cycles' summaries and `occd status --json`'s data, in one envelope
+        report: list = []
+        root = demo.run(keep=keep, cycles=cycles, echo=lambda *a, **k: None, report=report)
+        try:
+            from occd.report import status as st
+            from occd.config import load_settings
+
+            data = st.status(load_settings(), now=None)
+        finally:
+            if not keep:
+                shutil.rmtree(root, ignore_errors=True)
+        emit_json({"root": str(root), "kept": bool(keep), "explore": demo.explore_line(root) if keep else None,
+                   "cycles": report, "status": data})
+        return
     root = demo.run(keep=keep, cycles=cycles, echo=click.echo)
     try:
         from occd.cli.status_cmd import history_cmd, status_cmd

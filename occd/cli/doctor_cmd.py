@@ -47,5 +47,5 @@ def doctor_cmd(only, online, as_json):
             line += f" — {r.hint}"
         c.print(line, wrap=True, indent=len(marks[r.status]) + width + 3)
     if failed:
-        c.print(f"\n{len(failed)} check(s) need attention.")
+        c.print(f"\n{len(failed)} check{'s need' if len(failed) != 1 else ' needs'} attention.")
         raise SystemExit(1)

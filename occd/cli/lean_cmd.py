@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from occd.cli.common import console, emit_json, handle_errors, json_option, load_settings_from_ctx, ok_mark, state_option
+from occd.cli.common import confirm, console, emit_json, handle_errors, json_option, load_settings_from_ctx, ok_mark, state_option
 
 
 def _state_dir(s):
@@ -50,7 +50,7 @@ def enable_cmd(state_dir, yes, as_json):
     def ask(text: str) -> bool:
         if as_json:
             return False
-        return click.confirm(text, default=False, err=True)
+        return confirm(text, "lean enable")
 
     res = lean.enable(s, sd, confirm=ask, yes=yes)
     head = f"Lean view enabled on OpenClaw {res['release']} ({lean.PLUGIN_ID} from {res['pluginDir']})"
@@ -84,7 +84,9 @@ def status_cmd(state_dir, as_json):
     from occd.cli.render import format_table, human_tokens
 
     s = load_settings_from_ctx(state_dir=state_dir)
-    res = lean.status(_state_dir(s))
+    from occd.jobs.lean import rules_from_settings
+
+    res = lean.status(_state_dir(s), rules=rules_from_settings(s))
     if as_json:
         emit_json(res)
         return
@@ -92,8 +94,11 @@ def status_cmd(state_dir, as_json):
     state = f"enabled but broken: {res['broken']}" if res.get("broken") else (
         "enabled" if res["enabled"] else "not enabled")
     c.print(f"Lean view: {state} (OpenClaw's context engine: {res['slot']})", markup=False)
-    d = res["default"]
-    c.print(f"  Default rules: mode {d.get('mode')}, keep {d.get('keepTurns')} turns, batch {d.get('batchTurns')}")
+    r, d = res["rules"], res["default"]
+    on = sum(1 for v in res["sessions"].values() if v.get("mode") not in (None, "off"))
+    c.print(f"  Mode {r['mode']} (config lean.mode), keep {r['keepTurns']} turns, batch {r['batchTurns']}: the rules a "
+            f"session gets when the daemon's policies turn it on ({on} on now; every other session: "
+            f"{d.get('mode') or 'off'})", wrap=True, indent=2)
     rows = [[k, v["mode"], str(v.get("callsHidden", "-")), str(v.get("resultsStubbed", "-")),
              human_tokens(v.get("tokensSaved")) if "tokensSaved" in v else "-",
              f"{v['savedPercent']:g}%" if "savedPercent" in v else "-"] for k, v in res["sessions"].items()]

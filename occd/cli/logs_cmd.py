@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from occd.cli.common import handle_errors
+from occd.cli.common import emit_json, handle_errors, json_option
 
 _TS = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
 
@@ -30,6 +30,16 @@ def entry_time(line: str) -> float | None:
     if not m:
         return None
     return time.mktime(time.strptime(m.group(1), "%Y-%m-%d %H:%M:%S"))
+
+
+def log_entry(line: str) -> dict:
+    """One entry for --json: its time, level, logger and message when it has the log file's format."""
+    import re
+
+    m = re.match(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d+)?) (\w+) ([\w.]+): (.*)$", line, re.S)
+    if not m:
+        return {"time": None, "level": None, "logger": None, "message": line}
+    return {"time": entry_time(line), "level": m.group(2), "logger": m.group(3), "message": m.group(4)}
 
 
 def read_entries(files: list[Path], since: float | None) -> list[str]:
@@ -57,8 +67,9 @@ def read_entries(files: list[Path], since: float | None) -> list[str]:
 @click.option("--since", default=None, help="Only entries since: 1h, 30m, today, yesterday, 2026-11-22 ...")
 @click.option("--journal", is_flag=True,
               help="Read the systemd user service's journal (journalctl) instead of occd's log file.")
+@json_option
 @handle_errors
-def logs_cmd(lines, follow, since, journal):
+def logs_cmd(lines, follow, since, journal, as_json):
     """occd's log: what the daemon and every cycle did (the file under the log dir; rotated at 5 MB).
 
     Without a log file, and with --journal, the installed systemd user service's journal is read
@@ -75,17 +86,24 @@ def logs_cmd(lines, follow, since, journal):
     from occd.errors import NotFoundError
     from occd.report.status import parse_since
 
+    if as_json and follow:
+        from occd.errors import UsageError
+
+        raise UsageError("--json prints one document and cannot --follow", "drop -f, or follow without --json")
     files = log_files()
     base = paths.log_dir() / "occd.log"
     since_ts = parse_since(since, time.time())
     if journal or (not files and not follow and _service_installed()):
-        return _journal(lines if since_ts is None or lines != 50 else None, follow, since_ts)
+        return _journal(lines if since_ts is None or lines != 50 else None, follow, since_ts, as_json)
     if not files and not follow:
         raise NotFoundError(f"No log at {paths.display_path(base)} yet",
                             "the daemon and `occd run --once` write it; `occd service status` says if it runs")
     out = read_entries(files, since_ts)
     if since_ts is None or lines != 50:
         out = out[-lines:] if lines else []
+    if as_json:
+        emit_json({"source": str(base), "entries": [log_entry(x) for x in out]})
+        return
     for line in out:
         click.echo(line)
     if follow:
@@ -102,7 +120,7 @@ def _service_installed() -> bool:
         return False
 
 
-def _journal(lines: int | None, follow: bool, since: float | None) -> None:
+def _journal(lines: int | None, follow: bool, since: float | None, as_json: bool = False) -> None:
     from occd.runtime import service
     from occd.errors import OccdError, UsageError
 
@@ -117,6 +135,10 @@ def _journal(lines: int | None, follow: bool, since: float | None) -> None:
     if r.returncode != 0:
         first = next((x for x in (r.stderr or "").splitlines() if x.strip()), f"exit code {r.returncode}")
         raise OccdError(f"journalctl failed: {first}", "`occd logs` without --journal reads occd's own log file")
+    if as_json:
+        emit_json({"source": "journal", "entries": [{"time": None, "level": None, "logger": None, "message": x}
+                                                    for x in r.stdout.splitlines()]})
+        return
     click.echo(r.stdout, nl=False)
 
 

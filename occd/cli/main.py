@@ -7,6 +7,7 @@ small modules only; import heavy things inside the function), then add one line 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
@@ -32,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "stats": ("occd.cli.status_cmd:stats_cmd", "What the daemon saved: tokens, compactions, money.", "Daemon"),
     "logs": ("occd.cli.logs_cmd:logs_cmd", "occd's own log (-f follows, -n lines, --since).", "Daemon"),
     "service": ("occd.cli.daemon_cmd:service_group", "Install/remove the background service; its status and logs.", "Daemon"),
+    "check": ("occd.cli.check_cmd:check_cmd", "Check backups, archives and the ledger (--read-data: load them too).", "Setup"),
     "doctor": ("occd.cli.doctor_cmd:doctor_cmd", "Check config, OpenClaw state, ledger, service, heartbeat, breakers.", "Setup"),
     "completion": ("occd.cli.main:completion_cmd", "Shell completion script: bash, zsh or fish.", "Setup"),
     "demo": ("occd.cli.demo_cmd:demo_cmd", "Run occd on a built-in demo OpenClaw state (no network).", "Setup"),
@@ -69,6 +71,27 @@ Exit codes: 0 ok, 1 error (message has a hint), 2 usage, 75 busy (retry when the
 """
 
 
+def usage_json(e: click.UsageError, args) -> None:
+    """Under --json a usage error (click's: a bad option, a missing argument, no such command) also prints the
+    envelope on stdout, exit 2 as without --json (click prints its own lines on stderr)."""
+    if "--json" not in list(args or ()):
+        return
+    from occd.cli.common import envelope
+
+    import orjson
+
+    cmd = " ".join(e.ctx.command_path.split(" ")[1:]) if e.ctx is not None else ""
+    hint = f"`occd {cmd + ' ' if cmd else ''}--help` shows the usage"
+    if not cmd:  # the group's own error (no such command): the word the user typed
+        cmd = next((a for a in args if not a.startswith("-")), "")
+        hint = "`occd --help` lists the commands"
+    data = envelope(None, success=False, error={"code": "USAGE", "message": e.format_message(),
+                                                 "hint": hint})
+    data["command"] = cmd
+    sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
+    sys.stdout.flush()
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx):
         return sorted(set(COMMANDS) | set(self.commands))
@@ -83,6 +106,34 @@ class LazyGroup(click.Group):
         cmd = getattr(importlib.import_module(mod_name), attr)
         self.commands[name] = cmd
         return cmd
+
+    def resolve_command(self, ctx, args):
+        """Click's own "No such command", with the nearest command names (`occd lsit` → list)."""
+        name = click.utils.make_str(args[0]) if args else None
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            import difflib
+
+            near = difflib.get_close_matches(name, self.list_commands(ctx), n=3, cutoff=0.6)
+            if near:
+                ctx.fail(f"No such command '{name}'. Did you mean " + " or ".join(f"'{n}'" for n in near) + "?")
+        return super().resolve_command(ctx, args)
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        argv = list(args)
+        try:
+            ctx = super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:
+            usage_json(e, argv)
+            raise
+        ctx.meta["occd.argv"] = argv
+        return ctx
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as e:
+            usage_json(e, ctx.meta.get("occd.argv", ()))
+            raise
 
     def format_commands(self, ctx, formatter):
         # Help text comes from COMMANDS, so listing commands imports nothing.
@@ -113,11 +164,19 @@ def cli(ctx, debug):
     """
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
+    from occd.paths import private_umask
+
+    old = private_umask()  # occd's files (config, ledger and its -wal/-shm, logs, caches) are 0600, folders 0700
+    ctx.call_on_close(lambda: os.umask(old))
+    from occd.cli.render import install_safe_streams
+
+    install_safe_streams()  # nothing from OpenClaw's files reaches the terminal as a control sequence
 
 
 @click.command("completion")
 @click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
-def completion_cmd(shell):
+@click.option("--json", "as_json", is_flag=True, help="The script inside the JSON envelope: {shell, script}.")
+def completion_cmd(shell, as_json):
     """Print the completion script for SHELL (commands, options, session ids, agents, presets).
 
     \b
@@ -129,6 +188,11 @@ def completion_cmd(shell):
     from click.shell_completion import get_completion_class
 
     comp = get_completion_class(shell)(cli, {}, "occd", "_OCCD_COMPLETE")
+    if as_json:
+        from occd.cli.common import emit_json
+
+        emit_json({"shell": shell, "script": comp.source()})
+        return
     click.echo(comp.source())
 
 

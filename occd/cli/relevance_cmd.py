@@ -24,7 +24,9 @@ def _state_dir(settings):
 
 def _warn(warnings):
     for w in warnings:
-        click.echo(f"Warning: {w}", err=True)
+        from occd.cli.render import clean
+
+        click.echo(f"Warning: {clean(w)}", err=True)
 
 
 @click.command("sessions")
@@ -86,27 +88,32 @@ def project_status_cmd(path, as_json):
     if as_json:
         emit_json(st.to_json())
         return
+    from occd.cli.render import clean
+
     now = datetime.now(timezone.utc)
-    head = st.branch or "(detached HEAD)"
+    head = clean(st.branch) or "(detached HEAD)"
     track = ""
     if st.upstream:
-        track = f" → {st.upstream}" + (f" (ahead {st.ahead}, behind {st.behind})" if st.ahead is not None else "")
-    click.echo(f"Repository: {st.root}")
+        track = f" → {clean(st.upstream)}" + (f" (ahead {st.ahead}, behind {st.behind})" if st.ahead is not None else "")
+    click.echo(f"Repository: {clean(st.root)}")
     click.echo(f"Branch:     {head}{track}")
     click.echo(f"Changes:    {st.uncommitted} uncommitted, {st.untracked} untracked"
                + (f", {st.conflicts} conflicted" if st.conflicts else "") + f"; {st.stashes} stash"
                + ("es" if st.stashes != 1 else ""))
+    width = terminal_width()
     if st.commits:
         click.echo("Commits:")
-        for c in st.commits:
-            click.echo(f"  {c.sha[:8]}  {relative_time(c.time, now):>8}  {c.subject[:90]}")
+        for c in st.commits:  # a subject too long for the line is cut after a whole word, marked with "…"
+            lead = f"  {c.sha[:8]}  {relative_time(c.time, now):>8}  "
+            click.echo(lead + (clip_words(clean(c.subject), max(width - len(lead), 20)) if width else clean(c.subject)))
     click.echo("Key docs:   " + (", ".join(st.key_docs) if st.key_docs else "none"))
     if st.pull_requests is not None:
         if not st.pull_requests:
             click.echo("Open PRs:   none")
         for p in st.pull_requests:
             checks = ", ".join(f"{n} {k}" for k, n in sorted(p.checks.items())) or "no checks"
-            click.echo(f"  #{p.number} {p.title[:70]} ({p.branch or '?'}; {checks})" + (" [draft]" if p.draft else ""))
+            click.echo(f"  #{p.number} {clip_words(clean(p.title), 70)} ({clean(p.branch) or '?'}; {clean(checks)})"
+                       + (" [draft]" if p.draft else ""))
     _warn(st.warnings)
 
 
@@ -132,7 +139,9 @@ def select_cmd(task, repo, agent, state_dir, label, no_llm, cost_budget, as_json
     if as_json:
         emit_json(r.to_json())
         return
-    out = r.to_json()
+    from occd.cli.render import clean_data
+
+    out = clean_data(r.to_json())  # task, reasons, notes: one line each, no control characters
     verb = {"resume": "Resume", "fresh": "Start fresh", "queue": "Queue"}[out["action"]]
     target = f" {out['sessionId']}" if out["sessionId"] else ""
     width = terminal_width()
@@ -159,11 +168,22 @@ def select_cmd(task, repo, agent, state_dir, label, no_llm, cost_budget, as_json
 
 
 @click.command("mcp")
+@click.option("--json", "as_json", is_flag=True,
+              help="Do not serve: describe the server (its tools, whether occd[mcp] is installed) as one JSON object.")
 @handle_errors
-def mcp_cmd():
+def mcp_cmd(as_json):
     """Serve openclaw_project_status and openclaw_session_list over stdio (MCP) for agents.
 
+    Its stdout is the protocol channel; --json instead prints what it serves, and exits.
     Needs the optional part: pip install 'occd[mcp]'."""
+    if as_json:
+        import importlib.util
+
+        from occd.relevance.mcp_server import SERVER_NAME, TOOLS
+
+        emit_json({"server": SERVER_NAME, "transport": "stdio", "installed": importlib.util.find_spec("mcp") is not None,
+                   "tools": [{"name": k, "description": v} for k, v in TOOLS.items()]})
+        return
     from occd.relevance.extras import require
 
     require("mcp", "occd mcp")

@@ -4,10 +4,109 @@ inside the methods: importing this module costs nothing)."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from datetime import datetime, timezone
 
 from occd.units import human_bytes, human_tokens  # noqa: F401  (the renderers import them from here too)
+
+# ---- terminal safety: what came from OpenClaw's files (keys, labels, agent names, paths, subjects, error
+# messages) must never reach a terminal as control characters: OSC 52 (clipboard writes), OSC 8 (links), CSI
+# (colours, cursor moves), CR (overwrite a line), BEL, C1 controls, bidi overrides, or lone surrogates (which
+# cannot even be encoded). `clean` shows each as an escape (`\x1b`, `\r`, `\u202e`); in one-line text (table
+# cells, error lines) newlines and tabs too, so data cannot make fake rows. Every human line occd writes goes
+# through SafeStream (installed by the CLI group), which applies clean(one_line=False) as the last step: only
+# occd's own newlines pass. Colour comes only from rich (Console below), which writes past SafeStream to the
+# real stream, after Console.print and Table have cleaned every string they were given. Human renderers that
+# put data into lines of their own clean it first (clean_data), so a newline in a key makes no fake line.
+# --json output is written to the byte buffer and keeps the data, escaped as JSON does. ----
+
+_CTRL = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_UNSAFE_MULTI = re.compile(f"[{_CTRL}]")
+_UNSAFE_ONE = re.compile(f"[{_CTRL}\t\n]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _esc(m: re.Match) -> str:
+    c = m.group()
+    if c in _NAMED:
+        return _NAMED[c]
+    o = ord(c)
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+
+
+def clean(text, *, one_line: bool = True) -> str:
+    """`text` safe to print: control characters shown as escapes (one_line: newlines and tabs too)."""
+    if text is None:
+        return ""
+    text = str(text)
+    return (_UNSAFE_ONE if one_line else _UNSAFE_MULTI).sub(_esc, text)
+
+
+def clean_data(obj):
+    """A copy of a JSON-like value with every string cleaned to one line (dict keys too): for the human
+    renderers, which put data into lines of their own making."""
+    if isinstance(obj, str):
+        return clean(obj)
+    if isinstance(obj, dict):
+        return {clean(k) if isinstance(k, str) else k: clean_data(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [clean_data(v) for v in obj]
+    return obj
+
+
+class SafeStream:
+    """A text stream that writes everything through clean(one_line=False) to the stream it wraps (`raw`)."""
+
+    def __init__(self, stream):
+        self.raw = stream
+
+    def write(self, s: str) -> int:
+        if not isinstance(s, str):
+            return self.raw.write(s)
+        self.raw.write(clean(s, one_line=False))
+        return len(s)
+
+    def writelines(self, lines) -> None:
+        for ln in lines:
+            self.write(ln)
+
+    def __getattr__(self, name):
+        return getattr(self.raw, name)
+
+
+def raw_stream(stream):
+    """The stream under a SafeStream (rich writes there: its input is cleaned already, its colours are occd's)."""
+    return stream.raw if isinstance(stream, SafeStream) else stream
+
+
+def install_safe_streams() -> None:
+    """Wrap sys.stdout and sys.stderr in SafeStream (once)."""
+    for name in ("stdout", "stderr"):
+        cur = getattr(sys, name)
+        if cur is not None and not isinstance(cur, SafeStream):
+            setattr(sys, name, SafeStream(cur))
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """'1 session', '2 sessions' (`many`: an irregular plural, 'emergencies')."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def plain(v) -> str:
+    """A value as people read it, never a Python repr: yes/no, '-' for nothing, '2.5' not '2.50000', a map as
+    'key value, ...', a list comma-separated ('none' when empty)."""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {plain(x)}" for k, x in v.items()) or "none"
+    if isinstance(v, (list, tuple, set)):
+        return ", ".join(plain(x) for x in v) or "none"
+    return str(v)
 
 
 def use_color(stream=None) -> bool:
@@ -77,7 +176,8 @@ def sparkline(values: list[float | int | None], width: int = 40, ascii_only: boo
 
 def format_table(headers: list[str], rows: list[list[str]], right: set[int] = frozenset()) -> str:
     """A plain aligned table, printed without importing rich (`occd list` must start fast). Columns in `right`
-    are right-aligned; the last column is never padded."""
+    are right-aligned; the last column is never padded. Cells are cleaned (one line each)."""
+    rows = [[clean(c) for c in r] for r in rows]
     widths = [len(h) for h in headers]
     for r in rows:
         for i, cell in enumerate(r):
@@ -106,6 +206,7 @@ def fit_table(headers: list[str], rows: list[list[str]], right: set[int] = froze
     other columns are short figures and ids and are never cut."""
     if width is None or not rows:
         return format_table(headers, rows, right)
+    rows = [[clean(c) for c in r] for r in rows]
     n = len(headers)
     widths = [max([len(headers[i])] + [len(r[i]) for r in rows]) for i in range(n - 1)]
     lead = sum(widths) + 2 * (n - 1)  # where the last column starts
@@ -206,12 +307,13 @@ GAP = 2  # columns between two table columns (rich: padding (0, 1) on each side,
 
 
 class Table:
-    """The part of rich.table.Table that occd uses. Cells are kept as plain strings and handed to rich as Text
-    (no markup: '[running]' in data stays as it is) when the table is drawn, at the console's width: columns that
-    may wrap do so at spaces (rich), path columns (overflow="path") are cut before the file name first."""
+    """A table drawn as plain text at the console's width (no rich import: read commands start fast). Columns
+    that may wrap do so at spaces only and give way (widest first) no further than their longest word, so no word,
+    id or UUID is broken; path columns (overflow="path") are cut before the file name. Only when even that cannot
+    fit does a wrapping column fold its longest words."""
 
     def __init__(self, *_, **options):
-        self.options = options  # rich.table.Table keywords (show_edge, box, ...): passed on when drawn
+        self.options = options  # rich.table.Table-style keywords (show_edge, box, ...): accepted, not needed
         self.columns: list[dict] = []
         self.rows: list[list[str]] = []
 
@@ -219,98 +321,108 @@ class Table:
         self.columns.append({"header": header, "justify": justify, "overflow": None if no_wrap else overflow})
 
     def add_row(self, *cells) -> None:
-        self.rows.append(["" if c is None else str(c) for c in cells])
+        self.rows.append([clean(c) for c in cells])
 
-    def _path_widths(self, width: int | None) -> dict[int, int]:
-        """Widths for the path columns so the table fits `width`: the widest flexible columns give way first,
-        never below their header or 12 columns (the file name stays readable)."""
-        paths = [i for i, c in enumerate(self.columns) if c["overflow"] == "path"]
-        if width is None or not paths:
-            return {}
-        widths = [max([len(c["header"])] + [len(r[i]) for r in self.rows]) for i, c in enumerate(self.columns)]
-        excess = sum(widths) + GAP * (len(widths) - 1) - width
-        flex = [i for i, c in enumerate(self.columns) if c["overflow"]]
-        while excess > 0 and flex:
-            i = max(flex, key=lambda j: widths[j])
-            floor = max(len(self.columns[i]["header"]), 12)
-            if widths[i] <= floor:
-                flex.remove(i)
-                continue
-            step = min(excess, widths[i] - floor)
-            widths[i] -= step
-            excess -= step
-        return {i: widths[i] for i in paths}
+    def _floor(self, i: int, fold: bool) -> int:
+        c = self.columns[i]
+        if c["overflow"] == "path":
+            return max(len(c["header"]), 12)
+        if fold:
+            return max(len(c["header"]), 8)
+        return max([len(c["header"])] + [len(w) for r in self.rows for w in r[i].split()])
 
-    def to_rich(self, width: int | None):
-        """The rich.table.Table for a console `width` columns wide (None: unlimited)."""
-        from rich.table import Table as RichTable
-        from rich.text import Text
+    def widths(self, width: int | None) -> list[int]:
+        """Each column's width so the table fits `width` (None: natural widths)."""
+        w = [max([len(c["header"])] + [max((len(x) for x in r[i].split("\n")), default=0) for r in self.rows])
+             for i, c in enumerate(self.columns)]
+        if width is None:
+            return w
+        for fold in (False, True):
+            excess = sum(w) + GAP * (len(w) - 1) - width
+            flex = [i for i, c in enumerate(self.columns) if c["overflow"]]
+            while excess > 0 and flex:
+                i = max(flex, key=lambda j: w[j])
+                floor = self._floor(i, fold)
+                if w[i] <= floor:
+                    flex.remove(i)
+                    continue
+                step = min(excess, w[i] - floor)
+                w[i] -= step
+                excess -= step
+            if excess <= 0:
+                break
+        return w
 
-        cut = self._path_widths(width)
-        opts = {"box": None, "show_edge": False, "pad_edge": False, "padding": (0, GAP // 2)}
-        opts.update(self.options)
-        t = RichTable(**opts)
-        for i, c in enumerate(self.columns):
-            if i in cut:  # already cut to fit: rich must not wrap or cut it again
-                t.add_column(c["header"], justify=c["justify"], no_wrap=True, overflow="ignore")
-            elif c["overflow"]:  # wraps at spaces; a word longer than the column is folded
-                t.add_column(c["header"], justify=c["justify"], overflow="fold")
-            else:
-                t.add_column(c["header"], justify=c["justify"], no_wrap=True, overflow="ignore")
-        for r in self.rows:
-            t.add_row(*(Text(cut_path(cell, cut[i]) if i in cut else cell) for i, cell in enumerate(r)))
-        return t
+    def _cell(self, i: int, text: str, w: int) -> list[str]:
+        import textwrap
+
+        c = self.columns[i]
+        if c["overflow"] == "path":
+            return [cut_path(text, w)]
+        if not c["overflow"]:
+            return text.split("\n")
+        out = []
+        for line in text.split("\n"):
+            long = any(len(x) > w for x in line.split())
+            out += textwrap.wrap(line, w, break_long_words=long, break_on_hyphens=False) or [""]
+        return out
+
+    def _under(self, width: int) -> bool:
+        """The last column (free text) goes under each row when the table cannot fit with that column holding
+        its longest word (a UUID, a path): wrapping it there would cut the word."""
+        last = len(self.columns) - 1
+        if width is None or last < 1 or self.columns[last]["overflow"] != "wrap":
+            return False
+        w = self.widths(None)
+        fixed = [self._floor(i, False) if self.columns[i]["overflow"] else w[i] for i in range(last + 1)]
+        return sum(fixed) + GAP * last > width
 
     def render(self, width: int | None = None) -> str:
-        """The table as plain text (no colour), lines without trailing spaces."""
-        import io
+        """The table as plain text, lines without trailing spaces."""
+        import textwrap
 
-        from rich.console import Console as RichConsole
+        if not self._under(width):
+            w = self.widths(width)
+            return "\n".join(x for r in [[c["header"] for c in self.columns]] + self.rows for x in self._row(r, w))
+        head = Table()
+        head.columns = self.columns[:-1]
+        head.rows = [r[:-1] for r in self.rows]
+        w = head.widths(width)
+        lines = head._row([c["header"] for c in head.columns], w)
+        for r in self.rows:
+            lines += head._row(r[:-1], w)
+            for part in r[-1].split("\n"):
+                lines += ["    " + x for x in textwrap.wrap(part, max(width - 4, 1), break_long_words=False,
+                                                            break_on_hyphens=False)]
+        return "\n".join(lines)
 
-        con = RichConsole(file=io.StringIO(), width=width or PIPE_WIDTH, color_system=None, force_terminal=False,
-                          highlight=False, soft_wrap=False)
-        con.print(self.to_rich(width))
-        return "\n".join(line.rstrip() for line in con.file.getvalue().rstrip("\n").split("\n"))
+    def _row(self, r: list[str], w: list[int]) -> list[str]:
+        cells = [self._cell(i, cell, w[i]) for i, cell in enumerate(r)]
+        out = []
+        for k in range(max(len(x) for x in cells)):
+            parts = []
+            for i, x in enumerate(cells):
+                v = x[k] if k < len(x) else ""
+                parts.append(v.rjust(w[i]) if self.columns[i]["justify"] == "right" else v.ljust(w[i]))
+            out.append((" " * GAP).join(parts).rstrip())
+        return out
 
 
 class Console:
-    """Output for the human renderers through rich: `print` of strings (as rich Text: no markup is interpreted,
-    so '[running]' in data stays as it is) and of Tables, fitted to the terminal width (whole lines on a pipe);
-    colour and styles only on a terminal without NO_COLOR."""
+    """Output for the human renderers: strings printed as they are (no markup: '[running]' in data stays) and
+    Tables, fitted to the terminal width (whole lines on a pipe). A style (rich's name, e.g. "dim") is drawn by
+    rich, imported then, only on a terminal with colour (not under NO_COLOR)."""
 
     def __init__(self, stderr: bool = False):
         import sys
 
         self.stream = sys.stderr if stderr else sys.stdout
         self.width = terminal_width(self.stream)
-        self._rich = None
-
-    @property
-    def rich(self):
-        if self._rich is None:
-            from rich.console import Console as RichConsole
-
-            color = use_color(self.stream)
-            self._rich = RichConsole(file=self.stream, width=self.width or PIPE_WIDTH, force_terminal=color,
-                                     color_system="auto" if color else None, no_color=not color,
-                                     highlight=False, markup=False, emoji=False, soft_wrap=True)
-        return self._rich
 
     def print(self, *objs, wrap: bool = False, indent: int = 0, style: str | None = None, **_) -> None:
         """`wrap`: a long line is wrapped at spaces to the terminal width, continuation lines indented by `indent`
-        (without it a line is printed whole). `style`: a rich style, shown on a terminal only."""
-        from rich.text import Text
-
-        con = self.rich
-        if len(objs) == 1 and isinstance(objs[0], Table):
-            # drawn into a buffer first so that lines lose the padding rich leaves after the last column
-            with con.capture() as cap:
-                con.print(objs[0].to_rich(self.width), soft_wrap=False, crop=False)
-            lines = cap.get().rstrip("\n").split("\n")
-            con.file.write("\n".join(line.rstrip() for line in lines) + "\n")
-            con.file.flush()
-            return
-        text = " ".join(o.render(self.width) if isinstance(o, Table) else str(o) for o in objs)
+        (without it a line is printed whole). `style`: a rich style, shown on a colour terminal only."""
+        text = " ".join(o.render(self.width) if isinstance(o, Table) else clean(o, one_line=False) for o in objs)
         if wrap and self.width and any(len(x) > self.width for x in text.split("\n")):
             import textwrap
 
@@ -318,7 +430,16 @@ class Console:
             body = text[lead:]
             text = "\n" * lead + "\n".join(textwrap.wrap(body, self.width, subsequent_indent=" " * indent,
                                                           break_long_words=False, break_on_hyphens=False))
-        con.print(Text(text, style=style or ""), soft_wrap=True)
+        if style:
+            if use_color(self.stream):
+                from rich.console import Console as RichConsole
+                from rich.text import Text
+
+                RichConsole(file=raw_stream(self.stream), width=self.width or PIPE_WIDTH, highlight=False, markup=False,
+                            emoji=False, soft_wrap=True).print(Text(text, style=style), soft_wrap=True)
+                return
+        self.stream.write(text + "\n")
+        self.stream.flush()
 
 
 def headroom_text(left: int | None) -> str:

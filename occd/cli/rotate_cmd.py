@@ -50,7 +50,7 @@ def rotate_cmd(session, agent, state_dir, dry_run, undo, force, as_json):
         return
     seed = res["seed"]
     if dry_run:
-        c.print(f"Would rotate {res['sessionKey']} (session {res['sessionId']}, {res['compactions']} compactions):")
+        c.print(f"Would rotate {res['sessionKey']} (session {res['sessionId']}, {res['compactions']} compaction{'s' if res['compactions'] != 1 else ''}):")
         for i, step in enumerate(res["steps"], 1):
             c.print(f"  {i}. {step}")
         c.print(f"  Seed: {seed['tokens']} tokens of a {seed['budgetTokens']}-token budget "

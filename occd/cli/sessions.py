@@ -10,7 +10,8 @@ from occd.cli.common import (
     agent_option, complete_preset, complete_session, console, emit_json, handle_errors, json_option,
     load_settings_from_ctx, looks_like_session_id, ok_mark, require_session, state_option, verbose_option,
 )
-from occd.cli.render import headroom_text, human_bytes, human_tokens, percent_change, relative_time, short_id
+from occd.cli.render import (clean_data, headroom_text, human_bytes, human_tokens, percent_change, relative_time,
+                              short_id)
 from occd.openclaw.figure import percent_text, tokens_text
 from occd.paths import display_path
 
@@ -59,7 +60,10 @@ def list_cmd(agent, state_dir, limit, archived, as_json, verbose):
     s = _settings(agent, state_dir)
     listing = list_sessions(s, agent=agent, limit=limit, archived=archived)
     if as_json:
-        emit_json([row.to_json() for row in listing.sessions], key="sessions")
+        from occd.openclaw.ids import short_forms
+
+        forms = short_forms([row.session_id for row in listing.sessions])
+        emit_json([row.to_json(forms.get(row.session_id)) for row in listing.sessions], key="sessions")
         return
     from occd.cli.render import fit_table, terminal_width
 
@@ -104,6 +108,7 @@ def info_cmd(session, agent, state_dir, as_json, verbose):
         emit_json(info)
         return
     c = console()
+    info = clean_data(info)  # keys, paths, warnings from OpenClaw's files: one line each, no control characters
     a = info["analysis"]
     c.print(f"Session {info['sessionId']}  ({info.get('key') or 'no index entry'})")
     # a path is printed whole (to be copied), the size after it only when both fit on the line
@@ -120,9 +125,10 @@ def info_cmd(session, agent, state_dir, as_json, verbose):
     c.print(f"  Tool calls:  {a['toolCalls']} calls, {a['toolResults']} results, "
             f"{a['turnsWithTools']} of {a['turns']} turns use tools", wrap=True, indent=15)
     c.print(f"  Thinking:    {a['thinkingBlocks']} blocks   Images: {a['images']}", wrap=True, indent=15)
-    idx = info.get("compactionCountIndex")
-    by_index = f" ({idx} by OpenClaw's count)" if idx is not None and idx != a["compactions"] else ""
-    c.print(f"  Compactions: {a['compactions']}{by_index}   Branches: {a['branches']}   Entries: {a['entries']}", wrap=True, indent=15)
+    comp = info.get("compactions")
+    in_file = f" ({a['compactions']} in the transcript)" if comp is not None and comp != a["compactions"] else ""
+    c.print(f"  Compactions: {comp if comp is not None else a['compactions']}{in_file}   Branches: {a['branches']}   "
+            f"Entries: {a['entries']}", wrap=True, indent=15)
     ctx = info["context"]
     if ctx["tokens"] is not None:
         share = f" = {percent_text(ctx['percent'])} of {human_tokens(ctx['window'])} context" if ctx.get("window") else ""
@@ -147,12 +153,16 @@ def info_cmd(session, agent, state_dir, as_json, verbose):
         c.print(f"  Warning:     {w['message']}", wrap=True, indent=15)
     if a.get("malformedLines"):
         lines = ", ".join(f"{m['line']} ({m['kind']})" for m in a["malformedLines"][:10])
-        c.print(f"  Malformed:   {len(a['malformedLines'])} line(s): {lines} — OpenClaw silently skips these; "
+        c.print(f"  Malformed:   {len(a['malformedLines'])} line{'s' if len(a['malformedLines']) != 1 else ''}: {lines} — OpenClaw silently skips these; "
                 "`occd edit --drop-malformed` removes them (they stay in the backup)", wrap=True, indent=15)
     if verbose:
+        from occd.cli.render import plain
+
         for k, v in sorted(a.items()):
             if k not in ("messagesByRole", "malformedLines"):
-                c.print(f"  {k}: {v}")
+                if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):  # warnings: their messages
+                    v = [x.get("message") or plain(x) for x in v]
+                c.print(f"  {k}: {plain(v)}", wrap=True, indent=4)
 
 
 def _render_strip(c, title, sid, stats, extra_lines):
@@ -288,21 +298,49 @@ def clone_cmd(session, output, strip_tools, no_register, agent, state_dir, as_js
 @click.option("--force", is_flag=True, help="Skip only the 'changed recently' idle check.")
 @click.option("--backup", "backup", type=click.IntRange(min=0), default=None, metavar="N",
               help="Restore backup number N (`occd backups SESSION` lists them; default: the newest).")
+@click.option("--discard-newer", is_flag=True,
+              help="Restore even a backup older than turns added since (they stay in a pinned backup, never pruned).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write the backup to FILE (a new file) instead; the session is not touched. The way back for "
+                   "an archived (rotated) session.")
 @json_option
 @handle_errors
-def restore_cmd(session, agent, state_dir, force, backup, as_json):
+def restore_cmd(session, agent, state_dir, force, backup, discard_newer, output, as_json):
     """Put a session back to its newest backup, or to backup N (the current file is backed up first: restore
-    can be undone).
+    can be undone). A backup older than turns added since is refused (it would drop them) unless
+    --discard-newer: the current file, with those turns, is then kept as a pinned backup that is never pruned.
 
     \b
     Examples:
       occd restore 3640
       occd backups 3640 && occd restore 3640 --backup 2
+      occd restore 77be --backup 1 -o /tmp/77be.jsonl   (an archived session's backup, to a new file)
     """
     from occd.actions.restore import restore_session
+    from occd.errors import OccdError
 
     s = _settings(agent, state_dir)
-    res = restore_session(s, agent=agent, ref=session, force=force, backup=backup)
+    if output is not None:
+        from occd.actions.restore_copy import restore_to_file
+
+        out = restore_to_file(s, agent=agent, ref=session, output=output, backup=backup)
+        if as_json:
+            emit_json(out)
+            return
+        c = console()
+        c.print(f"{ok_mark()} Backup {out['backupNumber']} of {short_id(out['sessionId'])}"
+                f"{' (archived)' if out['archived'] else ''} written to a new file ({human_bytes(out['size'])}):")
+        c.print(f"  {display_path(out['output'])}")
+        return
+    try:
+        res = restore_session(s, agent=agent, ref=session, force=force, backup=backup, discard_newer=discard_newer)
+    except OccdError as e:
+        if e.code != "SESSION_ARCHIVED":
+            raise
+        from occd.actions.restore_copy import archived_hint
+
+        raise OccdError(e.message + ": its key now names another session, which restore never overwrites",
+                        archived_hint(session), code=e.code) from None
     if as_json:
         emit_json(res.to_json())
         return
@@ -310,7 +348,10 @@ def restore_cmd(session, agent, state_dir, force, backup, as_json):
     c.print(f"{ok_mark()} Session restored: {short_id(res.session_id)}")
     c.print(f"  From:       {display_path(res.restored_from)}")
     c.print(f"  Size:       {human_bytes(res.size_before)} → {human_bytes(res.size_after)}")
-    if res.backup_of_current:
+    if res.pinned:
+        c.print(f"  Kept:       {res.discarded_turns} newer turn(s) ({res.discarded_entries} entries) are in the pinned "
+                f"backup {display_path(res.backup_of_current)} (never pruned; delete it when you no longer need it)")
+    elif res.backup_of_current:
         c.print(f"  Undo:       the replaced file is in {display_path(res.backup_of_current)} (occd restore again)")
 
 
@@ -342,17 +383,23 @@ def backups_cmd(session, agent, state_dir, as_json):
     if not out["backups"]:
         c.print(f"No backups{' of that session' if session else ''} for agent '{out['agent']}'.")
         return
-    from occd.cli.render import Table
+    from occd.cli.render import format_table, terminal_width
 
     now = datetime.now(timezone.utc)
     ids = [b["sessionId"] for b in out["backups"]]
-    t = Table()
-    for col, j in (("SESSION", "left"), ("KEY", "left"), ("N", "right"), ("SIZE", "right"), ("AGE", "right")):
-        t.add_column(col, justify=j, no_wrap=True)
-    t.add_column("PATH", overflow="path")
-    for b in out["backups"]:
-        t.add_row(short_id(b["sessionId"], ids), b.get("key") or "-", str(b["number"]), human_bytes(b["size"]),
-                  relative_time(b["createdAt"], now), display_path(b["path"]))
-    c.print(t)
-    c.print(f"{len(out['backups'])} backup(s), {human_bytes(out['totalBytes'])}; `occd restore SESSION --backup N` "
-            "restores one")
+    rows = [[short_id(b["sessionId"], ids), (b.get("key") or "-") + (" (archived)" if b.get("archived") else ""),
+             str(b["number"]) + (" pinned" if b.get("pinned") else ""), human_bytes(b["size"]), relative_time(b["createdAt"], now), display_path(b["path"])]
+            for b in out["backups"]]
+    heads, right = ["SESSION", "KEY", "N", "SIZE", "AGE", "PATH"], {2, 3, 4}
+    table = format_table(heads, rows, right)
+    width = terminal_width()
+    if width is not None and max(len(line) for line in table.splitlines()) > width:
+        # a path is never cut (it is there to be copied): each on its own line, whole, under its row
+        lines = format_table(heads[:-1], [r[:-1] for r in rows], right).splitlines()
+        table = "\n".join([lines[0]] + [x for line, r in zip(lines[1:], rows) for x in (line, f"    {r[-1]}")])
+    click.echo(table)
+    n = len(out["backups"])
+    tail = "; an archived session's: `occd restore SESSION --backup N -o FILE` (to a new file)" if any(
+        b.get("archived") for b in out["backups"]) else ""
+    c.print(f"{n} backup{'s' if n != 1 else ''}, {human_bytes(out['totalBytes'])}; `occd restore SESSION --backup N` "
+            f"restores one{tail}", wrap=True, indent=2)

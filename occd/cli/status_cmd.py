@@ -9,7 +9,10 @@ import click
 
 from occd.cli.common import agent_filter_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx, use_color
 from occd.openclaw.figure import percent_text, tokens_text
-from occd.cli.render import PIPE_WIDTH, cut_path, headroom_text, human_bytes, human_tokens, relative_time, short_id, sparkline
+from occd.ledger import ACTION_KINDS
+from occd.paths import display_path
+from occd.cli.render import (PIPE_WIDTH, cut_path, headroom_text, human_bytes, human_tokens, plural, relative_time, short_id,
+                              sparkline)
 
 
 def _check(settings, as_json: bool) -> None:
@@ -125,16 +128,23 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
                 indent=2)
         c.print(f"  first seen {_when(data.get('firstSeen'), now_dt)}, last seen {_when(data.get('lastSeen'), now_dt)}"
                 + (f", archived {_when(data['archivedAt'], now_dt)}" if data.get("archivedAt") else ""))
+        for p in data.get("problems") or []:
+            if not p.get("resolvedAt"):
+                c.print(f"  PROBLEM ({p['code']}, since {_when(p['firstSeen'], now_dt)}): {p['message']}", highlight=False)
         b = data["buckets"]
         ascii_only = not use_color()
         if b:
             toks = [x.get("context_tokens") for x in b]
             comps = [x.get("compaction_count") for x in b]
-            c.print(f"  context tokens  {sparkline(toks, ascii_only=ascii_only)}  "
-                    f"max {human_tokens(max((t for t in toks if t is not None), default=None))}")
-            c.print(f"  compactions     {sparkline(comps, ascii_only=ascii_only)}  "
-                    f"now {comps[-1] if comps else '-'}")
-            c.print(f"  ({len(data['observations'])} recent observations over the last {days:g} days)")
+            top = human_tokens(max((t for t in toks if t is not None), default=None))
+            now_c = comps[-1] if comps and comps[-1] is not None else "-"
+            if sum(t is not None for t in toks) >= 2:  # a trend needs two points: no one-character sparkline
+                c.print(f"  context tokens  {sparkline(toks, ascii_only=ascii_only)}  max {top}")
+                c.print(f"  compactions     {sparkline(comps, ascii_only=ascii_only)}  now {now_c}")
+            else:
+                c.print(f"  context tokens  {top}   compactions {now_c}   (no trend yet: too few points)")
+            n_obs = len(data['observations'])
+            c.print(f"  ({plural(n_obs, 'recent observation')} over the last {days:g} days)")
         else:
             c.print("  no observations in that window")
         if data["actions"]:
@@ -153,9 +163,9 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
         if data["backups"]:
             c.print(f"  Backups: {len(live)} kept, {len(data['backups']) - len(live)} pruned")
             width = (c.width or PIPE_WIDTH) - 4
-            for x in live[:5]:
+            for x in live[:5]:  # cut before the file name to fit (`occd backups ID` prints each path whole)
                 size = human_bytes(x.get("size"))
-                c.print(f"    {cut_path(x['path'], width - len(size) - 2)}  {size}")
+                c.print(f"    {cut_path(display_path(x['path']), width - len(size) - 2)}  {size}")
         return
     data = st.status(settings, now=now)
     if agent_filter:
@@ -173,18 +183,25 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
     if d["running"]:
         c.print(f"Daemon: running (pid {d.get('pid')}, since {_when(d.get('started'), now_dt)}); "
                 f"last cycle {_when(d.get('lastCycle'), now_dt)}, next scan {_when(d.get('nextScan'), now_dt)}")
+        w = d.get("watch") or {}
+        if w.get("mode"):
+            c.print(f"Wakes on: {'OpenClaw’s writes (events' if w['mode'] == 'events' else 'a timer (polling'}: "
+                    f"{w.get('reason')})")
     else:
         last = d.get("lastCycle")
         c.print("Daemon: not running" + (f" (last cycle {_when(last, now_dt)})" if last else "")
                 + " — `occd service install` runs it in the background")
+    for p in data.get("schemaProblems") or []:  # an agent occd reads but acts on nothing for
+        if p["code"] == "SCHEMA_UNVERIFIED":
+            c.print(f"! {p['message']} — {p['hint']}", markup=False, highlight=False)
     if data.get("note"):
         c.print(data["note"])
         return
     ls = data.get("lastScan")
     if ls:
-        c.print(f"Last scan: {_when(ls['started'], now_dt)}, {ls['sessions_seen']} sessions, "
+        c.print(f"Last scan: {_when(ls['started'], now_dt)}, {plural(ls['sessions_seen'], 'session')}, "
                 f"{ls['sessions_changed']} changed, {human_bytes(ls['bytes_read'])} read, {ls['duration_s']:.2f}s, "
-                f"{ls['errors']} errors")
+                f"{plural(ls['errors'], 'error')}")
         if ls.get("errors") and ls.get("error_text"):  # say what they are (an unreadable store, with what to do)
             lines = ls["error_text"].splitlines()
             for line in lines[:5]:
@@ -199,8 +216,8 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
         summary = counts_summary(a["actions24h"])
         brk = ", ".join(f"{b['kind']} {b['state']}" for b in a["breakers"]) or "closed"
         src = "" if a.get("modeSource") == "daemon" else ", from the config: the daemon is not running"
-        c.print(f"\nAgent {a['id']} ({a.get('era') or '?'} era, {a['mode']} mode{src}): {a['sessions']} sessions, "
-                f"{a['compactionsTotal']} compactions; actions 24h: {summary}; breakers: {brk}", wrap=True, indent=2)
+        c.print(f"\nAgent {a['id']} ({a.get('era') or '?'} era, {a['mode']} mode{src}): {plural(a['sessions'], 'session')}, "
+                f"{plural(a['compactionsTotal'], 'compaction')}; actions 24h: {summary}; breakers: {brk}", wrap=True, indent=2)
         for e in a.get("emergencies") or []:
             c.print(f"  {e['kind']} {short_id(e['sessionId'] or '', ids)} ({e.get('key') or '-'}): "
                     f"{e['action']} {_when(e.get('ts'), now_dt)} — {e.get('reason') or ''}", wrap=True, indent=4)
@@ -239,8 +256,10 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
     if lean.get("enabled"):
         on = [k for k, v in lean["sessions"].items() if v["active"]]
         saved = sum(v.get("tokensSaved", 0) for v in lean["sessions"].values() if v["active"])
-        c.print(f"\nLean view: on for {len(on)} sessions, the model is sent ~{human_tokens(saved)} fewer tokens per turn "
+        c.print(f"\nLean view: on for {plural(len(on), 'session')}, the model is sent ~{human_tokens(saved)} fewer tokens per turn "
                 f"(`occd lean status`)", wrap=True)
+    for p in data.get("problems") or []:
+        c.print(f"\nPROBLEM {p['subject']}: {p['message']}\n  what to do: {p['hint']}", wrap=True, highlight=False)
     if data.get("llmSpendToday"):
         c.print(f"\nModel spend today: ${data['llmSpendToday']:.4f}")
     sv = data.get("savings7d")
@@ -258,10 +277,11 @@ def _savings_line(sv: dict) -> str:
     money = (f", net {_money(sv.get('usdNet', 0.0))} with the prompt cache priced (saved {_money(sv.get('usdSaved', 0.0))}"
              f" + compactions {_money(sv.get('usdCompactionsAvoided', 0.0))} - cache writes "
              f"{_money(sv.get('usdCacheWrites', 0.0))})" if priced > 0 else "")
-    em = f", {sv['emergencies']} emergencies handled" if sv.get("emergencies") else ""
-    moves = f", {sv['leanMoves']} lean-view boundary moves" if sv.get("leanMoves") else ""
-    return (f"{human_tokens(sv['tokensRemoved'])} context tokens removed by {sv['strips']} strips, "
-            f"{sv['compactionsAvoided']} compactions avoided{money}; {sv['rotations']} rotations{moves}{em}")
+    em = f", {plural(sv['emergencies'], 'emergency', 'emergencies')} handled" if sv.get("emergencies") else ""
+    moves = f", {plural(sv['leanMoves'], 'lean-view boundary move')}" if sv.get("leanMoves") else ""
+    return (f"{human_tokens(sv['tokensRemoved'])} context tokens removed by {plural(sv['strips'], 'strip')}, "
+            f"{plural(sv['compactionsAvoided'], 'compaction')} avoided{money}; "
+            f"{plural(sv['rotations'], 'rotation')}{moves}{em}")
 
 
 @click.command("stats")
@@ -304,7 +324,7 @@ def stats_cmd(since, as_json):
 @click.command("history")
 @agent_filter_option
 @click.option("--session", default=None, help="Session id, key, or a prefix.")
-@click.option("--kind", default=None, help="edit, strip, clone, restore, rotate, rotate-undo, archive, compact.")
+@click.option("--kind", default=None, help=", ".join(ACTION_KINDS) + ", or job:NAME (a job's failure).")
 @click.option("--since", default=None, help="A duration (7d, 12h, 30m), today, yesterday, or a date (2026-11-22).")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=200, show_default=True)
 @click.option("-f", "--follow", is_flag=True, help="Then keep printing new actions as they are recorded (Ctrl-C stops).")

@@ -74,7 +74,8 @@ def build_state(root: Path, now: float | None = None) -> dict:
     return made
 
 
-def run(keep: Path | None = None, cycles: int = 3, echo=print, root: Path | None = None) -> Path:
+def run(keep: Path | None = None, cycles: int = 3, echo=print, root: Path | None = None,
+        report: list | None = None) -> Path:
     """Build the state under `keep` (or `root`, or a new temporary directory) and run the cycles. Returns the
     directory; the caller removes it unless it was asked to keep it."""
     import tempfile
@@ -104,6 +105,8 @@ def run(keep: Path | None = None, cycles: int = 3, echo=print, root: Path | None
         d = Daemon(loader)
         for i in range(1, cycles + 1):
             results = d.run_once(ledger)
+            if report is not None:  # `occd demo --json`: each cycle's job summaries
+                report.append({"cycle": i, "jobs": {name: {"ok": ok, **(s or {})} for name, (ok, s) in results.items()}})
             parts = []
             for name, (ok, s) in results.items():
                 if not ok:

@@ -146,7 +146,7 @@ def check_openclaw(ctx: DoctorContext) -> list[Result]:
     if not agents:
         return [Result("openclaw", "fail", f"no agents in {paths.display_path(sd)}",
                        "run OpenClaw once, or point OPENCLAW_STATE_DIR at its state directory")]
-    out = [Result("openclaw", "ok", f"state dir {paths.display_path(sd)}, {len(agents)} agent(s)")]
+    out = [Result("openclaw", "ok", f"state dir {paths.display_path(sd)}, {len(agents)} agent{'s' if len(agents) != 1 else ''}")]
     for a in agents:
         bad = a.era == "needs-migration"
         out.append(Result(f"agent {a.id}", "fail" if bad else "ok", f"{a.era} era",
@@ -260,6 +260,32 @@ def check_heartbeat(ctx: DoctorContext) -> Result:
     return Result("heartbeat", "ok", f"last cycle {_age(age)} ago (pid {pid})")
 
 
+@check("watch", order=46)
+def check_watch(ctx: DoctorContext) -> Result:
+    """Which mode the daemon runs in: events (it wakes on OpenClaw's writes) or polling, with the reason."""
+    from occd.runtime.daemon import InstanceLock, read_status
+
+    st = (read_status() or {}) if InstanceLock.holder() else {}
+    w = st.get("watch") or {}
+    if w.get("mode"):
+        mode, reason, who = w["mode"], w.get("reason"), "the daemon runs in"
+    elif ctx.settings is not None and not ctx.settings.daemon.watch:
+        mode, reason, who = "polling", "daemon.watch is off", "a daemon would run in"
+    else:
+        from occd.runtime.watch import probe
+
+        try:
+            mode, reason = probe(ctx.state_dir())
+        except Exception as e:  # noqa: BLE001 - the probe reports, never fails the doctor
+            mode, reason = "polling", f"watching could not start: {e}".splitlines()[0]
+        who = "a daemon would run in"
+    if mode == "events":
+        return Result("watch", "ok", f"{who} events mode ({reason}): it looks at a session when its run ends")
+    return Result("watch", "warn", f"{who} polling mode ({reason})",
+                  "events mode needs the watchdog package and inotify watches (fs.inotify.max_user_watches); "
+                  "polling scans every daemon.poll_interval_seconds")
+
+
 @check("scan", order=50)
 def check_scan(ctx: DoctorContext) -> Result | None:
     led = ctx.ledger()
@@ -272,7 +298,8 @@ def check_scan(ctx: DoctorContext) -> Result | None:
         first = (ls.get("error_text") or "").splitlines()[:1]
         return Result("scan", "fail", f"last scan ({_age(ctx.now - ls['started'])} ago) had {ls['errors']} error(s)"
                       + (f": {first[0][:120]}" if first else ""), "`occd logs` shows them in full")
-    return Result("scan", "ok", f"last scan {_age(ctx.now - ls['started'])} ago, {ls['sessions_seen']} sessions, "
+    return Result("scan", "ok", f"last scan {_age(ctx.now - ls['started'])} ago, {ls['sessions_seen']} "
+                                f"session{'s' if ls['sessions_seen'] != 1 else ''}, "
                                 "no errors")
 
 
@@ -286,6 +313,28 @@ def check_breakers(ctx: DoctorContext) -> Result | None:
         names = ", ".join(f"{b.agent}/{b.kind} {b.state}" for b in open_)
         return Result("breakers", "fail", f"open: {names}", "`occd breaker status` says why; `occd breaker reset AGENT`")
     return Result("breakers", "ok", "all closed")
+
+
+@check("problems", order=56)
+def check_problems(ctx: DoctorContext) -> Result | None:
+    """Open problems `occd check` (or a verification of what occd did) recorded: damaged or missing backups
+    and archives, a rotation that changed nothing, turns that bypassed the lean view."""
+    led = ctx.ledger()
+    if led is None:
+        return None
+    try:
+        open_ = led.open_problems(severity="fail")
+        last = led.last_check_run()
+    except Exception:  # noqa: BLE001 - an older ledger: the ledger check says to upgrade
+        return None
+    if open_:
+        shown = "; ".join(f"{p['subject']}: {p['message']}" for p in open_[:3])
+        more = f" (+{len(open_) - 3} more)" if len(open_) > 3 else ""
+        return Result("problems", "fail", f"{len(open_)} open: {shown}{more}", open_[0].get("hint") or "occd check")
+    if last is None:
+        return Result("problems", "warn", "no `occd check` recorded yet", "run `occd check` (the daemon runs it weekly)")
+    return Result("problems", "ok", f"none open; last check {_age(ctx.now - last['started'])} ago, "
+                                    f"{last['artifacts']} artifact(s)")
 
 
 @check("locks", order=60)
@@ -309,7 +358,8 @@ def check_locks(ctx: DoctorContext) -> Result | None:
                     stale.append((sdir / n, info.reason))
     if stale:
         shown = ", ".join(f"{paths.display_path(p)} ({why})" for p, why in stale[:3])
-        return Result("locks", "fail", f"{len(stale)} stale transcript lock(s): {shown}",
+        # harmless (its own hint says why): a warning, never a failure
+        return Result("locks", "warn", f"{len(stale)} stale transcript lock{'s' if len(stale) != 1 else ''}: {shown}",
                       "OpenClaw removes them on its next run; occd treats them as not running",
                       data={"stale": [str(p) for p, _ in stale]})
     return Result("locks", "ok", "no stale transcript locks")
@@ -336,7 +386,7 @@ def check_backups(ctx: DoctorContext) -> Result | None:
             continue
         where = where or sdir
     free = shutil.disk_usage(where).free if where else None
-    detail = f"{n} backup file(s), {_size(total)}" + (f"; {_size(free)} free" if free is not None else "")
+    detail = f"{n} backup file{'s' if n != 1 else ''}, {_size(total)}" + (f"; {_size(free)} free" if free is not None else "")
     if free is not None and free < max(total, 1 << 30):
         return Result("backups", "fail", detail, "low disk space: lower backups_keep or free space",
                       data={"files": n, "bytes": total, "freeBytes": free})

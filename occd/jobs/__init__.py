@@ -78,9 +78,13 @@ JOBS: tuple[JobSpec, ...] = (
     JobSpec("lean", "occd.jobs.lean", AFTER_SCAN),
     JobSpec("apply", "occd.jobs.apply", AFTER_SCAN),
     JobSpec("rotate", "occd.jobs.rotate", AFTER_SCAN),
+    JobSpec("verify", "occd.jobs.verify", AFTER_SCAN),  # did the strips and the lean view take effect?
     JobSpec("prune", "occd.jobs.prune", lambda s: s.daemon.prune_interval_hours * 3600),
     JobSpec("maintain", "occd.jobs.maintain", lambda s: s.daemon.maintenance_interval_hours * 3600),
     JobSpec("score", "occd.jobs.score", lambda s: s.daemon.score_interval_seconds),
+    # `occd check` on a schedule (not part of `run --once`: the --read-data form reads every backup)
+    JobSpec("check", "occd.jobs.check", lambda s: s.check.interval_days * 86400, in_cycle=False),
+    JobSpec("check-data", "occd.jobs.check_data", lambda s: s.check.read_data_interval_days * 86400, in_cycle=False),
 )
 
 _absent: set[str] = set()

@@ -17,7 +17,7 @@ import logging
 import os
 
 from occd.errors import BusyError, OccdError
-from occd.jobs.decide import decide_session
+from occd.jobs.decide import DECIDED_KEY, decide_session, no_rotation
 
 log = logging.getLogger("occd.jobs.apply")
 REPEAT_QUIET_S = 24 * 3600  # an unchanged would-do is recorded once a day
@@ -151,6 +151,8 @@ def run(ctx) -> dict:
             lean_on.add((obs.agent, obs.session_id))
         candidates.append((obs, policy))
     recent = _Recent(led, now, [o for o, _ in candidates])
+    decided: set = set()
+    ctx.cache[DECIDED_KEY] = (scan, decided)  # one decision per session per cycle (jobs.rotate reads it)
     for obs, policy in candidates:
         if ctx.stop.is_set():
             break
@@ -171,7 +173,19 @@ def run(ctx) -> dict:
         # has its own cooldown and backoff
         if not covered_here and (obs.era == "file" or d.action != "rotate") and recent.stripped_since_activity(obs):
             continue
+        if (d.action == "strip" and not d.details.get("emergency") and obs.era == "file"
+                and d.details.get("freshSessionTokens") is None):  # (a strip because a rotation would not help wins)
+            from occd.jobs import rotate as rotate_job
+
+            if rotate_job.scheduled(ctx, obs, now):
+                continue  # the scheduled rotation takes it this cycle (one decision per session per cycle)
         counts["considered"] += 1
+        decided.add((obs.agent, obs.session_key or obs.session_id))  # the rotate job leaves it this cycle
+        if d.deferred and d.details.get("dueAt"):
+            wake_at(ctx, d.details["dueAt"])
+        if d.action == "strip" and d.details.get("freshSessionTokens") is not None:
+            # "a rotation would not help": the rotate job of this cycle must not decide one for it too
+            no_rotation(ctx).add((obs.agent, obs.session_id))
         if d.action == "rotate":
             r = _rotate(ctx, obs, d, counts, recent)
             # no strip instead where occd cannot rewrite the session (database era: it would be a compaction) or
@@ -182,8 +196,10 @@ def run(ctx) -> dict:
             # the rotation cannot happen now (cooldown, breaker, backoff): the strongest strip still helps
             from dataclasses import replace
 
-            d = replace(d, action="strip", details={**d.details, "keepTurnsWithTools": 0},
-                        reason=f"{d.reason}; no rotation possible now: every old tool call stripped instead")
+            keep = min(policy.keep_recent_turns, d.details.get("safeKeepTurns", 0))
+            d = replace(d, action="strip", details={**d.details, "keepTurnsWithTools": keep},
+                        reason=f"{d.reason}; no rotation possible now: every tool call older than the newest {keep} "
+                               "turns with tools stripped instead")
         if not d.act:
             key = "wouldDo" if d.would_do else ("deferred" if d.deferred else "blocked")
             counts[key] += 1
@@ -225,6 +241,16 @@ def run(ctx) -> dict:
     return counts
 
 
+WAKE_KEY = "daemon.wake_at"
+
+
+def wake_at(ctx, t: float) -> None:
+    """Ask the daemon to look again at `t` (epoch seconds): a deferred decision becomes due then (the prompt
+    cache expired, the end of a run settled). The daemon reads and clears it after the cycle."""
+    cur = ctx.cache.get(WAKE_KEY)
+    ctx.cache[WAKE_KEY] = t if cur is None else min(cur, t)
+
+
 def _rotate(ctx, obs, d, counts, recent) -> str | None:
     """No strip reaches the target (or a blocked session has nothing to strip): a rotation, through the rotate
     job's policy (in-progress check, backoff, breaker), past the cooldown."""
@@ -234,6 +260,8 @@ def _rotate(ctx, obs, d, counts, recent) -> str | None:
     if r == "rotated":
         counts["rotated"] += 1
         recent.note(obs, ts=ctx.now(), dry_run=False, outcome="ok", reason=d.reason)
+    elif r == "deferred" and not obs.running and d.act:  # the end of a run settling: look again once it has
+        wake_at(ctx, ctx.now() + max(1.0, float(ctx.settings.idle_seconds)) + 0.5)
     elif r:
         counts[r] = counts.get(r, 0) + 1
     return r
@@ -317,6 +345,8 @@ def _act(ctx, obs, d, policy, counts) -> bool | None:
         return True
     except BusyError as e:
         counts["deferred"] += 1
+        if not obs.running:  # the end of a run settling (idle_seconds): look again once it has
+            wake_at(ctx, ctx.now() + max(1.0, float(ctx.settings.idle_seconds)) + 0.5)
         log.info("%s/%s: deferred: %s", obs.agent, obs.session_id[:13], e.message)
         if obs.era == "db":
             led.record_action("compact", obs.agent, obs.session_id, obs.session_key, trigger="auto",

@@ -12,6 +12,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from occd.transcript import jsontext
 
 log = logging.getLogger("occd.jobs.budget")
 FACTS_KEY = "budget.facts"
@@ -28,11 +29,22 @@ class Facts:
 
 
 def _parse(path: Path) -> list[dict]:
+    """The transcript's lines, slim (occd.policy.budget.slim_entry); an assistant message carrying a provider
+    compaction checkpoint is marked `_compaction` (with its timestamp): the policies count it as a compaction
+    (occd.transcript.compaction.is_compaction, the one definition) without importing the transcript layer."""
     from occd.policy.budget import slim_entry
+    from occd.transcript.compaction import is_compaction
     from occd.transcript.jsonl import iter_objects
 
+    out = []
     with open(path, "rb") as fh:
-        return [slim_entry(o) for o in iter_objects(fh)]
+        for o in iter_objects(fh):
+            s = slim_entry(o)
+            if s.get("type") == "message" and is_compaction(o):
+                s["_compaction"] = True
+                s["timestamp"] = o.get("timestamp")
+            out.append(s)
+    return out
 
 
 def _iso(v) -> float | None:
@@ -81,7 +93,7 @@ def db_facts(ctx, obs) -> Facts | None:
     entries = []
     for ln in context_window_lines(lines)[0]:
         try:
-            o = orjson.loads(ln)
+            o = jsontext.loads(ln)
         except orjson.JSONDecodeError:
             continue
         if isinstance(o, dict):
@@ -114,7 +126,7 @@ def facts(ctx, obs) -> Facts | None:
     except OSError as e:
         log.debug("%s: %s", obs.path, e)
         return None
-    comps = [e for e in entries if e.get("type") == "compaction"]
+    comps = [e for e in entries if e.get("type") == "compaction" or e.get("_compaction")]
     f = Facts(estimate_context(context_messages(entries)), observe_entries(entries),
               _iso(comps[-1].get("timestamp")) if comps else None)
     cache[str(obs.path)] = (key, f)
@@ -180,7 +192,7 @@ def evaluate(ctx, obs, policy, now: float):
         return None
     over, src = overhead(ctx, obs, f.context)
     p = predict(f.context, obs.prompt_budget, over, overhead_source=src, growth_floor=_seen_growth(ctx, obs, f.context))
-    target = strip_to_target(f.context, p, policy.strip_target_percent)
+    target = strip_to_target(f.context, p, policy.strip_target_percent, policy.keep_recent_turns)
     em = detect(replace(f.observations, checkpoints=tuple(obs.checkpoints or ())), now)
     return p, target, em, fresh_session_tokens(p, obs, policy)
 

@@ -64,3 +64,24 @@ def economics(ctx, obs):
     provider = model.split("/", 1)[0] if isinstance(model, str) and "/" in model else None
     return cost.Economics(prices=prices, ttl_s=cost.cache_ttl(c.cache_ttl_seconds, provider, model),
                           horizon_turns=c.horizon_turns, summary_tokens=c.summary_tokens)
+
+
+DECIDED_KEY = "apply.decided"  # (the cycle's scan, {(agent, key)}) the apply job decided about this cycle
+
+
+def decided_this_cycle(ctx, scan, obs) -> bool:
+    """Whether the apply job already decided about this session in this cycle (scan)."""
+    hit = ctx.cache.get(DECIDED_KEY)
+    return bool(hit and hit[0] is scan and (obs.agent, obs.session_key or obs.session_id) in hit[1])
+
+
+NO_ROTATION = "apply:no-rotation"
+
+
+def no_rotation(ctx) -> set:
+    """(agent, session id) the apply job found a rotation would not help, for this cycle's scan only: one
+    decision per session per cycle (the rotate job skips them)."""
+    held = ctx.cache.get(NO_ROTATION)
+    if held is None or held[0] is not ctx.last_scan:
+        held = ctx.cache[NO_ROTATION] = (ctx.last_scan, set())
+    return held[1]

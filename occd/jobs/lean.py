@@ -51,15 +51,24 @@ def run(ctx) -> dict:
     ctx.cache[CACHE_KEY] = set()
     if not lean.is_enabled(ctx.state_dir):
         return {"enabled": False}
+    upgraded = _after_upgrade(ctx)
     scan = ensure_scan(ctx)
     s = ctx.settings
     led = ctx.ledger
     doc = lean.read_policy()
     rules = rules_from_settings(s)
-    counts = {"enabled": True, "active": 0, "turnedOn": 0, "wouldDo": 0, "blocked": 0}
+    counts = {"enabled": True, "active": 0, "turnedOn": 0, "wouldDo": 0, "blocked": 0, **upgraded}
     changed = False
     pending = []
+    dropped = []
+    from occd.jobs.scan import UNVERIFIED_ERA
+
     for obs in scan.sessions:
+        if obs.era == UNVERIFIED_ERA and obs.session_key in doc["sessions"]:
+            # a schema occd does not know: no lean rules (the view hides what occd can no longer vouch for)
+            dropped.append((obs, doc["sessions"].pop(obs.session_key)))
+            changed = True
+            continue
         if obs.era not in ("file", "db") or not obs.session_key:
             continue
         cur = doc["sessions"].get(obs.session_key)
@@ -92,6 +101,12 @@ def run(ctx) -> dict:
         pending.append((obs, d, g, cur, policy))
     if changed:
         lean.write_policy(doc)  # one atomic write for the cycle, then the ledger says what it changed
+        for obs, cur in dropped:
+            led.record_action("lean", obs.agent, obs.session_id, obs.session_key, trigger="auto", policy=None,
+                              reason="lean view off: OpenClaw database schema unverified (occd acts on nothing)",
+                              outcome="ok", before=cur, after={"mode": "off"}, now=record_time(ctx))
+            counts["turnedOff"] = counts.get("turnedOff", 0) + 1
+            log.warning("%s/%s: lean view off (unverified OpenClaw schema)", obs.agent, obs.session_id[:13])
         for obs, d, g, cur, policy in pending:
             now = record_time(ctx)
             led.record_action("lean", obs.agent, obs.session_id, obs.session_key, trigger="auto", policy=d.policy,
@@ -145,6 +160,34 @@ def _record_moves(ctx, scan, stats: dict) -> int:
                           now=record_time(ctx))
         n += 1
     return n
+
+
+def _after_upgrade(ctx) -> dict:
+    """OpenClaw was upgraded since `occd lean enable`: the plugin is re-installed and reloaded
+    (occd.lean.upgrade), recorded in the ledger either way."""
+    from occd.errors import OccdError
+    from occd.jobs.scan import record_time
+    from occd.lean.upgrade import refresh_after_upgrade
+
+    try:
+        up = refresh_after_upgrade(ctx.state_dir)
+    except OccdError as e:
+        key = f"lean.upgrade.failed:{e.message}"
+        if key not in ctx.cache:  # once per daemon and failure, not once per cycle
+            ctx.cache[key] = True
+            log.warning("%s (%s)", e.message, e.hint)
+            ctx.ledger.record_action("lean", None, trigger="auto", reason=f"re-install after an OpenClaw upgrade: "
+                                     f"{e.message}", outcome="failed", error=e.message, now=record_time(ctx))
+        return {"reinstallFailed": e.message}
+    if not up:
+        return {}
+    log.info("OpenClaw %s -> %s: lean view plugin re-installed%s", up["from"], up["to"],
+             ", reloaded" if up["reloaded"] else f" ({up['hint']})")
+    ctx.ledger.record_action("lean", None, trigger="auto", reason=f"OpenClaw {up['from']} -> {up['to']}: plugin "
+                             "re-installed" + (" and reloaded" if up["reloaded"] else f"; {up['hint']}"),
+                             outcome="ok", before={"release": up["from"]}, after={"release": up["to"],
+                             "reloaded": up["reloaded"]}, now=record_time(ctx))
+    return {"reinstalled": up["to"], "reloaded": up["reloaded"]}
 
 
 def _recent(led, obs, now: float, *, dry_run: bool) -> bool:

@@ -9,7 +9,7 @@ import re
 from occd.errors import OccdError
 
 log = logging.getLogger("occd.jobs.prune")
-_BACKUP = re.compile(r"^(?P<stem>.+)\.backup\.\d+\.jsonl$")
+_BACKUP = re.compile(r"^(?P<stem>.+)\.backup\.\d+(\.pinned)?\.jsonl$")
 
 
 def run(ctx) -> dict:

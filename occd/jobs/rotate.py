@@ -32,11 +32,12 @@ def _history(led, agent: str, key: str) -> list[dict]:
 def turns_after_seed(lines) -> tuple[int, int | None]:
     """(user turns after the seed, turns done when the first compaction came or None) of a rotated session's
     transcript lines. The seed is everything up to and including the last occd seed message's reply."""
+    from occd.transcript.compaction import is_compaction
     from occd.transcript.jsonl import iter_objects
 
     turns, first_comp = 0, None
     for o in iter_objects(lines):
-        if o.get("type") == "compaction" and first_comp is None:
+        if first_comp is None and is_compaction(o):
             first_comp = turns
         m = o.get("message") if o.get("type") == "message" else None
         if isinstance(m, dict) and m.get("role") == "user":
@@ -107,14 +108,23 @@ def run(ctx) -> dict:
     sessions = [o for o in scan.sessions if o.era in ("file", "db")]
     counts["assessed"] = assess(ctx, {o.session_id: o for o in sessions})
     end_cooldowns(ctx, ctx.now())
+    from occd.jobs.decide import no_rotation
+
+    skip = no_rotation(ctx)  # sessions this cycle's apply job found a rotation would not help: one decision each
     for obs in sessions:
         if ctx.stop.is_set():
             break
-        if not obs.session_key:
+        if not obs.session_key or (obs.agent, obs.session_id) in skip:
             continue
         now = ctx.now()
         policy = s.policy_for(obs.agent)
         if obs.compaction_count < policy.rotation.rotate_at_compactions:
+            continue
+        from occd.jobs.decide import decided_this_cycle
+
+        if decided_this_cycle(ctx, scan, obs):
+            continue  # the budget policy decided about it this cycle (one decision per session per cycle)
+        if _cannot_help(ctx, obs, policy, now):
             continue
         hist = [PastRotation.from_row(r) for r in _history(led, obs.agent, obs.session_key)]
         rec = led.get_breaker(obs.agent, "rotate")
@@ -162,7 +172,8 @@ def rotate_now(ctx, obs, reason: str, *, emergency: str | None = None, decision=
     bset = brk.rotation_breaker_settings(policy)
     recent = led.action_times(obs.agent, "rotate", now - bset.window_minutes * 60, trigger="auto")
     d = decide_rotation(_state(obs), policy, now=now, history=hist, breaker=st, recent_rotations=recent,
-                        force_reason=reason, emergency=bool(emergency))
+                        force_reason=reason, emergency=bool(emergency),
+                        urgent=bool(decision is not None and (decision.details or {}).get("urgency")))
     if d is None:
         return None
     if "breaker" in d.details and (d.act or d.blocked):
@@ -178,10 +189,12 @@ def rotate_now(ctx, obs, reason: str, *, emergency: str | None = None, decision=
                               outcome=d.outcome, dry_run=d.would_do, before=before, now=now)
         return key
     counts: dict = {"rotated": 0, "deferred": 0, "failed": 0}
-    if emergency and decision is not None:  # the rotation's own record says why (status marks SPIRAL/BLOCKED)
-        from dataclasses import replace
+    from dataclasses import replace
 
+    if emergency and decision is not None:  # the rotation's own record says why (status marks SPIRAL/BLOCKED)
         d = replace(d, policy=decision.policy)
+    if decision is not None and decision.details.get("overheadTokens") is not None:  # the new session's figure
+        d = replace(d, details={**d.details, "overheadTokens": decision.details["overheadTokens"]})
     ok = _act(ctx, obs, d, counts)
     if ok is None:
         return "deferred"
@@ -191,6 +204,43 @@ def rotate_now(ctx, obs, reason: str, *, emergency: str | None = None, decision=
     return "rotated" if ok else "failed"
 
 
+def scheduled(ctx, obs, now: float) -> bool:
+    """Whether the scheduled rotation (rotate_at_compactions) takes this session in this cycle: then the apply
+    job, which runs first, leaves it (one decision per session per cycle; a strip right before a rotation would
+    be work for nothing). Reads only; the rotate job decides again and records."""
+    from occd.policy import breaker as brk
+    from occd.policy.rotation import PastRotation, decide_rotation
+
+    policy = ctx.settings.policy_for(obs.agent)
+    if not obs.session_key or obs.compaction_count < policy.rotation.rotate_at_compactions:
+        return False
+    if _cannot_help(ctx, obs, policy, now):
+        return False
+    led = ctx.ledger
+    hist = [PastRotation.from_row(r) for r in _history(led, obs.agent, obs.session_key)]
+    st = brk.BreakerState(**asdict(led.get_breaker(obs.agent, "rotate")))
+    bset = brk.rotation_breaker_settings(policy)
+    recent = led.action_times(obs.agent, "rotate", now - bset.window_minutes * 60, trigger="auto")
+    d = decide_rotation(_state(obs), policy, now=now, history=hist, breaker=st, recent_rotations=recent)
+    return d is not None and (d.act or d.would_do)
+
+
+def _cannot_help(ctx, obs, policy, now: float) -> bool:
+    """A fresh session would be over the strip target too (a small window whose prompt overhead dominates): a
+    rotation cannot help, and the budget policy does the strongest strip instead (README, the budget trigger)."""
+    from occd.jobs import budget
+
+    try:
+        ev = budget.evaluate(ctx, obs, policy, now)
+    except Exception:  # noqa: BLE001 - without a prediction the rotation policy decides alone
+        return False
+    if ev is None or ev[3] is None or ev[3] <= ev[1].target:
+        return False
+    log.info("%s/%s: no rotation: a fresh session (%d tokens) would be over the target (%d) too", obs.agent,
+             obs.session_key, ev[3], ev[1].target)
+    return True
+
+
 def _act(ctx, obs, d, counts) -> bool | None:
     from occd.rotation.rotate import rotate_session
 
@@ -198,7 +248,7 @@ def _act(ctx, obs, d, counts) -> bool | None:
     try:
         rotate_session(ctx.settings, agent=obs.agent, ref=obs.session_id, trigger="auto", policy=d.policy,
                        reason=d.reason, budget_percent=d.details.get("seedBudgetPercent"), ledger=ctx.ledger,
-                       now=ctx.now())
+                       now=ctx.now(), overhead=d.details.get("overheadTokens"))
         counts["rotated"] += 1
         log.info("%s/%s rotated (%s, %.1fs)", obs.agent, obs.session_key, d.reason, time.monotonic() - t0)
         return True

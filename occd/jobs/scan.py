@@ -20,11 +20,16 @@ from datetime import datetime
 from pathlib import Path
 
 from occd.errors import OccdError
-from occd.openclaw.figure import rewrite_marks, session_figure, stale_estimate
+from occd.openclaw import config_mtime
+from occd.openclaw.figure import compactions as count_compactions, rewrite_marks, session_figure, session_window, stale_estimate
+from occd.openclaw.state import DEFAULT_CONTEXT_WINDOW
 
 log = logging.getLogger("occd.jobs.scan")
 CACHE_KEY = "scan.files"
 TAIL_WINDOW = 8 * 1024  # the last reply and its usage are usually in the last few KB; reads go back further if not
+
+
+UNVERIFIED_ERA = "db-unverified"  # a database-era agent whose schema occd reads but does not act on
 
 
 @dataclass
@@ -209,16 +214,12 @@ def _openclaw_config(ctx) -> dict | None:
 
 
 def _window(ctx, cfg: dict | None, agent_id: str, info) -> int | None:
-    """occd.openclaw.context_window_for_session with the config parsed once per change."""
+    """The window the config names for the session's model (None: none; figure.session_window chooses)."""
     from occd.openclaw import context_window
 
-    ct = (info.entry or {}).get("contextTokens")
-    if isinstance(ct, int) and not isinstance(ct, bool) and ct > 0:
-        return ct  # OpenClaw records the window it resolved for the session
-    if cfg is None:
-        return None
-    return context_window(ctx.state_dir, agent=agent_id, model=getattr(info, "model", None),
-                          provider=getattr(info, "model_provider", None), config=cfg)
+    return None if cfg is None else context_window(ctx.state_dir, agent=agent_id, model=getattr(info, "model", None),
+                                                   provider=getattr(info, "model_provider", None), config=cfg,
+                                                   default=None)
 
 
 def scan_agent(ctx, agent, result: ScanResult, files: dict, seen_paths: set) -> None:
@@ -237,23 +238,29 @@ def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: 
     result.agents[agent.id] = era
     try:
         infos = store.sessions()
+        if era == "db" and not store.actionable:
+            # a schema occd was not shown (occd.openclaw.dbschema): read, reported, never acted on: the apply,
+            # rotate and lean jobs act only on sessions of era file/db (the Gateway refuses on its own too)
+            era = result.agents[agent.id] = UNVERIFIED_ERA
     finally:
         for w in getattr(store, "warnings", []) or []:
             result.errors.append(f"{agent.id}: {w}")
     windows: dict = {}
     marks: dict | None = None  # the ledger's post-rewrite estimates, read only when a file was read from its tail
+    cfg_mtime = config_mtime(ctx.state_dir)
     for info in infos:
         if ctx.stop.is_set():
             return
-        wkey = (getattr(info, "model", None), getattr(info, "model_provider", None),
-                (info.entry or {}).get("contextTokens"))
+        wkey = (getattr(info, "model", None), getattr(info, "model_provider", None))
         if wkey not in windows:
             windows[wkey] = _window(ctx, cfg, agent.id, info)
-        window = windows[wkey]
+        window = session_window(info.entry, windows[wkey], cfg_mtime,
+                                None if cfg is None else DEFAULT_CONTEXT_WINDOW)  # the one rule (occd.openclaw.figure)
         if info.path is None:  # database era: figures from OpenClaw's own entry, no transcript read
             fig = session_figure(entry=info.entry, window=window, session_id=info.session_id)
             obs = SessionObs(
-                agent.id, era, info.session_id, info.key, None, info.size, info.compaction_count or 0,
+                agent.id, era, info.session_id, info.key, None, info.size,
+                count_compactions(info.compaction_count, indexed=bool(info.key)) or 0,
                 fig.tokens, fig.source, window, None,
                 (info.updated_at or 0) / 1000 or None, running=store.is_running(info))
             _budget_records(obs, info, cfg, reserve_cap=_db_reserve_cap(store))
@@ -281,7 +288,7 @@ def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: 
             continue
         files[str(path)] = state
         seen_paths.add(str(path))
-        compactions = info.compaction_count if info.compaction_count is not None else state.get("compactions_seen", 0)
+        compactions = count_compactions(info.compaction_count, state.get("compactions_seen", 0), indexed=bool(info.key))
         tokens, source = state.get("tokens"), state.get("source")
         fig = session_figure(transcript=(tokens, source), entry=info.entry, window=window,
                              after_rewrite=tokens if state.get("stale") else None, session_id=info.session_id)
@@ -532,17 +539,10 @@ def _save_cache(files: dict) -> str | None:
     from occd import paths
 
     p = _cache_path()
-    tmp = p.with_name(p.name + ".tmp")
     try:
-        paths.ensure_dir(p.parent)
-        tmp.write_bytes(orjson.dumps(files))
-        os.replace(tmp, p)
+        paths.write_private(p, orjson.dumps(files))
         return None
     except OSError as e:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
         msg = f"could not save the scan cache {p}: {e.strerror or e}"
         log.warning("%s", msg)
         return msg

@@ -98,7 +98,7 @@ def score_agents(settings, ledger, state_dir: Path, now: float, *, stop=None, co
             policy = settings.policy_for(a.id)
             since = {s.id: last_activity((s.file_mtime, s.index_updated, s.last_modified), now) for s in sessions}
             idle = [s for s in sessions if s.id != active.id and not s.running and since[s.id] is not None
-                    and (now - since[s.id]) / 60 >= policy.min_idle_minutes]
+                    and (now - since[s.id]) / 60 >= policy.gentle_wait_minutes()]
             ag = AgentScore(a.id, active.latest_user_task, active.id)
             report.agents.append(ag)
             if not idle:

@@ -225,6 +225,17 @@ def broken(state_dir: Path | None, env=None) -> str | None:
     return None
 
 
+def install_args(oc, dest: Path) -> list[str]:
+    """`plugins install -l <dest>`, with `--force --accept-capabilities` where the CLI offers them: 2026.8+ (and
+    every install on 10.x/11.x): --force confirms a non-registry source, --accept-capabilities is the operator's
+    consent (asked by `enable`); 2026.7.x has neither meaning (its --force is refused with --link)."""
+    help_p = oc.run(["plugins", "install", "--help"], timeout=120)
+    args = ["plugins", "install", "-l", str(dest)]
+    if "--accept-capabilities" in help_p.stdout:
+        args += ["--force", "--accept-capabilities"]
+    return args
+
+
 def gateway_running(state_dir: Path) -> bool:
     try:
         from occd.openclaw.dbstore import gateway_status
@@ -261,13 +272,7 @@ def enable(settings, state_dir: Path, *, confirm: Callable[[str], bool] | None =
     _copy_plugin(dest, env)
     if _read_json(policy_path(env)) is None:
         write_policy(initial_policy(settings), env)
-    help_p = oc.run(["plugins", "install", "--help"], timeout=120)
-    args = ["plugins", "install", "-l", str(dest)]
-    if "--accept-capabilities" in help_p.stdout:
-        # 2026.8+: --force confirms a non-registry source, --accept-capabilities is the operator's consent (given
-        # above); 2026.7.x has neither meaning (its --force is refused with --link) and asks for no consent
-        args += ["--force", "--accept-capabilities"]
-    p = oc.run(args)
+    p = oc.run(install_args(oc, dest))
     after = slot_owner(_load_config(state_dir))
     if p.returncode != 0 or after != PLUGIN_ID:
         raise OccdError(f"OpenClaw did not install the plugin: {_last_line(p)}",
@@ -461,7 +466,9 @@ def sessions_summary(env=None) -> dict:
     return {"enabled": True, "sessions": {k: v for k, v in views.items() if v}}
 
 
-def status(state_dir: Path, env=None) -> dict:
+def status(state_dir: Path, env=None, rules: dict | None = None) -> dict:
+    """`rules`: what a session gets when the daemon turns it on (config [lean], given by the caller); `default`:
+    the plugin's policy file's rule for every other session (off until the daemon decides)."""
     config = _load_config(state_dir)
     policy = read_policy(env)
     stats = read_stats(env)
@@ -474,5 +481,6 @@ def status(state_dir: Path, env=None) -> dict:
             "slot": slot_owner(config) or "legacy",
             "marker": _read_json(marker_path(env)), "policyPath": str(policy_path(env)),
             "default": policy["default"], "agents": policy["agents"], "sessions": sessions,
+            "rules": rules,
             "statsUpdatedAt": (stats.get("updatedAt") or 0) / 1000.0 or None,
             "policyError": stats.get("policyError"), "checks": health_checks(state_dir, env)}

@@ -16,6 +16,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Ledger", "BreakerRecord"]
 
+from occd.ledger.kinds import ACTION_KINDS, JOB_KIND_PREFIX, is_action_kind  # noqa: E402,F401 (re-exported)
+
 
 def __getattr__(name: str):
     if name in __all__:

@@ -19,6 +19,7 @@ from occd.ledger import engine as _eng
 from occd.ledger import migrate as _mig
 from occd.ledger.common import (ROTATION_STATES, ROTATION_UNFINISHED, BreakerRecord, _dumps, _loads,  # noqa: F401
                                 local_day_start, ts)
+from occd.ledger.problems import LedgerProblems
 from occd.ledger.queries import LedgerQueries
 
 # An agent's last_seen is refreshed at most this often. A session's last_seen is the last scan that saw it
@@ -36,7 +37,7 @@ def _hostname() -> str:
     return socket.gethostname()
 
 
-class Ledger(LedgerQueries):
+class Ledger(LedgerProblems, LedgerQueries):
     def __init__(self, path: Path, engine, readonly: bool = False):
         self.path = path
         self.engine = engine
@@ -51,6 +52,10 @@ class Ledger(LedgerQueries):
         and refuses a ledger whose schema is behind (`occd db upgrade` fixes that)."""
         p = Path(path) if path is not None else paths.ledger_path()
         busy_timeout = _eng.BUSY_TIMEOUT_S if busy_timeout is None else busy_timeout
+        if os.path.islink(p):
+            raise OccdError(f"The ledger {paths.display_path(p)} is a symbolic link; occd does not open it",
+                            "move the link aside (occd creates its own ledger), or point OCCD_HOME elsewhere",
+                            code="LEDGER_UNAVAILABLE")
         if p.is_dir():
             raise OccdError(f"The ledger path {paths.display_path(p)} is a directory, not a database file",
                             "move that folder aside, or point OCCD_HOME at another folder", code="LEDGER_UNAVAILABLE")
@@ -78,6 +83,7 @@ class Ledger(LedgerQueries):
                             "check the file's permissions and owner, or point OCCD_HOME at a writable folder",
                             code="LEDGER_READONLY")
         new = not p.exists()
+        _private_files(p, create=new)  # SQLite gives -wal/-shm the database file's mode: 0600 first
         eng = _eng.make_engine(p, busy_timeout=busy_timeout)
         led = cls(p, eng)
         if new:
@@ -147,8 +153,8 @@ class Ledger(LedgerQueries):
         with self._w() as c:
             self._upsert_agent(c, agent, None, now)
             pk = self._session_pk(c, agent, session_id, None, None, now, touch=False)
-            c.exec_driver_sql("UPDATE sessions SET archived_at = ?, archive_path = ? WHERE id = ?",
-                              (now, archive_path, pk))
+            c.exec_driver_sql("UPDATE sessions SET archived_at = ?, archive_path = ?, archive_size = NULL, "
+                              "archive_sha256 = NULL, archive_sha256_source = NULL WHERE id = ?", (now, archive_path, pk))
 
     def mark_session_unarchived(self, agent: str, session_id: str, path: str | None = None, now=None) -> None:
         """The session is live again (rotate --undo put it back): clear its archived state."""
@@ -156,7 +162,8 @@ class Ledger(LedgerQueries):
         with self._w() as c:
             self._upsert_agent(c, agent, None, now)
             pk = self._session_pk(c, agent, session_id, None, path, now)
-            c.exec_driver_sql("UPDATE sessions SET archived_at = NULL, archive_path = NULL WHERE id = ?", (pk,))
+            c.exec_driver_sql("UPDATE sessions SET archived_at = NULL, archive_path = NULL, archive_size = NULL, "
+                              "archive_sha256 = NULL, archive_sha256_source = NULL WHERE id = ?", (pk,))
 
     # ---- observations ----
 
@@ -254,6 +261,10 @@ class Ledger(LedgerQueries):
                       reason: str | None = None, outcome: str = "ok", before: Mapping | None = None,
                       after: Mapping | None = None, backup_path: str | Path | None = None, error: str | None = None,
                       dry_run: bool = False, duration_ms: float | None = None, now=None) -> int:
+        from occd.ledger.kinds import ACTION_KINDS, is_action_kind
+
+        if not is_action_kind(kind):
+            raise ValueError(f"kind must be one of {ACTION_KINDS} or job:<name>, not {kind!r}")
         if outcome not in ACTION_OUTCOMES:
             raise ValueError(f"outcome must be one of {ACTION_OUTCOMES}, not {outcome!r}")
         if trigger not in ("manual", "auto"):
@@ -268,13 +279,17 @@ class Ledger(LedgerQueries):
                  (error or None) and str(error)[:2000], duration_ms)).scalar_one()
 
     def record_backup(self, path: str | Path, agent: str | None = None, session_id: str | None = None, *,
-                      size: int | None = None, action_id: int | None = None, now=None) -> int:
+                      size: int | None = None, action_id: int | None = None, sha256: str | None = None,
+                      now=None) -> int:
+        src = "creation" if sha256 else None
         with self._w() as c:
             return c.exec_driver_sql(
-                "INSERT INTO backups (agent_id, session_id, path, size, created, action_id) VALUES (?, ?, ?, ?, ?, ?) "
+                "INSERT INTO backups (agent_id, session_id, path, size, created, action_id, sha256, sha256_source) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT(path) DO UPDATE SET size = excluded.size, created = excluded.created, pruned_at = NULL, "
-                "action_id = COALESCE(excluded.action_id, backups.action_id) RETURNING id",
-                (agent, session_id, str(path), size, ts(now), action_id)).scalar_one()
+                "action_id = COALESCE(excluded.action_id, backups.action_id), sha256 = excluded.sha256, "
+                "sha256_source = excluded.sha256_source RETURNING id",
+                (agent, session_id, str(path), size, ts(now), action_id, sha256, src)).scalar_one()
 
     def mark_backup_pruned(self, path: str | Path, now=None) -> bool:
         with self._w() as c:
@@ -452,3 +467,26 @@ class Ledger(LedgerQueries):
 
 def breaker_record_fields() -> list[str]:
     return [f.name for f in fields(BreakerRecord)]
+
+
+def _private_files(p: Path, *, create: bool) -> None:
+    """The ledger and its -wal/-shm are the user's alone: a new ledger file is created 0600 before SQLite opens
+    it (SQLite then creates -wal/-shm with the same mode, whatever the umask); existing ones of ours that are
+    wider are narrowed."""
+    if create:
+        try:
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except FileExistsError:
+            pass
+        except OSError:
+            return
+        else:
+            os.fchmod(fd, 0o600)
+            os.close(fd)
+    for f in (p, p.with_name(p.name + "-wal"), p.with_name(p.name + "-shm")):
+        try:
+            st = os.lstat(f)
+            if st.st_uid == os.getuid() and (st.st_mode & 0o077) and not os.path.islink(f):
+                os.chmod(f, 0o600)
+        except OSError:
+            pass

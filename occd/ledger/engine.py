@@ -114,7 +114,7 @@ class ReadOnlyDB:
     def connect(self) -> Iterator[_ROConn]:
         if self._raw is None:
             raw = sqlite3.connect(f"file:{quote(str(self.path))}?mode=ro", uri=True, timeout=self.busy_timeout,
-                                  check_same_thread=False, isolation_level=None)
+                                  check_same_thread=False, isolation_level=None, factory=LedgerConnection)
             raw.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
             self._raw = raw
         yield _ROConn(self._raw)
@@ -136,7 +136,7 @@ def make_engine(path: Path, *, readonly: bool = False, busy_timeout: float = BUS
     target = str(path)
 
     def connect() -> sqlite3.Connection:
-        return sqlite3.connect(target, timeout=busy_timeout, check_same_thread=False)
+        return sqlite3.connect(target, timeout=busy_timeout, check_same_thread=False, factory=LedgerConnection)
 
     eng = create_engine("sqlite+pysqlite://", creator=connect, poolclass=QueuePool, pool_size=5, max_overflow=10)
 
@@ -158,6 +158,38 @@ def make_engine(path: Path, *, readonly: bool = False, busy_timeout: float = BUS
         conn.exec_driver_sql(f"BEGIN {mode}")
 
     return eng
+
+
+class _Cursor(sqlite3.Cursor):
+    """OpenClaw's data may carry lone surrogates (a JSON "\\ud83d", occd.transcript.jsontext); SQLite stores UTF-8, which
+    cannot hold them: every parameter is written (and looked up) with them as the escape they were read from."""
+
+    def execute(self, sql, parameters=(), /):
+        return super().execute(sql, _clean_params(parameters))
+
+    def executemany(self, sql, seq, /):
+        return super().executemany(sql, (_clean_params(p) for p in seq))
+
+
+class LedgerConnection(sqlite3.Connection):
+    def cursor(self, factory=_Cursor):
+        return super().cursor(factory)
+
+
+def _clean_params(p):
+    if isinstance(p, str):
+        if p.isascii():
+            return p
+        from occd.transcript.jsontext import escape_surrogates, has_surrogates
+
+        return escape_surrogates(p) if has_surrogates(p) else p
+    if isinstance(p, tuple):
+        return tuple(_clean_params(v) for v in p)
+    if isinstance(p, list):
+        return [_clean_params(v) for v in p]
+    if isinstance(p, dict):
+        return {k: _clean_params(v) for k, v in p.items()}
+    return p
 
 
 def translate(e: BaseException, path: Path) -> OccdError | None:

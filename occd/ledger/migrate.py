@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
 BACKUPS_KEPT = 3
 # The newest migration's revision, so the read-only path (`occd status`) needs no alembic import (~0.13 s).
 # tests/test_migrations.py checks that it equals alembic's head: a new migration cannot forget it.
-HEAD_REVISION = "0002"
+HEAD_REVISION = "0003"
 BACKUP_GLOB = "{name}.pre-*.bak"
 
 
@@ -77,7 +77,7 @@ def current_revision(engine: Engine) -> str | None:
 @contextlib.contextmanager
 def _upgrade_lock(path: Path) -> Iterator[None]:
     lock = path.with_name(path.name + ".migrate.lock")
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -93,7 +93,7 @@ def vacuum_into_backup(engine: Engine, path: Path, rev: str | None, now: float |
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now if now is not None else time.time()))
     dest = path.with_name(f"{path.name}.pre-{rev or 'base'}-{stamp}.bak")
     n = 1
-    while dest.exists():
+    while os.path.lexists(dest):  # a name taken by anything, a dangling symlink too: VACUUM INTO would follow it
         dest = path.with_name(f"{path.name}.pre-{rev or 'base'}-{stamp}-{n}.bak")
         n += 1
     with engine.connect() as conn:  # VACUUM cannot run in a transaction: use the autocommit driver directly

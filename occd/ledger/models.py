@@ -43,6 +43,9 @@ class SessionRow(SQLModel, table=True):
     last_seen: float = Field(sa_column=Column(Float, nullable=False))
     archived_at: Optional[float] = Field(default=None, sa_column=Column(Float))
     archive_path: Optional[str] = Field(default=None, sa_column=Column(Text))
+    archive_size: Optional[int] = Field(default=None, sa_column=Column(Integer))  # 0003
+    archive_sha256: Optional[str] = Field(default=None, sa_column=Column(String))
+    archive_sha256_source: Optional[str] = Field(default=None, sa_column=Column(String))  # creation | first-check
 
 
 class Observation(SQLModel, table=True):
@@ -98,6 +101,8 @@ class Backup(SQLModel, table=True):
     created: float = Field(sa_column=Column(Float, nullable=False))
     pruned_at: Optional[float] = Field(default=None, sa_column=Column(Float))
     action_id: Optional[int] = _fk("actions.id", ondelete="SET NULL", nullable=True)
+    sha256: Optional[str] = Field(default=None, sa_column=Column(String))  # 0003
+    sha256_source: Optional[str] = Field(default=None, sa_column=Column(String))  # creation | first-check
 
 
 class BreakerRow(SQLModel, table=True):
@@ -220,6 +225,47 @@ class LLMCall(SQLModel, table=True):
     outcome: str = Field(sa_column=Column(String, nullable=False))  # ok | timeout | error | bad_json | budget
     duration_ms: Optional[float] = Field(default=None, sa_column=Column(Float))
     error: Optional[str] = Field(default=None, sa_column=Column(Text))
+
+
+# ---- added by migration 0003 (occd check; verifying what occd did) ----
+
+
+class Problem(SQLModel, table=True):
+    """Something a check found (a damaged backup, a rotation that changed nothing, turns that bypassed the lean
+    view). Open while resolved_at is NULL: until a later check passes (resolution 'passed') or the user accepts
+    the loss (`occd check --forget`, resolution 'forgotten', code FORGOTTEN keeps the path out of later checks)."""
+
+    __tablename__ = "problems"
+    __table_args__ = (Index("ix_problems_open", "resolved_at", "source"), Index("ix_problems_subject", "subject", "code"))
+    id: Optional[int] = Field(default=None, sa_column=Column(Integer, primary_key=True))
+    source: str = Field(sa_column=Column(String, nullable=False))  # check | check-data | rotation | strip | lean
+    subject: str = Field(sa_column=Column(String, nullable=False))  # backup:12 | archive:34 | ledger | ...
+    code: str = Field(sa_column=Column(String, nullable=False))
+    severity: str = Field(sa_column=Column(String, nullable=False, server_default="fail"))  # fail | warn
+    agent_id: Optional[str] = Field(default=None, sa_column=Column(String))
+    session_id: Optional[str] = Field(default=None, sa_column=Column(String))
+    path: Optional[str] = Field(default=None, sa_column=Column(Text))
+    message: str = Field(sa_column=Column(Text, nullable=False))
+    hint: Optional[str] = Field(default=None, sa_column=Column(Text))
+    details_json: Optional[str] = Field(default=None, sa_column=Column(Text))
+    first_seen: float = Field(sa_column=Column(Float, nullable=False))
+    last_seen: float = Field(sa_column=Column(Float, nullable=False))
+    resolved_at: Optional[float] = Field(default=None, sa_column=Column(Float))
+    resolution: Optional[str] = Field(default=None, sa_column=Column(String))  # passed | forgotten
+
+
+class CheckRun(SQLModel, table=True):
+    __tablename__ = "check_runs"
+    __table_args__ = (Index("ix_check_runs_started", "started"),)
+    id: Optional[int] = Field(default=None, sa_column=Column(Integer, primary_key=True))
+    started: float = Field(sa_column=Column(Float, nullable=False))
+    finished: float = Field(sa_column=Column(Float, nullable=False))
+    read_data: int = Field(sa_column=Column(Integer, nullable=False, server_default="0"))
+    trigger: str = Field(sa_column=Column(String, nullable=False, server_default="manual"))
+    artifacts: int = Field(sa_column=Column(Integer, nullable=False, server_default="0"))
+    bytes_read: int = Field(sa_column=Column(Integer, nullable=False, server_default="0"))
+    problems: int = Field(sa_column=Column(Integer, nullable=False, server_default="0"))
+    summary_json: Optional[str] = Field(default=None, sa_column=Column(Text))
 
 
 metadata = SQLModel.metadata

@@ -113,6 +113,18 @@ class LedgerQueries:
         where, params = self._history_where(agent, session, kind, since)
         return self._rows(f"SELECT COUNT(*) AS n FROM actions WHERE {where}", params)[0]["n"]
 
+    def action_for_backup(self, path: str) -> dict | None:
+        """The action that made a backup (the newest whose backup_path it is), or None."""
+        rows = self._rows("SELECT * FROM actions WHERE backup_path = ? ORDER BY ts DESC, id DESC LIMIT 1", (path,))
+        return self._action_dict(rows[0]) if rows else None
+
+    def action_sessions(self, agent: str | None = None) -> list[tuple[str, str | None]]:
+        """(session id, session key) of every session the ledger has actions of (history --session resolves
+        among them)."""
+        return [(r["session_id"], r["session_key"]) for r in self._rows(
+            "SELECT DISTINCT session_id, session_key FROM actions WHERE session_id IS NOT NULL "
+            "AND (? IS NULL OR agent_id = ?)", (agent, agent))]
+
     def action_kinds(self) -> list[str]:
         return [r["kind"] for r in self._rows("SELECT DISTINCT kind FROM actions ORDER BY kind")]
 

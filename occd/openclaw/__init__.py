@@ -30,13 +30,25 @@ def open_store(state_dir: Path, agent: str):
     return store
 
 
-def context_window_for_session(state_dir: Path, agent: str, info) -> int:
-    entry = getattr(info, "entry", None) or {}
-    ct = entry.get("contextTokens")
-    if isinstance(ct, int) and ct > 0:  # OpenClaw records the window it resolved for the session
-        return ct
-    return context_window(state_dir, agent=agent, model=getattr(info, "model", None),
-                          provider=getattr(info, "model_provider", None))
+def config_mtime(state_dir: Path) -> float | None:
+    """When OpenClaw's config file last changed (None: no config)."""
+    import os
+
+    try:
+        return os.stat(config_path(state_dir)).st_mtime
+    except OSError:
+        return None
+
+
+def context_window_for_session(state_dir: Path, agent: str, info, config: dict | None = None) -> int:
+    """The session's window by occd.openclaw.figure.session_window (the one rule every command uses)."""
+    from occd.openclaw.figure import session_window
+
+    from occd.openclaw.state import DEFAULT_CONTEXT_WINDOW
+
+    named = context_window(state_dir, agent=agent, model=getattr(info, "model", None),
+                           provider=getattr(info, "model_provider", None), config=config, default=None)
+    return session_window(getattr(info, "entry", None), named, config_mtime(state_dir), DEFAULT_CONTEXT_WINDOW)
 
 
 __all__ = ["Agent", "FileStore", "Release", "config_path", "release_evidence", "LockInfo", "SessionInfo", "context_window", "context_window_for_session",

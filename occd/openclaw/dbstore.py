@@ -28,97 +28,16 @@ import sqlite3
 import time
 from pathlib import Path
 
-import orjson
-
 from occd.errors import BusyError, OccdError
 from occd.openclaw.filestore import SessionInfo, resolve_ref
 from occd.openclaw.state import DB_NAME, GLOBAL_DB
+from occd.transcript import jsontext
 
-# agent schema (PRAGMA user_version) -> the releases that write it, all verified with occd on a real state
-KNOWN_SCHEMAS = {19: "2026.8.1–2026.9.4", 21: "2026.9.5", 23: "2026.9.6"}
-VERIFIED_SCHEMA_VERSIONS = frozenset(KNOWN_SCHEMAS)
-REQUIRED_COLUMNS = {
-    "session_nodes": {"session_key", "current_session_id", "entry_json", "entry_valid", "updated_at", "status",
-                      "label", "display_name", "archived_at"},
-    "transcript_events": {"session_id", "seq", "event_json"},
-}
-OPTIONAL_COLUMNS = {  # read when present (2026.9.6); without them every event is plain event_json
-    "transcript_events": {"event_zstd", "event_utf8_bytes"},
-    "transcript_event_identities": {"session_id", "seq", "event_type"},  # finds reset markers without decoding
-}
-MAX_EVENT_BYTES = 4 * 1024 * 1024  # OpenClaw's own bound on one stored event
-
-
-def connect_ro(db: Path, timeout: float = 5.0) -> sqlite3.Connection:
-    """A read-only connection (`mode=ro`, `query_only`): any write raises sqlite3.OperationalError."""
-    if not db.is_file():
-        raise OccdError(f"OpenClaw database {db} does not exist", "run OpenClaw once for this agent", code="DB_MISSING")
-    try:
-        c = sqlite3.connect(f"{Path(os.path.abspath(db)).as_uri()}?mode=ro", uri=True, timeout=timeout,
-                            check_same_thread=False)
-        c.execute("PRAGMA query_only = ON")
-        return c
-    except sqlite3.OperationalError as e:
-        if "locked" in str(e) or "busy" in str(e):
-            raise BusyError(f"OpenClaw database {db} is busy", "try again in a moment") from None
-        raise OccdError(f"Cannot open OpenClaw database {db}: {e}", "check the file's permissions",
-                        code="DB_UNREADABLE") from None
-    except sqlite3.DatabaseError as e:
-        raise OccdError(f"Cannot open OpenClaw database {db}: {e}", "check the file; `openclaw doctor` can help",
-                        code="DB_UNREADABLE") from None
-
-
-def schema_version(c: sqlite3.Connection) -> tuple[int, str | None]:
-    """(PRAGMA user_version, the OpenClaw release in schema_meta for the agent database or None): the row with
-    meta_key 'primary' (2026.9.5 writes a second agent row whose app_version is not a release)."""
-    from occd.openclaw.state import parse_version
-
-    (uv,) = c.execute("PRAGMA user_version").fetchone()
-    app = None
-    try:
-        rows = c.execute("SELECT meta_key, app_version FROM schema_meta WHERE role = 'agent' "
-                         "ORDER BY meta_key = 'primary' DESC, updated_at DESC").fetchall()
-        for key, v in rows:
-            if isinstance(v, str) and (key == "primary" or parse_version(v)):
-                app = v
-                break
-    except sqlite3.DatabaseError:
-        pass
-    return uv, app
-
-
-def table_columns(c: sqlite3.Connection, tables) -> dict[str, set[str]]:
-    return {t: {r[1] for r in c.execute(f"PRAGMA table_info({t})")} for t in tables}
-
-
-def check_schema(c: sqlite3.Connection, db: Path) -> list[str]:
-    """Raise UNSUPPORTED_SCHEMA when the tables/columns occd reads are not there; return warnings (an unverified
-    user_version that still has every column occd reads is read, with a warning)."""
-    return inspect_schema(c, db)["warnings"]
-
-
-def inspect_schema(c: sqlite3.Connection, db: Path) -> dict:
-    """{userVersion, appVersion, columns (of the tables occd reads), warnings}; raises UNSUPPORTED_SCHEMA (naming
-    the schema, the release and the missing columns) when a required column is not there."""
-    try:
-        uv, app = schema_version(c)
-        cols = table_columns(c, set(REQUIRED_COLUMNS) | set(OPTIONAL_COLUMNS))
-    except sqlite3.DatabaseError as e:
-        raise OccdError(f"Cannot read OpenClaw database {db}: {e}", "check the file; `openclaw doctor` can help",
-                        code="UNSUPPORTED_SCHEMA") from None
-    release = app or "unknown release"
-    missing = [f"{t}.{col}" for t, need in REQUIRED_COLUMNS.items() for col in sorted(need - cols[t])]
-    if missing:
-        what = "has no " + ", ".join(missing[:4]) + (" ..." if len(missing) > 4 else "")
-        raise OccdError(f"OpenClaw database schema {uv} ({release}) is not one occd knows: it {what}",
-                        "update occd (it reads OpenClaw " + ", ".join(KNOWN_SCHEMAS.values()) + "); meanwhile "
-                        "`openclaw sessions list --json` shows the sessions",
-                        code="UNSUPPORTED_SCHEMA", details={"userVersion": uv, "appVersion": app, "missing": missing})
-    warnings = []
-    if uv not in VERIFIED_SCHEMA_VERSIONS:
-        warnings.append(f"OpenClaw database schema {uv} ({release}) was not verified with occd; the columns occd "
-                        "reads are present, so it reads them")
-    return {"userVersion": uv, "appVersion": app, "columns": cols, "warnings": warnings}
+from occd.openclaw.dbschema import (DOCUMENTED_SCHEMAS, KNOWN, KNOWN_SCHEMAS, MAX_EVENT_BYTES,  # noqa: F401
+                                    OPTIONAL_COLUMNS, REQUIRED_COLUMNS, UNVERIFIED, VERIFIED_SCHEMA_VERSIONS,
+                                    VERIFIED_SCHEMAS, check_schema, connect_ro, ensure_actionable,
+                                    inspect_schema, schema_meta_row, schema_version, table_columns,
+                                    unverified_words)
 
 
 def decode_event(event_json: str | None, event_zstd: bytes | None, utf8_bytes: int | None) -> bytes:
@@ -154,8 +73,8 @@ def _is_reset(line: bytes) -> bool:
     if b'"reset"' not in line:
         return False
     try:
-        o = orjson.loads(line)
-    except orjson.JSONDecodeError:
+        o = jsontext.loads(line)
+    except ValueError:
         return False
     return isinstance(o, dict) and o.get("type") == "reset"
 
@@ -167,13 +86,13 @@ def _relink(lines: list[bytes]) -> list[bytes]:
     out, prev = [], None
     for ln in lines:
         try:
-            o = orjson.loads(ln)
-        except orjson.JSONDecodeError:
+            o = jsontext.loads(ln)
+        except ValueError:
             out.append(ln)
             continue
         if isinstance(o, dict) and o.get("parentId") != prev:
             o["parentId"] = prev
-            ln = orjson.dumps(o) + b"\n"
+            ln = jsontext.dumps(o) + b"\n"
         if isinstance(o, dict) and isinstance(o.get("id"), str):
             prev = o["id"]
         out.append(ln)
@@ -195,15 +114,15 @@ def context_window_lines(lines: list[bytes]) -> tuple[list[bytes], list[bytes]]:
     history = lines[start:last]
     kept: list[bytes] = []
     try:
-        first_kept = orjson.loads(lines[last]).get("firstKeptEntryId")
-    except (orjson.JSONDecodeError, AttributeError):
+        first_kept = jsontext.loads(lines[last]).get("firstKeptEntryId")
+    except (ValueError, AttributeError):
         first_kept = None
     if isinstance(first_kept, str):
         seen = False
         for ln in lines[1:last]:
             try:
-                o = orjson.loads(ln)
-            except orjson.JSONDecodeError:
+                o = jsontext.loads(ln)
+            except ValueError:
                 continue
             if not isinstance(o, dict):
                 continue
@@ -249,23 +168,24 @@ def loop_signals(lines: list[bytes], recent_turns: int = 10) -> dict:
         if _is_reset(ln):
             resets += 1
             try:
-                last_reset_at = orjson.loads(ln).get("timestamp")
-            except (orjson.JSONDecodeError, AttributeError):
+                last_reset_at = jsontext.loads(ln).get("timestamp")
+            except (ValueError, AttributeError):
                 pass
     per_turn = [0]
     turns = compactions = overflow = 0
     blocked = False
     last_reply: dict | None = None
     last_comp_at = None
+    from occd.transcript.compaction import is_compaction
     from occd.transcript.jsonl import iter_objects
 
     for o in iter_objects(ctx[1:]):
         t = o.get("type")
-        if t == "compaction":
+        if is_compaction(o):  # OpenClaw's entry, or a provider checkpoint on an assistant message (10.2+)
             compactions += 1
             per_turn[-1] += 1
             last_comp_at = o.get("timestamp") if isinstance(o.get("timestamp"), str) else last_comp_at
-        elif t == "message" and isinstance(o.get("message"), dict):
+        if t == "message" and isinstance(o.get("message"), dict):
             m = o["message"]
             if m.get("role") == "user":
                 turns += 1
@@ -322,10 +242,15 @@ class DbStore:
         return self._conn
 
     def schema(self) -> dict:
-        """{userVersion, appVersion, columns, warnings} of this agent's database (UNSUPPORTED_SCHEMA if occd
-        cannot read it)."""
+        """inspect_schema of this agent's database: {userVersion, appVersion, meta, level, actionable, reason,
+        columns, warnings} (UNSUPPORTED_SCHEMA if occd cannot read it)."""
         self.conn()
         return self._schema
+
+    @property
+    def actionable(self) -> bool:
+        """occd may act on this agent's sessions (its schema is KNOWN); otherwise it only reads them."""
+        return bool(self.schema().get("actionable"))
 
     def _has(self, table: str, *cols: str) -> bool:
         self.conn()
@@ -387,11 +312,16 @@ class DbStore:
             if words:
                 self.warnings.append(words)
         ((invalid,),) = self._query("SELECT COUNT(*) FROM session_nodes WHERE entry_valid != 1")
+        from occd.openclaw.cold import cold_rows
+
+        cold = cold_rows(self.conn())  # a cold session's size is its archive's raw bytes, not 0
         out = []
         for key, sid, entry_json, updated, status, label, display, size in rows:
+            if not size and sid in cold and isinstance(cold[sid].get("raw_bytes"), int):
+                size = cold[sid]["raw_bytes"]
             try:
-                entry = orjson.loads(entry_json) if entry_json else {}
-            except orjson.JSONDecodeError:
+                entry = jsontext.loads(entry_json) if entry_json else {}
+            except ValueError:
                 self.warnings.append(f"{key}: entry_json is not valid JSON")
                 entry = {}
             if not isinstance(entry, dict):
@@ -436,12 +366,27 @@ class DbStore:
         else:
             sql = "SELECT seq, event_json, NULL, NULL FROM transcript_events WHERE session_id = ? ORDER BY seq"
         out = []
-        for seq, ej, ez, nbytes in self._query(sql, (info.session_id,)):
+        rows = self._query(sql, (info.session_id,))
+        for seq, ej, ez, nbytes in rows:
             try:
                 out.append(decode_event(ej, ez, nbytes) + b"\n")
             except ValueError as e:
                 self.warnings.append(f"{info.session_id}: transcript event seq {seq} is unreadable ({e})")
+        if not rows:  # no hot rows: a cold session is read from its archive (never restored), never empty
+            from occd.openclaw.cold import cold_rows, read_cold
+
+            cold = cold_rows(self.conn(), [info.session_id]).get(info.session_id)
+            if cold is not None:
+                return read_cold(self.conn(), self.agent_dir, info.session_id, cold)
         return out
+
+    def is_cold(self, info: SessionInfo) -> bool:
+        """The session's events are in a cold archive (no hot rows)."""
+        from occd.openclaw.cold import cold_rows
+
+        if info.session_id not in cold_rows(self.conn(), [info.session_id]):
+            return False
+        return not self._query("SELECT 1 FROM transcript_events WHERE session_id = ? LIMIT 1", (info.session_id,))
 
     def read_lines(self, info: SessionInfo) -> list[bytes]:
         """The transcript as OpenClaw's context sees it: from the last reset marker on (see context_window_lines)."""
@@ -473,8 +418,8 @@ def _lease_alive(payload_json: str | None) -> bool:
     from occd.openclaw.locks import pid_alive
 
     try:
-        owner = (orjson.loads(payload_json) or {}).get("owner") or {}
-    except (orjson.JSONDecodeError, TypeError, AttributeError):
+        owner = (jsontext.loads(payload_json) or {}).get("owner") or {}
+    except (ValueError, TypeError, AttributeError):
         return True
     pid, host = owner.get("pid"), owner.get("host")
     if isinstance(pid, int) and host == socket.gethostname():
@@ -501,8 +446,8 @@ def gateway_status(state_dir: Path, now_ms: int | None = None, uid: int | None =
             for (payload,) in rows:
                 if _lease_alive(payload):
                     try:
-                        p = orjson.loads(payload) if payload else {}
-                    except orjson.JSONDecodeError:
+                        p = jsontext.loads(payload) if payload else {}
+                    except ValueError:
                         p = {}
                     return {"running": True, "source": "lease", "pid": (p.get("owner") or {}).get("pid"),
                             "port": p.get("port")}

@@ -78,6 +78,41 @@ def _pos_int(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
+def session_window(entry: dict | None, named: int | None, config_mtime: float | None = None,
+                   default: int | None = None) -> int | None:
+    """The session's context window, one rule for every command (list, info, status, sessions, the daemon):
+    the window OpenClaw recorded for the session (`contextTokens`, resolved at its last turn, else the window of
+    its last pre-prompt check, `contextBudgetStatus.contextTokenBudget`), unless OpenClaw's
+    config changed after that record (openclaw.json newer than the entry's `updatedAt`) and names a window for
+    the model: then that one, which the next turn uses. `named`: occd.openclaw.context_window(default=None) for
+    the session's model (the catalog's or the config's window; None when neither names one); `default`:
+    OpenClaw's default window, for a session without a record and a model nothing names."""
+    e = entry if isinstance(entry, dict) else {}
+    cbs = e.get("contextBudgetStatus") if isinstance(e.get("contextBudgetStatus"), dict) else {}
+    ct = _pos_int(e.get("contextTokens")) or _pos_int(cbs.get("contextTokenBudget"))  # OpenClaw's records
+    if ct is None:
+        return named if named is not None else default
+    upd = e.get("updatedAt")
+    newer_config = (named is not None and config_mtime is not None and isinstance(upd, (int, float))
+                    and not isinstance(upd, bool) and config_mtime * 1000 > upd)
+    return named if newer_config else ct
+
+
+def compactions(index_count, file_count=None, *, indexed: bool = False) -> int | None:
+    """How many times OpenClaw compacted the session, one rule for every command: OpenClaw's own count (the
+    index's `compactionCount`, what `openclaw sessions list` shows), else the compactions in the transcript
+    when the caller counted them, else 0 for an indexed entry (OpenClaw writes the count with the first
+    compaction)."""
+    def ok(v):
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    if ok(index_count):
+        return index_count
+    if ok(file_count):
+        return file_count
+    return 0 if indexed else None
+
+
 @dataclass
 class Figure:
     tokens: int | None
@@ -147,6 +182,9 @@ def session_figure(*, transcript: tuple[int | None, str | None] = (None, None), 
     elif total is not None:
         fig.tokens, fig.source = total, INDEX
     budget = _pos_int(cbs.get("promptBudgetBeforeReserve"))
+    recorded_window = _pos_int(cbs.get("contextTokenBudget"))
+    if budget is not None and window is not None and recorded_window is not None and recorded_window != window:
+        budget = None  # recorded for another window (the config changed since): computed for this one below
     if budget is not None:
         fig.compact_at, fig.compact_at_source = budget, "openclaw"
     else:

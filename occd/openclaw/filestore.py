@@ -18,10 +18,11 @@ from typing import Callable
 
 from occd.errors import OccdError
 from occd.openclaw.locks import IndexLock, transcript_lock
+from occd.transcript import jsontext
 
 SESSION_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$", re.IGNORECASE)
 _NOT_SESSION = re.compile(
-    r"(\.backup\.\d+\.jsonl$)"                     # occd's own backups
+    r"(\.backup\.\d+(\.pinned)?\.jsonl$)"          # occd's own backups
     r"|(\.(reset|deleted|bak)\.[^/]*$)"             # OpenClaw's archives (<file>.jsonl.reset.<time>, ...)
     r"|(\.checkpoint\.[0-9a-f-]{36}\.jsonl$)"       # OpenClaw's compaction checkpoints
     r"|(\.zst$)|(\.lock$)|(\.tmp$)|(\.occd-tmp$)"
@@ -118,7 +119,7 @@ def load_index(sessions_dir: Path) -> tuple[dict, list[str]]:
     try:
         import orjson
 
-        data = orjson.loads(p.read_bytes())
+        data = jsontext.loads(p.read_bytes())
     except OSError as e:
         return {}, [f"cannot read {p}: {e.strerror}"]
     except ValueError as e:
@@ -324,7 +325,7 @@ def write_index_atomic(path: Path, data: dict, expect=False) -> bool:
 
     from occd.openclaw.swap import exchange
 
-    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    text = jsontext.dumps_text(data, indent=2) + "\n"
     # `.sessions.json.<pid>.<random>.tmp`: occd.transcript.rewrite.clean_stale_temps removes one a kill left
     fd, tmp = tempfile.mkstemp(prefix=f".sessions.json.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:

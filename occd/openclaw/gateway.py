@@ -122,6 +122,7 @@ class Gateway:
         self.env["OPENCLAW_STATE_DIR"] = str(self.state_dir)
         self.env.setdefault("NO_COLOR", "1")
         self.env.setdefault("OPENCLAW_NO_UPDATE_CHECK", "1")
+        self._cleared: set[str] = set()  # agents whose schema occd may act on (guard)
 
     def endpoint(self) -> dict:
         return gateway_endpoint(self.state_dir, self.env)
@@ -153,7 +154,20 @@ class Gateway:
                             "2026.9.6)", code="OPENCLAW_FAILED", details={"stdout": p.stdout[-300:]})
         return data
 
+    def guard(self, key: str | None) -> None:
+        """Refuse (SCHEMA_UNVERIFIED, before any CLI call) to act on an agent whose OpenClaw database occd reads
+        but was not shown to understand (occd.openclaw.dbschema.ensure_actionable). The agent is the one the
+        session key names (`agent:<id>:...`), else the default agent `main`. Checked once per agent and Gateway."""
+        from occd.openclaw.dbschema import ensure_actionable
+
+        parts = key.split(":") if isinstance(key, str) else []
+        agent = parts[1] if len(parts) >= 3 and parts[0] == "agent" and parts[1] else "main"
+        if agent not in self._cleared:
+            ensure_actionable(self.state_dir, agent)
+            self._cleared.add(agent)
+
     def call(self, method: str, params: dict, timeout: float | None = None) -> dict:
+        self.guard(params.get("key") or params.get("sessionKey"))
         return self._run(["gateway", "call", method, "--params", json.dumps(params), "--json"],
                          f"openclaw gateway call {method}", timeout)
 
@@ -189,7 +203,30 @@ class Gateway:
                                        "idempotencyKey": idempotency_key})
 
     def chat_history(self, key: str) -> dict:
+        """The session's messages. Refused (COLD_SESSION) for a cold session: `chat.history` restores a cold
+        transcript (a write); occd reads cold archives itself (occd.openclaw.cold), never restoring them."""
+        self.guard(key)
+        from occd.openclaw.dbstore import DbStore
+        from occd.openclaw.state import get_agent
+
+        parts = key.split(":")
+        agent = parts[1] if len(parts) >= 3 and parts[0] == "agent" else "main"
+        try:
+            a = get_agent(self.state_dir, agent)
+        except OccdError:
+            a = None
+        if a is not None and a.era == "db":
+            with DbStore(self.state_dir, agent, a.dir) as store:
+                try:
+                    info = store.resolve(key)
+                except OccdError:
+                    info = None
+                if info is not None and store.is_cold(info):
+                    raise OccdError(f"Session '{key}' is in cold storage: chat.history would restore it",
+                                    "occd reads its archive instead; OpenClaw restores it on the session's next use",
+                                    code="COLD_SESSION")
         return self.call("chat.history", {"sessionKey": key})
 
     def sessions_compact(self, key: str) -> dict:
+        self.guard(key)
         return self._run(["sessions", "compact", key, "--json"], f"openclaw sessions compact {key}")

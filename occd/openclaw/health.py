@@ -36,12 +36,17 @@ def check_agent_db(state_dir: Path, agent, cli: tuple[int, int, int] | None = No
         return [CheckResult(name, "fail", f"agent {agent.id}: {e.message}", e.hint, dict(e.details))]
     finally:
         store.close()
+    from occd.openclaw.dbschema import unverified_words
+
     release = parse_version(schema.get("appVersion"))
-    what = f"agent {agent.id}: schema {schema['userVersion']} ({schema.get('appVersion') or 'unknown release'})"
-    out = [CheckResult(name, "warn" if schema["warnings"] else "ok",
-                       what + (": " + "; ".join(schema["warnings"]) if schema["warnings"] else ", read by occd"),
-                       "tell occd's maintainers which OpenClaw release wrote it" if schema["warnings"] else None,
-                       {"userVersion": schema["userVersion"], "appVersion": schema.get("appVersion")})]
+    data = {"userVersion": schema["userVersion"], "appVersion": schema.get("appVersion"), "level": schema.get("level")}
+    if not schema.get("actionable"):  # read, but occd acts on nothing for this agent: a problem to fix
+        msg, hint = unverified_words(agent.id, schema)
+        out = [CheckResult(name, "fail", msg, hint, {**data, "reason": schema.get("reason")})]
+    else:
+        how = "read by occd, which acts on it" + ("" if schema.get("verified") else " (a schema met through OpenClaw's documents)")
+        out = [CheckResult(name, "ok", f"agent {agent.id}: schema {schema['userVersion']} "
+                           f"({schema.get('appVersion') or 'unknown release'}), {how}", None, data)]
     words = release_mismatch(release, cli, schema["userVersion"])
     if words:
         out.append(CheckResult(f"openclaw-cli:{agent.id}", "warn", f"agent {agent.id}: {words}", None,

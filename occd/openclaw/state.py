@@ -171,7 +171,7 @@ def default_model(config: dict, agent: str | None = None) -> str | None:
 
 
 def context_window(state_dir: Path, *, agent: str | None = None, model: str | None = None,
-                   provider: str | None = None, config: dict | None = None) -> int:
+                   provider: str | None = None, config: dict | None = None, default: int | None = DEFAULT_CONTEXT_WINDOW):
     """The model's context window as OpenClaw resolves it: the model catalog's `contextWindow`, else the configured
     `models.providers.<p>.models[]` entry, else `agents.defaults.contextTokens`, else 200000. Without a model
     (a session reset in place records none) the agent's configured model is used, as `openclaw sessions list`
@@ -189,7 +189,7 @@ def context_window(state_dir: Path, *, agent: str | None = None, model: str | No
     ct = _dict(_dict(cfg.get("agents")).get("defaults")).get("contextTokens")
     if isinstance(ct, int) and not isinstance(ct, bool) and ct > 0:
         return ct
-    return DEFAULT_CONTEXT_WINDOW
+    return default  # (None: the caller wants only a window the catalog or the config names)
 
 
 def workspace_dir(state_dir: Path, agent: str, config: dict | None = None, env: Mapping[str, str] | None = None) -> Path:
@@ -327,13 +327,42 @@ def has_file_era_sessions(agent_dir: Path) -> bool:
     return any(is_session_file(n) for n in _listdir(sdir))
 
 
+SESSION_TABLES = ("session_nodes", "transcript_events")
+
+
+def db_holds_sessions(db_path: Path) -> bool:
+    """Whether the agent database has session tables (read-only). 2026.7.35's `openclaw doctor --fix` creates
+    `agent/openclaw-agent.sqlite` at schema 1 with auth profiles and a memory index only: that database does not
+    hold the sessions, `sessions.json` and the transcripts still do. A database that cannot be read counts as
+    holding sessions (the cautious answer: occd then only reads)."""
+    import sqlite3
+
+    try:
+        c = sqlite3.connect(f"{db_path.as_uri()}?mode=ro", uri=True, timeout=1.0)
+        try:
+            names = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            c.close()
+    except sqlite3.Error:
+        return True
+    return any(t in names for t in SESSION_TABLES)
+
+
 def detect_era(agent_dir: Path, *, db_release: bool = False) -> str:
-    """file: sessions/ holds an index or transcripts; db: agent/openclaw-agent.sqlite exists; needs-migration:
-    file-era sessions that a database-era release has not imported yet — the agent database exists beside them,
-    or `db_release` says a 2026.8+ release uses this state (it refuses to run until `openclaw doctor --fix`
-    imports the files, so no agent database appears); empty: neither."""
-    db = (agent_dir / "agent" / DB_NAME).is_file()
+    """The era is what holds the sessions. file: sessions/ holds an index or transcripts (beside them an agent
+    database without session tables, as 2026.7.35's `doctor --fix` creates, changes nothing); db:
+    agent/openclaw-agent.sqlite exists; needs-migration: file-era sessions that a database-era release has not
+    imported yet — an agent database with session tables exists beside them, or `db_release` says a 2026.8+
+    release uses this state (it refuses to run until `openclaw doctor --fix` imports the files, so no agent
+    database appears); empty: neither."""
+    db_path = agent_dir / "agent" / DB_NAME
+    db = db_path.is_file()
     files = has_file_era_sessions(agent_dir)
+    if db and not db_holds_sessions(db_path):
+        if not files:
+            return "empty"  # e.g. 7.35's doctor --fix database before the first session is written
+        if not db_release:
+            return "file"
     if files and (db or db_release):
         return "needs-migration"
     if db:

@@ -411,6 +411,18 @@ def should_strip(p: Prediction, strip_at_budget_percent: float) -> bool:
     return p.after_next_percent >= strip_at_budget_percent or p.predicted + 2 * p.growth >= p.budget
 
 
+def urgency(p: Prediction) -> str | None:
+    """Why acting cannot wait for the prompt cache to expire, or None (a gentle action). OpenClaw checks its
+    estimate before each turn's prompt and again mid-turn after the tool results: "next-turn" when one more turn
+    like the recent ones reaches its budget (it compacts during the next turn), "no-turn-to-spare" when two would
+    (the turn after; occd keeps one turn of margin for a prediction that is a turn short)."""
+    if p.predicted + p.growth >= p.budget:
+        return "next-turn"
+    if p.predicted + 2 * p.growth >= p.budget:
+        return "no-turn-to-spare"
+    return None
+
+
 @dataclass(frozen=True)
 class StripTarget:
     keep_turns_with_tools: int | None   # None: even removing every old tool call cannot reach the target
@@ -419,20 +431,32 @@ class StripTarget:
     removed: int = 0
     reachable: bool = True
     notes: tuple[str, ...] = field(default_factory=tuple)
+    safe_keep: int | None = None  # unreachable: the most turns with tools (<= the kept floor) that leave OpenClaw
+    #                               no compaction during the next turn (None: not even keeping none)
+    floor: int = 0                # the newest turns with tools kept whatever the target (keep_recent, at most all)
+    removed_all: int | None = None   # unreachable: what the strongest strip (keeping none) removes, and where it
+    after_all: int | None = None     # leaves the estimate
 
 
-def strip_to_target(ctx: ContextEstimate, p: Prediction, target_percent: float) -> StripTarget:
+def strip_to_target(ctx: ContextEstimate, p: Prediction, target_percent: float, keep_recent: int = 0) -> StripTarget:
     """The gentlest strip (the most turns with tools kept) whose predicted estimate is under `target_percent`
-    of the budget. When keeping none is still over it, `keep_turns_with_tools` is None (rotate) and
-    `predicted_after` says how far the strongest strip gets."""
+    of the budget, never keeping fewer than the newest `keep_recent` turns with tools (what the model just read).
+    When keeping that many is still over it, `keep_turns_with_tools` is None (rotate, or the strongest allowed
+    strip) and `predicted_after`/`removed` say how far the strongest allowed strip gets."""
     target = math.floor(p.budget * target_percent / 100.0)
     n = ctx.turns_with_tools
+    floor = min(max(0, keep_recent), n)
     before = with_margin(ctx.history)
-    for keep in range(n, -1, -1):
+    for keep in range(n, floor - 1, -1):
         after = with_margin(ctx.after_keep(keep)) + p.overhead
         if after <= target:
             if keep == n:
                 return StripTarget(n, after, target, 0, True, ("already under the target",))
             return StripTarget(keep, after, target, before - with_margin(ctx.after_keep(keep)))
-    after = with_margin(ctx.after_keep(0)) + p.overhead
-    return StripTarget(None, after, target, before - with_margin(ctx.after_keep(0)), False)
+    after = with_margin(ctx.after_keep(floor)) + p.overhead
+    notes = (f"the newest {floor} turns with tools are kept",) if floor else ()
+    safe = next((k for k in range(floor, -1, -1)
+                 if with_margin(ctx.after_keep(k)) + p.overhead + p.growth < p.budget), None)
+    after0 = with_margin(ctx.after_keep(0)) + p.overhead
+    return StripTarget(None, after, target, before - with_margin(ctx.after_keep(floor)), False, notes, safe, floor,
+                       before - with_margin(ctx.after_keep(0)), after0)

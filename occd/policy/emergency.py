@@ -83,9 +83,10 @@ def observe_entries(entries: Sequence[dict]) -> Observations:
         if not isinstance(e, dict):
             continue
         t = e.get("type")
-        if t == "compaction":
-            comps.append(turns)
-            continue
+        if t == "compaction" or e.get("_compaction"):  # `_compaction`: a provider checkpoint on an assistant
+            comps.append(turns)                          # message (occd.jobs.budget marks it), read below too
+            if t == "compaction":
+                continue
         if t != "message" or not isinstance(e.get("message"), dict):
             continue
         m = e["message"]

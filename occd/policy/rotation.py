@@ -71,7 +71,7 @@ def next_seed_budget(history: Sequence[PastRotation], settings: RotationSettings
 def decide_rotation(s: SessionState, policy: PolicySettings, *, now: float, history: Sequence[PastRotation] = (),
                     breaker: brk.BreakerState | None = None,
                     recent_rotations: Sequence[tuple[float, str]] = (), force_reason: str | None = None,
-                    emergency: bool = False) -> Decision | None:
+                    emergency: bool = False, urgent: bool = False) -> Decision | None:
     """Rotate this session now? `history`: earlier rotations of this session key, newest first;
     `breaker`: the agent's rotation breaker; `recent_rotations`: the agent's automatic rotations as (ts, outcome).
 
@@ -106,7 +106,7 @@ def decide_rotation(s: SessionState, policy: PolicySettings, *, now: float, hist
                             blocked=True, details={**details, "cooldown": waits})
     budget = next_seed_budget(history, r)
     details["seedBudgetPercent"] = budget
-    busy = idle_check(s, 0 if emergency else policy.min_idle_minutes, now)
+    busy = idle_check(s, 0 if emergency or urgent else policy.gentle_wait_minutes(), now)  # urgent: no idle wait
     if busy:
         return Decision(**base, policy=POLICY, reason=f"{reason}; deferred: {busy}", deferred=True, details=details)
     bset = brk.rotation_breaker_settings(policy)

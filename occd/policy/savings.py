@@ -1,7 +1,11 @@
 """What occd saved: context tokens removed, compactions OpenClaw did not have to do, and NET money once the
 provider's prompt cache is priced (occd.policy.cost).
 
-- tokens removed: what the strip took out of the transcript, bounded by the prompt the model was being sent;
+- tokens removed: context tokens, what the model is no longer sent each turn: the session's context figure before
+  the strip (what was in the model's context: the active branch since the last compaction, as every command
+  shows it) minus the figure after it, never more than the figure before (`context_removed`). Compacted-away
+  history and abandoned branches are not sent, so removing them saves no context; and never more than the prompt
+  the model was being sent where the strip recorded it;
 - a compaction avoided: the trigger predicted OpenClaw would compact within AVOID_HORIZON_TURNS turns
   (predicted estimate + that many turns of growth >= its budget) and the strip brought the estimate under it;
 - money (net): per action, what the smaller prompt saves on the following turns (cache reads; until the next
@@ -105,6 +109,28 @@ def litellm_table(cache: dict | None = None) -> dict:
     return table
 
 
+def _num(v) -> int | None:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else None
+
+
+def context_removed(before: dict, after: dict) -> int:
+    """Context tokens a strip removed, bounded by the context before it: the figure before (`tokensBefore`,
+    the one figure every command shows) minus the figure after (`tokensAfterEstimate`: before minus the
+    chars/4 estimate of what left the context). Rows without these (older ledgers): the estimate of the
+    context before and after, else 0 — the file's size difference counts compacted-away history and
+    abandoned branches, which the model is never sent."""
+    tb, ta = _num(after.get("tokensBefore")), _num(after.get("tokensAfterEstimate"))
+    if tb is None:
+        tb = _num(before.get("tokens"))
+    if tb is not None and ta is not None:
+        return max(0, tb - min(ta, tb))
+    eb, ea = _num(after.get("estimateBefore")), _num(after.get("estimateAfter"))
+    if eb is not None and ea is not None:
+        removed = max(0, eb - ea)
+        return min(removed, tb) if tb is not None else removed
+    return 0
+
+
 def _zero() -> dict:
     return {"strips": 0, "rotations": 0, "leanMoves": 0, "tokensRemoved": 0, "compactionsAvoided": 0,
             "usdSaved": 0.0, "usdCacheWrites": 0.0, "usdCompactionsAvoided": 0.0, "usdNet": 0.0, "unpriced": 0,
@@ -194,8 +220,7 @@ def summarize(actions: Iterable[dict], *, horizon: int = 10) -> dict:
                 _add(rows, got[0])
                 sources.add(got[1].source)
             continue
-        so, sa = after.get("sizeOriginal") or before.get("size"), after.get("sizeAfter")
-        removed = max(0, (so - sa) // 4) if isinstance(so, int) and isinstance(sa, int) else 0
+        removed = context_removed(before, after)
         got = strip_effect(before, removed, horizon=horizon)
         if got is not None:
             removed = got[0].removedTokens  # bounded by the prompt the model was sent

@@ -11,6 +11,14 @@ from occd.policy.types import Decision, SessionState, excluded, idle_check
 POLICY = "strip_at_context_percent"
 
 
+def due_at(s: SessionState, wait_minutes: float) -> dict:
+    """{"dueAt": when a deferred gentle action becomes due} (the daemon looks again then), or {} when unknown
+    or when a run is what it waits for (the run's end wakes the daemon)."""
+    if s.running or s.pending_tool_call or s.last_activity is None:
+        return {}
+    return {"dueAt": s.last_activity + wait_minutes * 60}
+
+
 def recent_count(times: Sequence[float], now: float, window_s: float) -> int:
     return sum(1 for t in times if now - window_s < t <= now)
 
@@ -31,9 +39,10 @@ def decide_strip(s: SessionState, policy: PolicySettings, *, now: float, window_
                "preset": policy.strip_preset, "contextTokens": s.context_tokens,
                "contextWindow": window_tokens or s.context_window}
     reason = f"context {pct:.0f}% of the window >= {policy.strip_at_context_percent:g}%"
-    busy = idle_check(s, policy.min_idle_minutes, now)
+    busy = idle_check(s, policy.gentle_wait_minutes(), now)
     if busy:
-        return Decision(**base, reason=f"{reason}; deferred: {busy}", deferred=True, details=details)
+        return Decision(**base, reason=f"{reason}; deferred: {busy}", deferred=True,
+                        details={**details, **due_at(s, policy.gentle_wait_minutes())})
     n = recent_count(recent_action_times, now, 3600)
     if n >= policy.max_actions_per_hour:
         return Decision(**base, reason=f"{reason}; blocked: {n} actions in the last hour "
@@ -59,6 +68,13 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     executor chooses how (a .jsonl rewrite, or lean rules in a context engine). When no strip reaches the
     target, the decision is a rotation (action "rotate"). None: nothing to do.
 
+    Keeping the newest (`policy.keep_recent_turns`, issue 19): when the target is out of reach while keeping
+    them, they are kept and the rest stripped as long as OpenClaw then has a turn of room (the daemon
+    looks again when that turn ends); else as many of them
+    as leave it that room; a rotation only when no strip does (its seed keeps only the last exchanges).
+    Timing: urgent (an emergency, or budget.urgency: OpenClaw compacts within the next turn or two) as soon as the
+    run ends; gentle once the session has been quiet longer than the prompt cache lives (cache_ttl_minutes).
+
     `prediction` is a budget.Prediction, `target` the budget.StripTarget for it. `fresh_session_tokens`: the
     predicted estimate of a rotated session (prompt overhead + its seed); when even that is over the target, a
     rotation would not reach it either, and the strongest strip (every old tool call removed) is done instead.
@@ -72,12 +88,15 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     an emergency; after the cache expired it is free. The verdict goes into details["cost"]."""
     if s.archived or excluded(s.session_key, policy.exclude):
         return None
-    from occd.policy.budget import should_strip
+    from occd.policy.budget import should_strip, urgency
 
     fire = should_strip(prediction, policy.strip_at_budget_percent)
+    urgent = urgency(prediction)
     if not fire and emergency is None:
         return None
-    nothing = target.removed == 0 and target.reachable
+    # the newest turns' results kept, the target out of reach, but OpenClaw has a turn of room: keep them
+    keep_newest = (not target.reachable and target.safe_keep is not None and target.safe_keep >= target.floor)
+    nothing = target.removed == 0 and (target.reachable or (keep_newest and emergency is None))
     if nothing and (emergency is None or emergency.kind == "SPIRAL"):
         # already under the target: nothing to strip, and the trigger acts before OpenClaw would compact
         return None
@@ -89,7 +108,12 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
                "growthTokens": prediction.growth, "overheadTokens": prediction.overhead,
                "overheadSource": prediction.overhead_source, "threshold": policy.strip_at_budget_percent,
                "targetPercent": policy.strip_target_percent, "keepTurnsWithTools": target.keep_turns_with_tools,
-               "predictedAfter": target.predicted_after, "removedTokens": target.removed}
+               "predictedAfter": target.predicted_after, "removedTokens": target.removed,
+               "keepRecentTurns": policy.keep_recent_turns}
+    if target.safe_keep is not None:
+        details["safeKeepTurns"] = target.safe_keep
+    if urgent:
+        details["urgency"] = urgent
     if emergency is not None:
         details["emergency"] = emergency.kind
         reason = f"{emergency.kind}: {emergency.reason}"
@@ -99,16 +123,41 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     else:
         two = 100.0 * (prediction.predicted + 2 * prediction.growth) / prediction.budget
         reason = f"OpenClaw's estimate after two more turns {two:.0f}% of its budget: no turn to spare"
-    hopeless = (not target.reachable and fresh_session_tokens is not None
-                and fresh_session_tokens > target.target and target.removed > 0)
+    # keeping all of the newest would leave OpenClaw compacting: keep as many as leave it a turn of room
+    partial = not target.reachable and target.safe_keep is not None and target.safe_keep < target.floor
+    # a fresh session would be over the target too (a small window whose prompt overhead dominates): a rotation
+    # cannot help, the strongest strip is all there is — and with nothing to strip, nothing is done (a BLOCKED
+    # session, which OpenClaw refuses to continue, is still rotated)
+    out_of_reach = (not target.reachable and target.safe_keep is None and fresh_session_tokens is not None
+                    and fresh_session_tokens > target.target)
+    removable = target.removed if target.removed_all is None else target.removed_all
+    if out_of_reach and removable <= 0 and strip_emergencies and (emergency is None or emergency.kind != "BLOCKED"):
+        return None
+    hopeless = out_of_reach and removable > 0
+    keep_floor = policy.keep_recent_turns
     if emergency is not None and not strip_emergencies:
         action, what = "rotate", ("rotate: reset the session in place and seed it through OpenClaw's gateway "
                                   "(its database is not occd's to rewrite, and compacting is what failed)")
+    elif keep_newest and not nothing:
+        # A rotation would reach the target but would leave the model only the last few exchanges (the seed):
+        # the conversation matters more than the target, so strip the rest and keep the newest whole.
+        details["keepTurnsWithTools"] = target.floor
+        action, what = "strip", (f"strip every tool call older than the newest {target.floor} turns with tools, "
+                                 f"to {target.predicted_after} tokens "
+                                 f"({100.0 * target.predicted_after / prediction.budget:.0f}% of {prediction.budget}: "
+                                 f"over the target {policy.strip_target_percent:g}%, with room for the next turn)")
+    elif partial:
+        # fewer of the newest than keep_recent_turns, rather than a rotation: the seed would keep only the last
+        # exchanges of the conversation, a strip keeps every message and answer
+        details["keepTurnsWithTools"] = target.safe_keep
+        action, what = "strip", (f"strip every tool call older than the newest {target.safe_keep} turns with tools "
+                                 f"(not {target.floor}: with them OpenClaw would compact during the next turn)")
     elif hopeless:
         details["keepTurnsWithTools"] = 0
         details["freshSessionTokens"] = fresh_session_tokens
-        action, what = "strip", (f"strip every old tool call, to {target.predicted_after} tokens "
-                                 f"({100.0 * target.predicted_after / prediction.budget:.0f}% of {prediction.budget}): "
+        after = target.predicted_after if target.after_all is None else target.after_all
+        to = f", to {after} tokens ({100.0 * after / prediction.budget:.0f}% of {prediction.budget})"
+        action, what = "strip", (f"strip every old tool call{to}: "
                                  f"the target {policy.strip_target_percent:g}% is out of reach even for a fresh "
                                  f"session ({fresh_session_tokens} tokens), so a rotation would not help")
     elif target.reachable and not nothing:
@@ -116,17 +165,24 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
                                  f"({100.0 * target.predicted_after / prediction.budget:.0f}% of "
                                  f"{prediction.budget}), keeping {target.keep_turns_with_tools} turns with tools")
     else:
-        action, what = "rotate", (f"rotate: even removing every old tool call leaves "
+        action, what = "rotate", (f"rotate: even removing every tool call older than the newest {keep_floor} "
+                                  f"turns with tools leaves "
                                   f"{100.0 * target.predicted_after / prediction.budget:.0f}% of the budget "
                                   f"(target {policy.strip_target_percent:g}%)")
-    busy = idle_check(s, 0 if emergency is not None else policy.min_idle_minutes, now)
+    # urgent (an emergency, or OpenClaw predicted to compact within the next turn or two): as soon as the run
+    # ends; gentle: once the session has been quiet longer than the prompt cache lives (the rewrite is then free)
+    wait = 0 if emergency is not None or urgent else policy.gentle_wait_minutes()
+    busy = idle_check(s, wait, now)
     if busy:
-        return Decision(action=action, **base, reason=f"{reason}; deferred: {busy}", deferred=True, details=details)
+        if wait:
+            busy = f"{busy} (a gentle {action}: it waits for the prompt cache to expire)"
+        return Decision(action=action, **base, reason=f"{reason}; deferred: {busy}", deferred=True,
+                        details={**details, **due_at(s, wait)})
     if economics is not None and action == "strip":
         from occd.policy import cost
         from occd.policy.savings import compaction_avoided
 
-        prevents = compaction_avoided(details)
+        prevents = bool(urgent) or compaction_avoided(details)
         eff, details["cost"] = cost.strip_verdict(details, economics, last_activity=s.last_activity, now=now,
                                                   prevents_compaction=prevents)
         if not cost.pays(eff, prevents_compaction=prevents, prevents_block=emergency is not None):

@@ -35,6 +35,7 @@ from typing import Iterable, Mapping
 from occd.relevance.headtail import Counter, head_tail
 from occd.relevance.prompts import SKIP_PREFIXES, claude_prompt_text, text_of
 from occd.relevance.redact import squash
+from occd.transcript import jsontext
 
 ORIGIN_RE = re.compile(r"\[openclaw:agent=([A-Za-z0-9][A-Za-z0-9_.\-]{0,63})\]")
 CLAUDE_BACKEND = "claude-cli"
@@ -102,7 +103,7 @@ class Session:
 
     def digest_text(self) -> str:
         """The words the keyword fallback compares (unredacted, local only)."""
-        return " ".join(x for x in (self.label, self.first_user_message, self.latest_user_task) if x)
+        return "\n".join(" ".join(x.split()) for x in (self.label, self.first_user_message, self.latest_user_task) if x)
 
     def context_percent(self) -> float | None:
         from occd.openclaw.figure import percent
@@ -149,10 +150,14 @@ def _ts(v) -> float | None:
 
 
 def _is_task(text: str | None) -> bool:
+    """Something the user asked: not a tool's output, a hook's note, or occd's own seed of a rotated session
+    (that is occd writing, not the user asking: it is never shown as the session's task)."""
+    from occd.transcript.marks import SEED_MARK
+
     if not text or not text.strip():
         return False
     s = text.lstrip()
-    return not s.startswith(SKIP_PREFIXES) and not s.startswith(("<command-name>", "<command-message>"))
+    return not s.startswith(SKIP_PREFIXES + (SEED_MARK,)) and not s.startswith(("<command-name>", "<command-message>"))
 
 
 def task_of_prompt(prompt: str | None) -> str | None:
@@ -469,7 +474,6 @@ def _fill_from_objects(s: Session, head: list[dict], tail: list[dict]) -> None:
 def _file_session(state_dir: Path, agent: str, store, info, counter: Counter | None, cfg: dict,
                   marks: dict | None = None) -> Session | None:
     from occd.openclaw.figure import file_figure
-    from occd.openclaw import context_window
 
     p = info.path
     s = Session(id=info.session_id, source="openclaw", agent=agent, key=info.key, path=str(p), era=store.era,
@@ -488,10 +492,8 @@ def _file_session(state_dir: Path, agent: str, store, info, counter: Counter | N
     s.last_modified = last_entry_time(tail) or s.last_modified
     c = (counter or Counter(None)).counts(p, "openclaw")
     s.message_count = c["user"] + c["assistant"]
-    s.compaction_count = max(info.compaction_count or 0, c["compactions"])
-    ct = (info.entry or {}).get("contextTokens")
-    s.context_window = ct if isinstance(ct, int) and ct > 0 else context_window(
-        state_dir, agent=agent, model=info.model, provider=info.model_provider, config=cfg)
+    s.compaction_count = _compactions(info, c["compactions"])
+    s.context_window = _window(state_dir, agent, info, cfg)
     fig = file_figure(p, entry=info.entry, window=s.context_window, mark=(marks or {}).get(info.session_id),
                       session_id=info.session_id, tail_window=256 * 1024)  # the one figure (occd.openclaw.figure)
     s.context_tokens, s.context_source = fig.tokens, fig.source
@@ -503,29 +505,39 @@ def _file_session(state_dir: Path, agent: str, store, info, counter: Counter | N
     return s
 
 
-def _db_session(state_dir: Path, agent: str, store, info, cfg: dict) -> Session:
-    from occd.openclaw import context_window
+def _window(state_dir: Path, agent: str, info, cfg: dict) -> int | None:
+    """The session's window by the one rule (occd.openclaw.figure.session_window)."""
+    from occd.openclaw import context_window_for_session
 
+    return context_window_for_session(state_dir, agent, info, config=cfg)
+
+
+def _compactions(info, in_file: int | None = None) -> int:
+    from occd.openclaw.figure import compactions
+
+    return compactions(info.compaction_count, in_file, indexed=bool(info.key)) or 0
+
+
+def _db_session(state_dir: Path, agent: str, store, info, cfg: dict) -> Session:
     s = Session(id=info.session_id, source="openclaw", agent=agent, key=info.key, era="db", size=info.size,
                 label=info.label or info.display_name, model=info.model,
-                last_modified=(info.updated_at or 0) / 1000 or None, compaction_count=info.compaction_count or 0,
+                last_modified=(info.updated_at or 0) / 1000 or None, compaction_count=_compactions(info),
                 index_updated=_updated_at(info))
     head: list[dict] = []
     tail: list[dict] = []
     try:
         c = store.conn()
-        import orjson
 
         def objs(rows):
             out = []
             for ej, ez in rows:
                 try:
                     if ej is not None:
-                        o = orjson.loads(ej)
+                        o = jsontext.loads(ej)
                     elif ez is not None:
                         from occd.openclaw.dbstore import _decode_zstd
 
-                        o = orjson.loads(_decode_zstd(ez))
+                        o = jsontext.loads(_decode_zstd(ez))
                     else:
                         continue
                 except (ValueError, Exception):  # noqa: BLE001 - one bad row is skipped
@@ -551,9 +563,7 @@ def _db_session(state_dir: Path, agent: str, store, info, cfg: dict) -> Session:
     _fill_from_objects(s, head, tail)
     s.last_modified = last_entry_time(tail) or s.last_modified
     usage = next((u for u in (_oc_usage(o) for o in reversed(tail)) if u), None)
-    ct = (info.entry or {}).get("contextTokens")
-    s.context_window = ct if isinstance(ct, int) and ct > 0 else context_window(
-        state_dir, agent=agent, model=info.model, provider=info.model_provider, config=cfg)
+    s.context_window = _window(state_dir, agent, info, cfg)
     from occd.openclaw.figure import session_figure
 
     fig = session_figure(transcript=(usage, "usage") if usage is not None else (None, None), entry=info.entry,

@@ -154,10 +154,9 @@ class Counter:
             return
         live = {k: v for k, v in self.data.items() if os.path.exists(k)}
         try:
-            self.cache_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            tmp = self.cache_file.with_name(self.cache_file.name + f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps({"version": self.VERSION, "files": live}))
-            os.replace(tmp, self.cache_file)
+            from occd.paths import write_private
+
+            write_private(self.cache_file, json.dumps({"version": self.VERSION, "files": live}).encode())
             self.dirty = False
         except OSError:
             pass

@@ -41,5 +41,9 @@ def jaccard(a: set[str], b: set[str]) -> float:
 
 
 def keyword_relevance(task: str, session_text: str) -> float:
-    """0..1: Jaccard similarity of the task's and the session's content words."""
-    return round(jaccard(terms(task), terms(session_text)), 4)
+    """0..1: Jaccard similarity of the task's content words and the session's: of its whole text, or of one of
+    its lines (its label, its first request, its latest task: one per line), whichever is higher. A session that
+    holds the very request is rated 1, not diluted by the rest of its words."""
+    t = terms(task)
+    parts = [session_text, *session_text.splitlines()] if "\n" in session_text else [session_text]
+    return round(max(jaccard(t, terms(p)) for p in parts), 4)

@@ -114,6 +114,20 @@ def _one_line_validation(tool: str, exc) -> str:
     return f"{tool}: bad argument: " + "; ".join(parts)
 
 
+# The tools `occd mcp` serves (name -> description): `occd mcp --json` lists them without serving.
+TOOLS = {
+    "openclaw_project_status": ("Git status of a repository: branch, ahead/behind, uncommitted and untracked counts, "
+                             "stashes, recent commits, key docs (README, AGENTS.md, CLAUDE.md), open pull requests "
+                             "and their checks when gh is logged in. Read-only."),
+    "openclaw_session_list": ("Sessions of OpenClaw agents and Claude Code for a repository, newest first, with "
+                             "branch, last activity, messages, context use, compactions and whether a run is in "
+                             "progress. With a task: each scored for resuming that task, and the decision (resume "
+                             "which session, start fresh, or queue behind a running one) with the reason. The "
+                             "calling session is marked self and never recommended. When nothing is found, `note` "
+                             "says where it looked. Read-only."),
+}
+
+
 def build_server():
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
@@ -164,19 +178,12 @@ def build_server():
     read_only = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
 
     @server.tool(name="openclaw_project_status", annotations=read_only,
-                 description="Git status of a repository: branch, ahead/behind, uncommitted and untracked counts, "
-                             "stashes, recent commits, key docs (README, AGENTS.md, CLAUDE.md), open pull requests "
-                             "and their checks when gh is logged in. Read-only.")
+                 description=TOOLS["openclaw_project_status"])
     async def openclaw_project_status(path: PathArg = ".") -> dict[str, Any]:
         return await _call(project_status_tool, path=path)
 
     @server.tool(name="openclaw_session_list", annotations=read_only,
-                 description="Sessions of OpenClaw agents and Claude Code for a repository, newest first, with "
-                             "branch, last activity, messages, context use, compactions and whether a run is in "
-                             "progress. With a task: each scored for resuming that task, and the decision (resume "
-                             "which session, start fresh, or queue behind a running one) with the reason. The "
-                             "calling session is marked self and never recommended. When nothing is found, `note` "
-                             "says where it looked. Read-only.")
+                 description=TOOLS["openclaw_session_list"])
     async def openclaw_session_list(repo: RepoArg = None, agent: AgentArg = None, task: TaskArg = None,
                                     limit: LimitArg = 20) -> dict[str, Any]:
         return await _call(session_list_tool, repo=repo, agent=agent, task=task, limit=limit)

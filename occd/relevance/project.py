@@ -2,7 +2,8 @@
 and open pull requests with their checks when `gh` is installed and logged in (skipped silently otherwise).
 
 Every git/gh call runs with a timeout and without prompts or optional locks (status never writes the
-index), so a hung remote or a huge repo cannot stall the caller.
+index), so a hung remote or a huge repo cannot stall the caller, and on a shadow git directory whose config is
+occd's alone (occd.relevance.gitsafe explains why), so the repository cannot make git run a program.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from occd.errors import OccdError
+from occd.relevance.gitsafe import Repo, base_env, find_repo, git_args, shadow
 
 GIT_TIMEOUT = 5.0
 GH_TIMEOUT = 8.0
@@ -77,74 +79,25 @@ class ProjectStatus:
         return " | ".join(bits)[:limit]
 
 
-# Config that would make git run a program named by the repository (or by the user's config): switched off for
-# every git occd runs, and for the git that gh runs (passed as GIT_CONFIG_* environment, which git >= 2.31
-# reads like `-c` and which outranks every config file). An attacker's repository (the MCP tool takes any
-# directory) must not get a command run by `git status`.
-SAFE_GIT_CONFIG = (
-    ("core.fsmonitor", "false"),          # core.fsmonitor=<program> runs it on every status
-    ("core.hooksPath", os.devnull),       # no hooks (status runs none today; defence in depth)
-    ("core.untrackedCache", "false"),
-    ("core.sshCommand", "false"), ("core.askPass", ""), ("credential.helper", ""),
-    ("core.pager", "cat"), ("core.editor", "false"), ("sequence.editor", "false"),
-    ("diff.external", ""), ("diff.noprefix", "false"),
-    ("protocol.allow", "never"),          # no fetch of any kind (ext:: runs programs)
-    ("uploadpack.packObjectsHook", ""), ("gpg.program", "false"), ("gpg.ssh.program", "false"),
-    ("core.gitProxy", ""), ("http.proxy", ""),
-)
-# environment that names programs or redirects git to other repositories/config: dropped
-_DROP_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-             "GIT_EXTERNAL_DIFF", "GIT_ASKPASS", "SSH_ASKPASS", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EDITOR",
-             "GIT_SEQUENCE_EDITOR", "GIT_PROXY_COMMAND", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_EXEC_PATH",
-             "GIT_TRACE", "GIT_CEILING_DIRECTORIES_UNSAFE", "GIT_CONFIG_GLOBAL")
-
-
-def _filter_overrides(cwd: Path) -> list[tuple[str, str]]:
-    """Clean/smudge/process filters the repository's own config defines (a .gitattributes can make `git status`
-    run one on a file whose stat changed): each is set to nothing. Reading config runs nothing."""
-    try:
-        r = subprocess.run(["git", "config", "--name-only", "--get-regexp", r"^filter\..*\.(clean|smudge|process)$"],
-                           cwd=cwd, capture_output=True, text=True, timeout=GIT_TIMEOUT, env=_env(),
-                           stdin=subprocess.DEVNULL, errors="replace")
-    except (subprocess.TimeoutExpired, OSError):
-        return []
-    return [(name.strip(), "") for name in r.stdout.splitlines() if name.strip()]
-
-
-def _env(extra: list[tuple[str, str]] = ()) -> dict:
-    """The environment of every git/gh process occd starts: no prompts, no optional locks, no system config, no
-    program named by config (SAFE_GIT_CONFIG, as GIT_CONFIG_COUNT/KEY/VALUE so the git run by gh has it too)."""
-    env = {k: v for k, v in os.environ.items() if k not in _DROP_ENV and not k.startswith("GIT_CONFIG_")}
-    env.update(GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0", GH_PROMPT_DISABLED="1", GH_NO_UPDATE_NOTIFIER="1",
-               LC_ALL="C", GIT_PAGER="cat", PAGER="cat", GIT_CONFIG_NOSYSTEM="1", GIT_ATTR_NOSYSTEM="1",
-               GIT_NO_REPLACE_OBJECTS="1", GIT_PROTOCOL_FROM_USER="0", GH_PAGER="cat", GIT_NO_LAZY_FETCH="1")
-    pairs = list(SAFE_GIT_CONFIG) + list(extra)
-    env["GIT_CONFIG_COUNT"] = str(len(pairs))
-    for i, (k, v) in enumerate(pairs):
-        env[f"GIT_CONFIG_KEY_{i}"] = k
-        env[f"GIT_CONFIG_VALUE_{i}"] = v
-    return env
-
-
-def run_tool(args: list[str], cwd: Path, timeout: float) -> subprocess.CompletedProcess:
-    """The one way occd runs git or gh: hardened environment (_env, plus the repository's filters switched
-    off), `-c` flags for git itself as well, no stdin, a timeout."""
+def run_tool(args: list[str], cwd: Path, timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The one way occd runs git or gh: in the environment of a shadow git directory (gitsafe: no config of the
+    repository's that names a program can reach git), `-c` neutralisers for git itself too, no stdin, a timeout."""
     if args and args[0] == "git":
-        flags = [x for k, v in SAFE_GIT_CONFIG for x in ("-c", f"{k}={v}")]
-        args = ["git", *flags, *args[1:]]
+        args = git_args(*args[1:])
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                          env=_env(_filter_overrides(cwd)), stdin=subprocess.DEVNULL, errors="replace")
+                          env=env if env is not None else base_env(), stdin=subprocess.DEVNULL, errors="replace")
 
 
 _run = run_tool
 
 
-def _git(cwd: Path, *args: str, timeout: float = GIT_TIMEOUT) -> subprocess.CompletedProcess:
-    return run_tool(["git", *args], cwd, timeout)
-
-
 def find_root(path: str | os.PathLike, *, timeout: float = GIT_TIMEOUT) -> Path:
-    """The top of the git working tree containing `path`; OccdError when it is not one."""
+    """The top of the git working tree containing `path` (found by reading files, not by running git);
+    OccdError when it is not one."""
+    return _find_repo(path).root
+
+
+def _find_repo(path: str | os.PathLike) -> Repo:
     p = Path(path).expanduser()
     try:
         exists = p.exists()
@@ -157,19 +110,16 @@ def find_root(path: str | os.PathLike, *, timeout: float = GIT_TIMEOUT) -> Path:
     d = p if p.is_dir() else p.parent
     if shutil.which("git") is None:
         raise OccdError("git is not installed", "install git to get project status", code="GIT_MISSING")
-    try:
-        r = _git(d, "rev-parse", "--show-toplevel", timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise OccdError(f"git did not answer within {timeout:g} s in {d}", "check the repository (network "
-                        "file system? a hung hook?)", code="GIT_TIMEOUT") from None
-    if r.returncode != 0 or not r.stdout.strip():
+    repo = find_repo(d)
+    if repo is None:
         raise OccdError(f"{d} is not a git repository", "run it inside a git working tree (git init creates one)",
                         code="NOT_A_REPO")
-    return Path(r.stdout.strip())
+    return repo
 
 
-def _status(root: Path, st: ProjectStatus) -> None:
-    r = _git(root, "status", "--porcelain=v2", "--branch", "--untracked-files=normal")
+def _status(root: Path, st: ProjectStatus, env: dict, timeout: float) -> None:
+    r = run_tool(["git", "status", "--porcelain=v2", "--branch", "--untracked-files=normal",
+                  "--ignore-submodules=all"], root, timeout, env)
     if r.returncode != 0:
         st.warnings.append(f"git status failed: {r.stderr.strip().splitlines()[0] if r.stderr.strip() else r.returncode}")
         return
@@ -192,15 +142,15 @@ def _status(root: Path, st: ProjectStatus) -> None:
             st.untracked += 1
 
 
-def _gh_prs(root: Path, timeout: float) -> list[PullRequest] | None:
+def _gh_prs(root: Path, timeout: float, env: dict) -> list[PullRequest] | None:
     if shutil.which("gh") is None:
         return None
     try:
-        auth = _run(["gh", "auth", "status"], root, timeout)
+        auth = _run(["gh", "auth", "status"], root, timeout, env)
         if auth.returncode != 0:
             return None
         r = _run(["gh", "pr", "list", "--state", "open", "--limit", "10", "--json",
-                  "number,title,headRefName,url,isDraft,statusCheckRollup"], root, timeout)
+                  "number,title,headRefName,url,isDraft,statusCheckRollup"], root, timeout, env)
     except (subprocess.TimeoutExpired, OSError):
         return None
     if r.returncode != 0:
@@ -227,31 +177,34 @@ def _gh_prs(root: Path, timeout: float) -> list[PullRequest] | None:
 
 def project_status(path: str | os.PathLike = ".", *, commits: int = 5, git_timeout: float = GIT_TIMEOUT,
                    gh_timeout: float = GH_TIMEOUT, use_gh: bool = True) -> ProjectStatus:
-    root = find_root(path, timeout=git_timeout)
+    repo = _find_repo(path)
+    root = repo.root
     st = ProjectStatus(path=str(Path(path).expanduser().absolute()), root=str(root), branch=None, detached=False,
                        upstream=None, ahead=None, behind=None, uncommitted=0, untracked=0, conflicts=0, stashes=0,
                        commits=[], key_docs=[])
-    try:
-        _status(root, st)
-    except subprocess.TimeoutExpired:
-        st.warnings.append(f"git status timed out after {git_timeout:g} s")
-    try:
-        r = _git(root, "stash", "list", "--format=%gd", timeout=git_timeout)
-        st.stashes = len([ln for ln in r.stdout.splitlines() if ln.strip()]) if r.returncode == 0 else 0
-    except subprocess.TimeoutExpired:
-        st.warnings.append("git stash list timed out")
-    try:
-        r = _git(root, "log", f"-n{int(commits)}", "--format=%H%x1f%ct%x1f%an%x1f%s", timeout=git_timeout)
-        if r.returncode == 0:
-            for line in r.stdout.splitlines():
-                parts = line.split("\x1f")
-                if len(parts) == 4:
-                    st.commits.append(Commit(parts[0][:12], float(parts[1]), parts[2], parts[3]))
-    except subprocess.TimeoutExpired:
-        st.warnings.append("git log timed out")
-    st.key_docs = [d for d in KEY_DOCS if (root / d).is_file()]
-    if use_gh:
-        st.pull_requests = _gh_prs(root, gh_timeout)
+    with shadow(repo, git_timeout) as env:
+        try:
+            _status(root, st, env, git_timeout)
+        except subprocess.TimeoutExpired:
+            st.warnings.append(f"git status timed out after {git_timeout:g} s")
+        try:
+            r = run_tool(["git", "stash", "list", "--format=%gd"], root, git_timeout, env)
+            st.stashes = len([ln for ln in r.stdout.splitlines() if ln.strip()]) if r.returncode == 0 else 0
+        except subprocess.TimeoutExpired:
+            st.warnings.append("git stash list timed out")
+        try:
+            r = run_tool(["git", "log", "--no-show-signature", "--no-mailmap", f"-n{int(commits)}",
+                          "--format=%H%x1f%ct%x1f%an%x1f%s"], root, git_timeout, env)
+            if r.returncode == 0:
+                for line in r.stdout.splitlines():
+                    parts = line.split("\x1f")
+                    if len(parts) == 4:
+                        st.commits.append(Commit(parts[0][:12], float(parts[1]), parts[2], parts[3]))
+        except subprocess.TimeoutExpired:
+            st.warnings.append("git log timed out")
+        st.key_docs = [d for d in KEY_DOCS if (root / d).is_file()]
+        if use_gh:
+            st.pull_requests = _gh_prs(root, gh_timeout, env)
     return st
 
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from occd.actions.common import open_agent_store
+from occd.actions.common import open_agent_store, resolve_session
 from occd.errors import OccdError
-from occd.openclaw.figure import Figure, file_figure, percent, rewrite_marks, session_figure
+from occd.openclaw.figure import Figure, compactions, file_figure, percent, rewrite_marks, session_figure
 
 
 @dataclass
@@ -33,9 +33,12 @@ class SessionRow:
     def context_percent(self) -> float | None:
         return percent(self.tokens, self.context_window)
 
-    def to_json(self) -> dict:
+    def to_json(self, short: str | None = None) -> dict:
+        """`short`: the id as the table shows it (unique among the listed ids: occd.ids.short_forms)."""
+        from occd.openclaw.ids import short_id
+
         f = self.figure
-        return {"id": self.session_id, "shortId": self.session_id[:13], "key": self.key,
+        return {"id": self.session_id, "shortId": short or short_id(self.session_id), "key": self.key,
                 "path": str(self.path) if self.path else None,
                 "updatedAt": self.updated_at.isoformat() if self.updated_at else None,
                 "size": self.size, "tokens": self.tokens, "tokensSource": self.tokens_source,
@@ -95,9 +98,7 @@ def _row(store, info, window_for, marks: dict) -> SessionRow:
             running = bool(lock_fn(info))
         except Exception:  # noqa: BLE001
             running = False
-    comp = getattr(info, "compaction_count", None)
-    if comp is None and getattr(info, "key", None):
-        comp = 0  # OpenClaw (2026.7.x) writes compactionCount with the first compaction: none yet (as status shows)
+    comp = compactions(getattr(info, "compaction_count", None), indexed=bool(getattr(info, "key", None)))
     return SessionRow(info.session_id, getattr(info, "key", None), path,
                       _dt(getattr(info, "updated_at", None)) or (_dt(getattr(info, "mtime", None))),
                       size, tokens, source, fig.window, comp, _label(info),
@@ -147,7 +148,13 @@ def _fill_from_ledger(agent: str, rows: list[SessionRow]) -> None:
 
 
 def _window_lookup(state_dir: Path, agent: str):
+    """info -> the session's window by occd.openclaw.figure.session_window (the config's window per model, parsed once)."""
+    from occd.openclaw.figure import session_window
+    from occd.openclaw import config_mtime
+    from occd.openclaw.state import DEFAULT_CONTEXT_WINDOW
+
     cache: dict = {}
+    mtime = config_mtime(state_dir)
 
     def window_for(info) -> int | None:
         model = getattr(info, "model", None)
@@ -157,10 +164,10 @@ def _window_lookup(state_dir: Path, agent: str):
             try:
                 from occd.openclaw import context_window
 
-                cache[k] = context_window(state_dir, agent=agent, model=model, provider=provider)
+                cache[k] = context_window(state_dir, agent=agent, model=model, provider=provider, default=None)
             except Exception:  # noqa: BLE001 - informative only
                 cache[k] = None
-        return cache[k]
+        return session_window(getattr(info, "entry", None), cache[k], mtime, DEFAULT_CONTEXT_WINDOW)
 
     return window_for
 
@@ -170,7 +177,7 @@ def session_info(settings, *, agent: str | None = None, ref: str | None = None) 
     from occd.transcript.scan import scan_stream
 
     state_dir, aid, store = open_agent_store(settings, agent, ref)
-    info = store.resolve(ref) if ref else store.latest()
+    info = resolve_session(store, ref, state_dir, aid) if ref else store.latest()
     path = Path(info.path) if getattr(info, "path", None) else None
     if path is not None:
         if not path.is_file():
@@ -203,6 +210,8 @@ def session_info(settings, *, agent: str | None = None, ref: str | None = None) 
         "sessionId": info.session_id, "key": getattr(info, "key", None), "agent": aid,
         "era": getattr(store, "era", "file"), "path": str(path) if path else None, "size": size,
         "running": running, "compactionCountIndex": getattr(info, "compaction_count", None),
+        "compactions": compactions(getattr(info, "compaction_count", None), a.get("compactions"),
+                                   indexed=bool(getattr(info, "key", None))),
         "context": {**fig.to_json(), "estimateNow": estimated_tokens(t) if not t.empty else None},
         "analysis": a,
     }

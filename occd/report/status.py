@@ -7,6 +7,7 @@ import time
 
 from occd import paths
 from occd.errors import OccdError, UsageError
+from occd.ledger import ACTION_KINDS, is_action_kind  # the ledger's one list of kinds (a newer ledger may hold more)
 
 
 def parse_since(text: str | None, now: float) -> float | None:
@@ -35,8 +36,6 @@ def parse_since(text: str | None, now: float) -> float | None:
                          "e.g. --since 7d, 12h, 30m, today, yesterday, 2026-11-22, 2026-11-22T10:00") from None
 
 
-# Action kinds occd records (the ledger may hold more from newer versions; those are accepted too).
-ACTION_KINDS = ("edit", "strip", "clone", "restore", "rotate", "rotate-undo", "archive", "compact")
 
 
 def _open_ledger():
@@ -45,6 +44,26 @@ def _open_ledger():
     if not paths.ledger_path().exists():
         return None
     return Ledger.open(readonly=True)
+
+
+def open_would(day: list[dict]) -> list[dict]:
+    """Observe mode's "would" rows that still stand, newest first: one per session and kind, and none that an
+    action done on the session since (an --act cycle's strip, a manual edit) has made history."""
+    done: dict[tuple, float] = {}
+    for a in day:
+        if not a.get("dry_run") and a.get("outcome") == "ok":
+            k = (a.get("agent_id"), a.get("session_id"))
+            done[k] = max(done.get(k, 0.0), a["ts"])
+    out, seen = [], set()
+    for a in day:  # newest first
+        if not a.get("dry_run") or a.get("trigger") != "auto":
+            continue
+        k = (a.get("agent_id"), a.get("session_id"), a["kind"])
+        if k in seen or done.get(k[:2], -1.0) >= a["ts"]:
+            continue
+        seen.add(k)
+        out.append(a)
+    return out
 
 
 def daemon_info(ledger, now: float) -> dict:
@@ -56,7 +75,8 @@ def daemon_info(ledger, now: float) -> dict:
     out = {"running": pid is not None, "pid": pid if pid and pid > 0 else None,
            "started": st.get("started") if pid else None, "lastCycle": st.get("lastCycle"),
            "nextScan": st.get("nextScan") if pid else None, "mode": st.get("mode") if pid else None,
-           "agentModes": (st.get("agentModes") or {}) if pid else {}}
+           "agentModes": (st.get("agentModes") or {}) if pid else {},
+           "watch": st.get("watch") if pid else None}  # {"mode": events | polling, "reason": ...}
     if run:
         out["lastRun"] = {k: run.get(k) for k in ("pid", "started", "stopped", "heartbeat", "last_cycle", "mode",
                                                    "stop_reason") if k in run}
@@ -66,13 +86,14 @@ def daemon_info(ledger, now: float) -> dict:
 
 
 def status(settings, now: float | None = None, top: int = 5) -> dict:
-    from occd.openclaw.figure import compaction_point, percent
+    from occd.openclaw.figure import percent
 
     now = time.time() if now is None else now
     led = _open_ledger()
     if led is None:
         return {"ledger": None, "daemon": daemon_info(None, now), "agents": [], "lastScan": None,
-                "note": "no ledger yet: run `occd run --once`, `occd demo`, or install the service"}
+                "note": "no ledger yet: run `occd run --once`, `occd demo`, or install the service",
+                "schemaProblems": schema_problems(settings)}
     with led:
         agents = []
         counts = led.action_counts_since(now - 86400)
@@ -82,7 +103,7 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
             by_agent.setdefault(o["agent"], []).append(o)
         breakers = led.breakers()
         day = led.history(since=now - 86400, limit=5000)
-        would = [a for a in day if a["dry_run"] and a["trigger"] == "auto"]
+        would = open_would(day)
         emergencies = _emergencies(day)
         marks = {(e["agent"], e["sessionId"]): e for e in emergencies}
         from occd.policy.savings import summarize
@@ -96,6 +117,7 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
                 return (100.0 * o["context_tokens"] / o["context_window"]) if o.get("context_tokens") and o.get("context_window") else -1
 
             biggest = sorted(obs, key=pct, reverse=True)[:top]
+            entries = _index_entries(settings, a["id"], {o["session_id"] for o in biggest})
             policy = settings.policy_for(a["id"])
             # the running daemon's mode (its flags and overrides), else the config's
             mode = dinfo["agentModes"].get(a["id"]) or (dinfo.get("mode") if dinfo["running"] else None)
@@ -109,7 +131,7 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
                              "contextTokens": o.get("context_tokens"), "tokensSource": o.get("tokens_source"),
                              "contextWindow": o.get("context_window"),
                              "contextPercent": percent(o.get("context_tokens"), o.get("context_window")),
-                             **_headroom(o.get("context_tokens"), o.get("context_window"), compaction_point),
+                             **_headroom(o, entries.get(o["session_id"])),
                              "compactions": o.get("compaction_count"), "size": o.get("size"),
                              "emergency": _current(marks.get((a["id"], o["session_id"])), o)} for o in biggest],
                 "breakers": [{"kind": b.kind, "state": b.state, "reason": b.reason, "openedAt": b.opened_at}
@@ -119,13 +141,29 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
                             for w in would if w["agent_id"] == a["id"]][:10],
             })
         out = {"ledger": str(led.path), "daemon": dinfo, "lastScan": led.last_scan(), "agents": agents,
-               "savings7d": saved["total"], "costAssumptions": cost_assumptions(settings, saved.get("priceSources") or [])}
+               "savings7d": saved["total"], "schemaProblems": schema_problems(settings),
+               "costAssumptions": cost_assumptions(settings, saved.get("priceSources") or [])}
         from occd.lean import sessions_summary  # the lean view per session: on or not, and what it saves
 
         out["lean"] = sessions_summary()
+        bypassed = {}
+        try:  # open problems (a damaged backup, turns that bypassed the lean view, ...): named, never silent
+            open_ = led.open_problems(severity="fail")
+        except Exception:  # noqa: BLE001 - an older ledger without the table
+            open_ = []
+        out["problems"] = [{"subject": p["subject"], "code": p["code"], "message": p["message"], "hint": p.get("hint"),
+                            "firstSeen": p["first_seen"]} for p in open_]
+        for p in open_:
+            if p["code"] == "LEAN_BYPASSED":
+                bypassed[p["subject"].split("/", 1)[-1]] = p["message"]
         for a in agents:
             for b in a["biggest"]:
                 b["lean"] = out["lean"]["sessions"].get(b.get("key"))
+                if b["lean"] is not None and b.get("key") in bypassed:
+                    b["lean"] = {**b["lean"], "bypassed": bypassed[b["key"]]}
+        for k, msg in bypassed.items():  # occd no longer just says the lean view is on
+            if k in out["lean"]["sessions"]:
+                out["lean"]["sessions"][k] = {**out["lean"]["sessions"][k], "bypassed": msg}
         try:
             out["llmSpendToday"] = led.spend_today(now)
         except Exception:  # noqa: BLE001
@@ -133,11 +171,30 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
         return out
 
 
-def _headroom(tokens, window, compaction_point) -> dict:
-    """OpenClaw's compaction point for the window (its default reserve: the ledger keeps no per-session budget)
-    and how far the session's context is from it (negative: past it)."""
-    point = compaction_point(window)
+def _headroom(obs: dict, entry: dict | None) -> dict:
+    """OpenClaw's compaction point for the session and how far its context is from it (negative: past it), by
+    the one function every command uses (occd.openclaw.figure: OpenClaw's recorded budget for this window, else its
+    default reserve)."""
+    from occd.openclaw.figure import session_figure
+
+    fig = session_figure(entry=entry, window=obs.get("context_window"), session_id=obs.get("session_id"))
+    point, tokens = fig.compact_at, obs.get("context_tokens")
     return {"compactionPoint": point, "toCompaction": point - tokens if point and tokens is not None else None}
+
+
+def _index_entries(settings, agent: str, ids: set) -> dict[str, dict]:
+    """OpenClaw's index entries of the sessions status shows (their budget records), {} when unreadable."""
+    if not ids:
+        return {}
+    try:
+        from pathlib import Path
+
+        from occd.openclaw import open_store, resolve_state_dir
+
+        state_dir = Path(settings.state_dir) if getattr(settings, "state_dir", None) else resolve_state_dir()
+        return {i.session_id: (i.entry or {}) for i in open_store(state_dir, agent).sessions() if i.session_id in ids}
+    except Exception:  # noqa: BLE001 - the default budget is shown then
+        return {}
 
 
 def _current(e: dict | None, obs: dict) -> str | None:
@@ -182,7 +239,8 @@ def stats(settings, since: str | None = "7d", now: float | None = None) -> dict:
     with led:
         s = summarize(led.history(since=start, limit=1_000_000), horizon=settings.cost.horizon_turns)
     return {"since": start, **s, "assumptions": cost_assumptions(settings, s.get("priceSources") or []) | {
-        "tokensRemoved": "what the strips took out of the transcripts, at most the prompt the model was being sent",
+        "tokensRemoved": "context tokens the strips took out of what the model is sent (the figure before "
+                         "minus the figure after; never more than the context before, nor the prompt it was sent)",
         "compactionsAvoided": f"strips made when OpenClaw was predicted to compact within {AVOID_HORIZON_TURNS} turns"}}
 
 
@@ -217,7 +275,22 @@ def session_status(settings, ref: str, now: float | None = None, since_days: flo
                 "firstSeen": s.get("first_seen"), "lastSeen": _last_seen(led, s), "archivedAt": s.get("archived_at"),
                 "buckets": buckets, "observations": series[-50:],
                 "actions": led.history(session=s["session_id"], limit=50),
-                "backups": led.backups(session_id=s["session_id"], include_pruned=True)}
+                "backups": led.backups(session_id=s["session_id"], include_pruned=True),
+                # what the checks found about this session (a strip prediction miss, turns that bypassed the lean
+                # view, a damaged backup): open ones first
+                "problems": _session_problems(led, s)}
+
+
+def _session_problems(led, s: dict) -> list[dict]:
+    try:
+        rows = led.problems_of(agent=s["agent_id"], session_id=s["session_id"], limit=20)
+    except Exception:  # noqa: BLE001 - an older ledger without the table
+        return []
+    rows.sort(key=lambda p: p.get("resolved_at") is not None)
+    return [{"code": p["code"], "severity": p["severity"], "subject": p["subject"], "message": p["message"],
+             "hint": p.get("hint"), "firstSeen": p["first_seen"], "lastSeen": p["last_seen"],
+             "resolvedAt": p.get("resolved_at"), "resolution": p.get("resolution"), "details": p.get("details")}
+            for p in rows]
 
 
 def _last_seen(led, s: dict):
@@ -234,7 +307,28 @@ def new_actions(*, after_id: int, agent=None, session=None, kind=None, limit=100
     if led is None:
         return []
     with led:
+        session = _history_session(led, session, agent)
         return list(reversed(led.history(agent=agent, session=session, kind=kind, limit=limit, after_id=after_id)))
+
+
+def _history_session(led, ref: str | None, agent: str | None = None) -> str | None:
+    """`--session` resolved as every command resolves a session (occd.openclaw.ids: the part a table shows, any unique
+    part of 4+ characters, a prefix, an id or a key) among the sessions the ledger has actions of: the full id,
+    or the key as given. Several matches: the usual AMBIGUOUS_SESSION error. No match: the reference as given
+    (the ledger's prefix filter then says there is nothing for it)."""
+    if not ref:
+        return ref
+    from occd.openclaw.ids import resolve
+
+    pairs = led.action_sessions(agent)
+    if any(k == ref for _, k in pairs):
+        return ref  # a key: every session that has had it (a rotation keeps the key)
+    try:
+        return resolve(pairs, ref, id_of=lambda x: x[0], key_of=lambda x: x[1])[0]
+    except OccdError as e:
+        if e.code == "AMBIGUOUS_SESSION":
+            raise
+        return ref
 
 
 def history(settings=None, *, agent=None, session=None, kind=None, since=None, limit=200, now=None,
@@ -244,14 +338,14 @@ def history(settings=None, *, agent=None, session=None, kind=None, since=None, l
     needed (kept for callers that pass it)."""
     now = time.time() if now is None else now
     since_ts = parse_since(since, now)
-    if kind and kind not in ACTION_KINDS:
-        _check_known("kind", kind, ACTION_KINDS)
     led = _open_ledger()
     if led is None:
+        if kind and not is_action_kind(kind):
+            _check_known("kind", kind, ACTION_KINDS)
         return ([], 0) if with_total else []
     with led:
-        if kind and kind not in ACTION_KINDS:
-            _check_known("kind", kind, led.action_kinds())
+        if kind and not is_action_kind(kind):
+            _check_known("kind", kind, sorted(set(ACTION_KINDS) | set(led.action_kinds())))
         if agent:
             known = [a["id"] for a in led.agents()]
             if agent not in known:
@@ -261,6 +355,7 @@ def history(settings=None, *, agent=None, session=None, kind=None, since=None, l
                 raise OccdError(f"Agent '{agent}' not found in the ledger",
                                 (f"did you mean {near[0]}? " if near else "") + "agents: " + (", ".join(known) or "none yet"),
                                 code="AGENT_NOT_FOUND")
+        session = _history_session(led, session, agent)
         rows = led.history(agent=agent, session=session, kind=kind, since=since_ts, limit=limit)
         if not with_total:
             return rows
@@ -311,6 +406,28 @@ def pid_alive(pid: int | None) -> bool:
         return False
 
 
+def schema_problems(settings) -> list[dict]:
+    """An agent database occd reads but acts on nothing for (occd.openclaw.dbschema: unverified) or cannot read:
+    {code SCHEMA_UNVERIFIED | SCHEMA_UNREADABLE, message (the agent, schema, release, why), hint}. Read-only."""
+    from occd.errors import OccdError
+    from occd.openclaw.health import check_agent_db
+    from occd.openclaw.state import list_agents, resolve_state_dir
+
+    try:
+        sd = resolve_state_dir(state_dir=getattr(settings, "state_dir", None))
+        agents = [a for a in list_agents(sd) if a.era == "db"]
+    except OccdError:
+        return []
+    out = []
+    for a in agents:
+        for c in check_agent_db(sd, a, None):
+            if c.status == "fail":
+                level = (c.data or {}).get("level")
+                out.append({"code": "SCHEMA_UNVERIFIED" if level == "unverified" else "SCHEMA_UNREADABLE",
+                            "message": c.detail, "hint": c.hint})
+    return out
+
+
 def health_problems(settings, now: float | None = None) -> list[dict]:
     """What `occd status --check` fails on: the daemon down or stale, an open breaker, a failed last scan.
     Each problem is {code, message, hint}; an empty list is healthy."""
@@ -333,8 +450,25 @@ def health_problems(settings, now: float | None = None) -> list[dict]:
             if b["state"] != "closed":
                 out.append({"code": "BREAKER_OPEN", "message": f"breaker {a['id']}/{b['kind']} is {b['state']}"
                             + (f": {b['reason']}" if b.get("reason") else ""), "hint": f"occd breaker reset {a['id']}"})
+    out += schema_problems(settings)
     ls = data.get("lastScan")
     if ls and ls.get("errors"):
         out.append({"code": "SCAN_FAILED", "message": f"the last scan had {ls['errors']} error(s)",
                     "hint": "occd logs --since 1h"})
+    out.extend(recorded_problems())
     return out
+
+
+def recorded_problems() -> list[dict]:
+    """Open problems recorded in the ledger by `occd check` and by the verifications of what occd did
+    (severity fail): each stays until a later check passes or the artifact is forgotten."""
+    led = _open_ledger()
+    if led is None:
+        return []
+    with led:
+        try:
+            rows = led.open_problems(severity="fail")
+        except Exception:  # noqa: BLE001 - a ledger without the table (older schema): nothing recorded
+            return []
+    return [{"code": p["code"], "message": f"{p['subject']}: {p['message']}", "hint": p.get("hint") or "occd check",
+             "subject": p["subject"], "source": p["source"]} for p in rows]

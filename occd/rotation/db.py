@@ -27,6 +27,7 @@ from occd.rotation.machine import maybe_crash
 from occd.rotation.seed import SEED_MARK  # the seed message's marker (both eras)
 
 log = logging.getLogger("occd.rotation")
+CONFIRM_SECONDS = 10.0  # how long occd looks for the reset boundary / the seed in OpenClaw's database
 
 
 def _session(d: dict) -> dict:
@@ -90,9 +91,11 @@ def seed_answered(history: dict, marker: str) -> bool:
 
 class DbRotation:
     def __init__(self, ledger, rid: int, gateway, *, clock=time.time, sleep=time.sleep, wait_seconds: float = 600,
-                 poll_seconds: float = 1.0, entry=None):
+                 poll_seconds: float = 1.0, entry=None, evidence=None, confirm_seconds: float | None = None):
         self.led, self.rid, self.gw = ledger, rid, gateway
         self.entry = entry or (lambda: {})
+        self.evidence = evidence  # occd.rotation.confirm.DbEvidence: OpenClaw's database, read-only
+        self.confirm_seconds = CONFIRM_SECONDS if confirm_seconds is None else confirm_seconds
         self.clock, self.sleep = clock, sleep
         self.wait_seconds, self.poll_seconds = wait_seconds, poll_seconds
         self.row = ledger.rotation_get(rid)
@@ -114,6 +117,53 @@ class DbRotation:
         self.led.rotation_transition(self.rid, "IDLE", now=self.clock(), note=f"aborted: {why}", error=why)
         self.row = self.led.rotation_get(self.rid)
 
+    def fail(self, why: str, hint: str) -> None:
+        """What occd asked for did not take effect: the rotation ends as failed (the breaker counts it)."""
+        self.led.rotation_transition(self.rid, "IDLE", now=self.clock(), note=f"failed: {why}", error=why,
+                                     details=self.details)
+        self.row = self.led.rotation_get(self.rid)
+        raise OccdError(why, hint, code="ROTATION_FAILED")
+
+    def _wait(self, check):
+        from occd.rotation.confirm import wait_for
+
+        return wait_for(check, seconds=self.confirm_seconds, poll=min(0.5, self.poll_seconds), sleep=self.sleep)
+
+    def confirm_reset(self, before: list | None, after: list) -> None:
+        """The reset boundary must be in OpenClaw's database (a reset event after the seq recorded at PENDING, or
+        a session_windows row with reason reset); without the database to ask, sessionStartedAt or
+        lifecycleRevision must have moved on."""
+        seq = self.details.get("seqBefore")
+        got = None
+        if self.evidence is not None and seq is not None:
+            got = self._wait(lambda: self.evidence.reset_after(seq, int(self.details.get("resetSinceMs") or 0)))
+        if got:
+            self.details["resetBoundary"] = got
+            return
+        if got is None:
+            if before is None or all(b is None for b in before) or after != before:
+                self.details["resetBoundary"] = {"marks": after}
+                return
+            self.fail(f"sessions.reset answered ok but '{self.key}' did not change (sessionStartedAt and "
+                      "lifecycleRevision are the same)", "OpenClaw did not reset the session; nothing was sent. "
+                      "See `occd status --rotations`; the breaker decides when to try again")
+        self.fail(f"sessions.reset answered ok but no reset boundary appeared for '{self.key}' (no reset event "
+                  "after the rotation started and no session_windows row with reason reset)",
+                  "OpenClaw did not reset the session (see its issue #126836); nothing was sent. See `occd status "
+                  "--rotations`; the breaker decides when to try again")
+
+    def confirm_seed(self, marker: str) -> None:
+        b = self.details.get("resetBoundary") or {}
+        seq = b.get("seq", self.details.get("seqBefore"))
+        if self.evidence is None or seq is None:
+            return
+        got = self._wait(lambda: self.evidence.seed_after(seq, marker))
+        if got is False:
+            self.fail(f"the seed of '{self.key}' is not in OpenClaw's database after the reset (chat.history "
+                      "showed its reply)", "the session was reset without its seed: look at it in OpenClaw; "
+                      "`occd status --rotations` shows the rotation")
+        self.details["seedConfirmed"] = got is not None
+
     def describe(self) -> dict:
         return _session(self.gw.sessions_describe(self.key))
 
@@ -134,6 +184,7 @@ class DbRotation:
         now_marks = self.marks(s)
         if before is not None and any(b is not None for b in before) and now_marks != before:
             self.details["marksAfter"] = now_marks  # the reset happened before the crash
+            self.confirm_reset(before, now_marks)
             self._go("ARCHIVED", note="reset already done (sessionStartedAt/lifecycleRevision moved on)")
             return
         if s.get("status") == "running":
@@ -142,7 +193,8 @@ class DbRotation:
         self.details["lifecycleRevision"] = (r or {}).get("lifecycleRevision") or _session(r).get("lifecycleRevision")
         maybe_crash("RESET_DONE")
         self.details["marksAfter"] = self.marks(self.describe())
-        self._go("ARCHIVED", note="reset in place by OpenClaw (old entries kept behind its reset marker)")
+        self.confirm_reset(before, self.details["marksAfter"])
+        self._go("ARCHIVED", note=f"reset in place by OpenClaw, confirmed ({self.details['resetBoundary']})")
 
     def step_seed(self, message: str | None) -> None:
         if not self.details.get("seedSent"):
@@ -164,7 +216,9 @@ class DbRotation:
                 raise BusyError(f"The seed turn of '{self.key}' has not finished yet",
                                 "the rotation stays ARCHIVED and is checked again next cycle")
             self.sleep(self.poll_seconds)
-        self._go("INJECTED", note="the seed turn finished (its reply is in chat.history)")
+        self.confirm_seed(marker)
+        self._go("INJECTED", note="the seed turn finished (its reply is in chat.history"
+                 + (" and the database)" if self.details.get("seedConfirmed") else ")"))
 
     def step_finish(self) -> None:
         s = self.describe()
@@ -194,6 +248,9 @@ def rotate_db(settings, led, plan: dict, *, state_dir, trigger: str, policy: str
         raise BusyError(f"Session key '{plan['sessionKey']}' changed while occd read it", "retried next cycle")
     if s.get("status") == "running":
         raise BusyError(f"Session '{plan['sessionKey']}' is running", "the rotation waits until the run ends")
+    from occd.rotation.confirm import DbEvidence
+
+    seq_before = DbEvidence(state_dir, plan["agent"], plan["sessionKey"], plan["sessionId"]).last_seq()
     rid = led.rotation_upsert(agent_id=plan["agent"], session_key=plan["sessionKey"], era="db", trigger=trigger,
                               reason=plan["reason"], old_session_id=plan["sessionId"],
                               new_session_id=plan["sessionId"], archive_path=plan["archivePath"],
@@ -203,6 +260,8 @@ def rotate_db(settings, led, plan: dict, *, state_dir, trigger: str, policy: str
                                                        or s.get("startedAt"),
                                                        e.get("lifecycleRevision") or s.get("lifecycleRevision")],
                                        "seed": plan["seed"], "policy": policy,
+                                       # where the transcript ended: the reset boundary must come after it
+                                       "seqBefore": seq_before, "resetSinceMs": int(now * 1000),
                                        }, now=now)
     row = led.rotation_get(rid)
     details = dict(row.get("details") or {})
@@ -220,7 +279,10 @@ def drive_db(settings, led, rid: int, plan: dict | None, gw, *, trigger: str, po
     t0 = time.monotonic()
     row = led.rotation_get(rid)
     entry = entry_reader(state_dir, row["agent_id"], row["session_key"]) if state_dir is not None else None
-    dr = DbRotation(led, rid, gw, entry=entry)
+    from occd.rotation.confirm import DbEvidence
+
+    evidence = DbEvidence(state_dir, row["agent_id"], row["session_key"], row["old_session_id"])
+    dr = DbRotation(led, rid, gw, entry=entry, evidence=evidence)
     row = dr.row
     try:
         marker = dr.details.get("marker") or SEED_MARK

@@ -89,7 +89,7 @@ class KeyLock:
     def __enter__(self):
         import fcntl
 
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -270,6 +270,7 @@ class FileRotation:
                 if not isinstance(e, dict) or e.get("sessionId") != old_id:
                     raise BusyError(f"Session key '{self.key}' changed during the rotation", "nothing was lost")
                 original["entry"] = e
+                self.details["oldEntry"] = e  # `rotate --undo` puts it back exactly (saved with INJECTED)
                 index[self.key] = switched_entry(e, new_id, self.new_path, now_ms)
                 return index
 
@@ -332,8 +333,10 @@ class FileRotation:
             self._give_back(held)
         if file_stat(self.new_path) != new_stat and self.new_path.exists():
             # a run wrote to the new session meanwhile: keep it (archived), never delete written lines
-            keep = self.old_path.parent / ARCHIVE_DIR / self.new_path.name
-            keep.parent.mkdir(parents=True, exist_ok=True)
+            from occd.transcript.archive import safe_archive_dir
+
+            safe_archive_dir(self.new_path.parent / ARCHIVE_DIR)
+            keep = archive_path_for(self.new_path)
             os.rename(self.new_path, keep)
         self.abort("the old session was written to while the index was switched")
         raise BusyError(f"Session '{self.key}' changed during the rotation (old id {old_id[:13]} written to)",

@@ -19,10 +19,10 @@ import secrets
 from datetime import datetime, timezone
 from pathlib import Path
 
-import orjson
 
 from occd.rotation.seed import ACK, Seed, is_seed_text
 from occd.transcript.jsonl import iter_objects
+from occd.transcript import jsontext
 
 
 def _text(content) -> str:
@@ -62,7 +62,7 @@ def read_old(source: Path | bytes, n: int = 5) -> dict:
     on the path, and whether a tool call is still waiting for its result (a run in progress)."""
     size = len(source) if isinstance(source, (bytes, bytearray)) else os.stat(source).st_size
     try:
-        header = orjson.loads(_first_line(source))
+        header = jsontext.loads(_first_line(source))
     except ValueError:
         header = {}
     header = header if isinstance(header, dict) and header.get("type") == "session" else {}
@@ -166,7 +166,7 @@ def seed_lines(new_id: str, seed: Seed, *, cwd: str | None, parent_session: str 
     text = seed.file_text() if include_memory else seed.message_text()
     add({"type": "message", "message": {"role": "user", "content": text, "timestamp": ms}})
     add(assistant(ACK, estimate))
-    return [orjson.dumps(x) + b"\n" for x in lines]
+    return [jsontext.dumps(x) + b"\n" for x in lines]  # a lone surrogate quoted from the old session stays an escape
 
 
 def write_new_session(path: Path, lines: list[bytes], mode: int = 0o644) -> None:

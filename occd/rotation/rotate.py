@@ -17,7 +17,7 @@ import time
 from datetime import date, datetime, timezone
 from pathlib import Path
 
-from occd.actions.common import check_writable_path, ensure_idle, open_agent_store, session_lock
+from occd.actions.common import check_writable_path, ensure_idle, open_agent_store, resolve_session, session_lock
 from occd.errors import BusyError, OccdError
 
 log = logging.getLogger("occd.rotation")
@@ -103,9 +103,12 @@ def _reason(trigger: str, reason: str | None, info) -> str:
 
 
 def rotate_session(settings, *, agent=None, ref=None, dry_run=False, force=False, trigger="manual", policy=None,
-                   reason=None, budget_percent=None, ledger=None, now: float | None = None, gateway=None) -> dict:
+                   reason=None, budget_percent=None, ledger=None, now: float | None = None, gateway=None,
+                   overhead: int | None = None) -> dict:
     """Rotate one session (see the module doc). Returns a JSON-able summary; raises BusyError (deferred: retry
-    later) or OccdError."""
+    later) or OccdError. `overhead`: the prompt overhead (system prompt, tools) the daemon predicted for the
+    session, else it is learned from OpenClaw's last check of the old session (else OpenClaw's typical size):
+    the new session's figure is its seed plus that overhead, what its first turn sends."""
     from occd.ledger import Ledger
 
     now = time.time() if now is None else now
@@ -114,7 +117,8 @@ def rotate_session(settings, *, agent=None, ref=None, dry_run=False, force=False
     if era not in ("file", "db"):
         raise OccdError(f"Agent '{aid}' has sessions OpenClaw has not migrated yet", "run `openclaw doctor --fix` "
                         "first; occd only reads such a state", code="UNSUPPORTED_ERA")
-    info = store.resolve(ref) if ref else store.latest()
+    info = resolve_session(store, ref, state_dir, aid, command="rotate") if ref else store.latest()
+    times = _file_times(info) if era == "file" else None  # before occd reads it: an undo gives them back
     if not info.key:
         raise OccdError(f"Session '{info.session_id}' has no session key in the index",
                         "only indexed sessions can be rotated (the key is what continues)", code="NOT_ROTATABLE")
@@ -144,7 +148,8 @@ def rotate_session(settings, *, agent=None, ref=None, dry_run=False, force=False
             led = Ledger.open() if own else ledger
             try:
                 res = _rotate_locked(settings, led, state_dir, aid, store, info, era=era, why=why, now=now,
-                                     budget_percent=budget_percent, trigger=trigger, policy=policy, gateway=gateway)
+                                     budget_percent=budget_percent, trigger=trigger, policy=policy, gateway=gateway,
+                                     times=times, overhead=overhead)
             finally:
                 if own:
                     led.close()
@@ -161,6 +166,36 @@ def rotate_session(settings, *, agent=None, ref=None, dry_run=False, force=False
     return res
 
 
+def _file_times(info) -> list[int] | None:
+    """[size, atime_ns, mtime_ns] of a session's transcript, or None."""
+    import os
+
+    try:
+        st = os.stat(info.path)
+    except (OSError, TypeError):
+        return None
+    return [st.st_size, st.st_atime_ns, st.st_mtime_ns]
+
+
+def _learned_overhead(info) -> int:
+    """The prompt overhead from OpenClaw's last pre-prompt check of the session (occd.policy.budget), else
+    OpenClaw's typical size."""
+    from occd.policy.budget import (DEFAULT_OVERHEAD_TOKENS, context_messages, estimate_context, learn_overhead,
+                                    slim_entry)
+    from occd.transcript.jsonl import iter_objects
+
+    status = (getattr(info, "entry", None) or {}).get("contextBudgetStatus")
+    if not isinstance(status, dict):
+        return DEFAULT_OVERHEAD_TOKENS
+    try:
+        with open(info.path, "rb") as fh:
+            entries = [slim_entry(o) for o in iter_objects(fh)]
+        learned = learn_overhead(status, estimate_context(context_messages(entries)))
+    except (OSError, TypeError, ValueError):
+        learned = None
+    return learned if learned is not None else DEFAULT_OVERHEAD_TOKENS
+
+
 def vanished(what: str, e: FileNotFoundError) -> BusyError:
     name = Path(e.filename).name if e.filename else "a file"
     return BusyError(f"Session '{what}' changed while occd worked on it: {name} vanished (another occd or "
@@ -169,7 +204,7 @@ def vanished(what: str, e: FileNotFoundError) -> BusyError:
 
 
 def _rotate_locked(settings, led, state_dir, aid, store, info, *, era, why, now, budget_percent, trigger, policy,
-                   gateway) -> dict:
+                   gateway, times=None, overhead=None) -> dict:
     from occd.rotation.machine import KeyLock
 
     with KeyLock(aid, info.key):
@@ -183,14 +218,16 @@ def _rotate_locked(settings, led, state_dir, aid, store, info, *, era, why, now,
             raise BusyError(f"Session '{info.key}' has a tool call waiting for its result",
                             "a run is in progress; the rotation waits until it ends")
         if era == "file":
-            return _rotate_file(settings, led, plan, trigger=trigger, policy=policy, now=now)
+            plan["promptOverheadTokens"] = overhead if overhead is not None else _learned_overhead(info)
+            return _rotate_file(settings, led, plan, trigger=trigger, policy=policy, now=now, times=times)
         from occd.rotation.db import rotate_db
 
         return rotate_db(settings, led, plan, state_dir=state_dir, trigger=trigger, policy=policy, now=now,
                          gateway=gateway)
 
 
-def _rotate_file(settings, led, plan: dict, *, trigger: str, policy: str | None, now: float) -> dict:
+def _rotate_file(settings, led, plan: dict, *, trigger: str, policy: str | None, now: float,
+                 times: list[int] | None = None) -> dict:
     from occd.rotation.machine import file_stat, maybe_crash
 
     old_path = Path(plan["oldPath"])
@@ -200,7 +237,7 @@ def _rotate_file(settings, led, plan: dict, *, trigger: str, policy: str | None,
                               archive_path=plan["archivePath"], seed_budget_percent=plan["seedBudgetPercent"],
                               seed_tokens=plan["seed"]["tokens"], compactions_before=plan["compactions"],
                               details={"oldStat": file_stat(old_path), "seedEntries": len(plan["_lines"]) - 1,
-                                       "seed": plan["seed"], "policy": policy}, now=now)
+                                       "seed": plan["seed"], "policy": policy, "oldTimes": times}, now=now)
     maybe_crash("PENDING")
     return drive_file(settings, led, rid, plan, trigger=trigger, policy=policy)
 
@@ -248,6 +285,13 @@ def drive_file(settings, led, rid: int, plan: dict, *, trigger: str, policy: str
         log.debug("could not mark %s archived", old_id, exc_info=True)
     summary["notified"] = notify(settings, summary, desktop=trigger == "auto")
     fr.absorb_late_strays()  # the very last step: lines a writer appended to the old name go to the archive
+    if archive:
+        from occd.actions.common import record_archive_fingerprint
+
+        try:
+            record_archive_fingerprint(led, agent, old_id, archive)
+        except Exception:  # noqa: BLE001 - the first `occd check` records it instead
+            log.debug("could not record the fingerprint of %s", archive, exc_info=True)
     return summary
 
 
@@ -273,19 +317,17 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
     led = Ledger.open() if own else ledger
     stack = contextlib.ExitStack()
     try:
-        rows = [r for r in led.rotations(agent=aid, states=("INJECTED", "COOLDOWN"), limit=500)
-                if r.get("era") == "file" and (r["session_key"] == ref or (r["new_session_id"] or "").startswith(ref)
-                                               or (r["old_session_id"] or "").startswith(ref))]
-        if not rows:
-            raise OccdError(f"No finished rotation to undo for '{ref}'", "see `occd status --rotations`",
-                            code="NO_ROTATION")
-        r = rows[0]
+        r = _rotation_for(led.rotations(agent=aid, states=("INJECTED", "COOLDOWN"), limit=500), ref)
         details = r.get("details") or {}
         new_path, old_path = Path(r["new_path"]), Path(r["old_path"])
         archive = Path(r["archive_path"]) if r.get("archive_path") else None
         if archive is None or not archive.exists():
             raise OccdError("The archive of the old session is gone (old_session_policy = \"delete\"?)",
                             "nothing to restore", code="NO_ARCHIVE")
+        from occd.transcript.archive import no_symlink
+
+        no_symlink(archive.parent)  # the seeded session moves there: never into a symlink's target
+        no_symlink(archive, "file")
         lock = session_lock(old_path)
         lock.__enter__()
         stack.callback(lock.__exit__, None, None, None)
@@ -300,15 +342,20 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
             ensure_idle(new_path, settings.idle_seconds, True, now)
         if not old_path.exists():
             copy_verified(archive, old_path, r["old_session_id"])
+            _give_times_back(old_path, details.get("oldTimes"))
         planned_old = file_stat(old_path)
         now_ms = int(now * 1000)
         seeded_entry: dict = {}
+        old_entry = details.get("oldEntry")
 
         def back(index: dict) -> dict:
             e = index.get(r["session_key"])
             if not isinstance(e, dict) or e.get("sessionId") != r["new_session_id"]:
                 raise BusyError("The session key changed since the rotation", "nothing was changed")
             seeded_entry["e"] = e
+            if isinstance(old_entry, dict) and old_entry.get("sessionId") == r["old_session_id"]:
+                index[r["session_key"]] = old_entry  # exactly as it was (tokens, updatedAt, every field)
+                return index
             e = dict(e)
             e["sessionId"] = r["old_session_id"]
             if "sessionFile" in e:
@@ -338,6 +385,9 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
         led.rotation_transition(r["id"], "UNDONE", now=now, note="undone: the old session is back under its key")
         led.mark_session_unarchived(aid, r["old_session_id"], str(old_path), now=now)
         led.mark_session_archived(aid, r["new_session_id"], str(archive.parent / new_path.name), now=now)
+        from occd.actions.common import record_archive_fingerprint
+
+        record_archive_fingerprint(led, aid, r["new_session_id"], archive.parent / new_path.name)
         led.record_action("rotate-undo", aid, r["old_session_id"], r["session_key"], outcome="ok",
                           after={"restored": str(old_path), "seededSessionArchived": str(archive.parent / new_path.name)})
         out = {"success": True, "mode": "rotate-undo", "sessionKey": r["session_key"], "sessionId": r["old_session_id"],
@@ -375,15 +425,46 @@ def _undo_revert(r: dict, old_path: Path, new_path: Path, held: Path | None, see
                     "nothing was lost; undo is only possible before the first new turn")
 
 
+def _give_times_back(path: Path, times) -> None:
+    """The transcript's access and modification times as they were before the rotation, when the restored
+    file is the same size as then (nothing was appended to the archive since)."""
+    import os
+
+    try:
+        size, atime_ns, mtime_ns = times
+        if os.stat(path).st_size == size:
+            os.utime(path, ns=(atime_ns, mtime_ns))
+    except (TypeError, ValueError, OSError) as e:
+        log.debug("could not give %s its times back: %s", path, e)
+
+
+def _rotation_for(rows: list[dict], ref: str) -> dict:
+    """The newest undoable file-era rotation `ref` names: its session key, or its old or new session id in any
+    form every command takes (occd.openclaw.ids: the part `status --rotations` shows, a unique part, a prefix)."""
+    from occd.openclaw.ids import resolve
+
+    rows = [r for r in rows if r.get("era") == "file"]
+    items = [(sid, r) for r in rows for sid in (r.get("new_session_id"), r.get("old_session_id")) if sid]
+    try:
+        return resolve(items, ref, id_of=lambda x: x[0], key_of=lambda x: x[1].get("session_key"),
+                       hint_list="see `occd status --rotations`")[1]
+    except OccdError as e:
+        if e.code == "AMBIGUOUS_SESSION":
+            raise
+        raise OccdError(f"No finished rotation to undo for '{ref}'", e.hint, code="NO_ROTATION") from None
+
+
 def _observe_new_session(led, plan: dict) -> None:
-    """The new session's figure as an observation, at once (as after every occd action): the seed's estimate,
-    labelled so, until its first reply measures it (occd.openclaw.figure)."""
+    """The new session's figure as an observation, at once (as after every occd action): the seed's estimate plus
+    the prompt overhead its first turn sends with it (a figure comparable with every measured one), labelled an
+    estimate until its first reply measures it (occd.openclaw.figure)."""
     try:
         p = Path(plan["newPath"])
         st = p.stat()
         led.record_observations([dict(agent=plan["agent"], session_id=plan["newSessionId"],
                                       session_key=plan["sessionKey"], path=str(p), era="file", compaction_count=0,
-                                      context_tokens=plan["seed"]["tokens"], tokens_source="estimate",
+                                      context_tokens=plan["seed"]["tokens"] + (plan.get("promptOverheadTokens") or 0),
+                                      tokens_source="estimate",
                                       context_window=plan.get("contextWindow"), size=st.st_size, entry_count=None,
                                       last_activity=st.st_mtime)])
     except (OSError, OccdError, KeyError) as e:

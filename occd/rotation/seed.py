@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
+from occd.transcript.marks import SEED_MARK  # noqa: F401 - how an occd seed message begins (both eras)
+
 ACK = ("Understood. I have the memory and the recalled exchanges of the rotated session; they are finished and I "
        "will not redo any of them. I will continue with the next message.")
-SEED_MARK = "[occd] This session continues session"  # how an occd seed message begins (both eras)
 HISTORY_OPEN = "<occd-recalled-history>"
 HISTORY_CLOSE = "</occd-recalled-history>"
 HISTORY_INTRO = ("The exchanges below are a record of the rotated session, quoted only so you know what happened. "

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from occd import paths
-from occd.errors import BusyError
+from occd.errors import BusyError, OccdError
 
 log = logging.getLogger("occd.daemon")
 
@@ -120,7 +120,10 @@ class InstanceLock:
 
     def acquire(self) -> "InstanceLock":
         paths.ensure_dir(self.path.parent)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:  # never through a symlink planted at the lock's name
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except OSError as e:
+            raise OccdError(f"Cannot take occd's lock {self.path}: {e.strerror}", "remove it", code="LOCK_FAILED") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -185,10 +188,7 @@ def _write_json(p: Path, data: dict) -> None:
     import orjson
 
     try:
-        paths.ensure_dir(p.parent)
-        tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS))
-        os.replace(tmp, p)
+        paths.write_private(p, orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS))
     except (OSError, TypeError) as e:
         log.debug("could not write %s: %s", p, e)
 
@@ -249,6 +249,9 @@ class Daemon:
         self.dispatching: set[str] = set()   # scheduler runs in progress (job + heartbeat)  # APScheduler Job objects by id (MemoryJobStore keeps these)
         self._stall_reported = False
         self._hard_exit = False
+        self.watcher = None      # occd.runtime.watch.Watcher (events mode) or None (polling)
+        self.waker = None        # occd.runtime.watch.WakeRunner: cycles on events and on deferred decisions' due times
+        self.watch_mode: tuple[str, str] = ("polling", "not started")
 
     # context -------------------------------------------------------------------------------------------------
     def state_dir(self) -> Path:
@@ -267,7 +270,11 @@ class Daemon:
                           stop=self.stop)
 
     def scan_interval(self) -> float:
-        return float(self.settings.daemon.scan_interval_seconds)
+        """Events mode: the safety-net scan; polling mode: the (shorter) poll interval."""
+        d = self.settings.daemon
+        if self.watch_mode[0] == "events":
+            return float(d.scan_interval_seconds)
+        return float(min(d.scan_interval_seconds, d.poll_interval_seconds))
 
     def stall_limit(self) -> float:
         return max(MIN_STALL_S, 4 * self.scan_interval())
@@ -308,6 +315,11 @@ class Daemon:
                     continue
                 self._run(spec, fn)
             self.last_cycle = self.clock()
+            from occd.jobs.apply import WAKE_KEY
+
+            due = self.ctx.cache.pop(WAKE_KEY, None) if self.ctx is not None else None
+        if due is not None and self.waker is not None:
+            self.waker.request(due)  # a deferred decision becomes due then
         self.heartbeat()
         sd_notify(f"STATUS={self.status_line()}", self.env)
 
@@ -365,6 +377,8 @@ class Daemon:
                       "nextScan": nxt, "mode": self.settings.policy.mode, "agentModes": self.agent_modes(),
                       "stateDir": str(self.ctx.state_dir),
                       "scanIntervalSeconds": self.scan_interval(), "running": self.running,
+                      "watch": {"mode": self.watch_mode[0], "wakes": getattr(self.watcher, "wakes", 0),
+                                "reason": getattr(self.watcher, "reason", None) or self.watch_mode[1]},
                       "jobs": self.last_results})
         if self.run_id is not None:
             try:
@@ -391,6 +405,8 @@ class Daemon:
             log.warning("no scan job in this installation: only the periodic jobs run")
         now = time.time()
         wanted = {n: spec.interval(self.settings) for n, (spec, _) in self._registered.items() if not spec.after_scan}
+        if "scan" in wanted and self.watch_mode[0] != "events":  # polling: the scan is how changes are seen
+            wanted["scan"] = min(wanted["scan"], float(self.settings.daemon.poll_interval_seconds))
         for job in self.scheduler.get_jobs():
             if job.id not in wanted:
                 self._sched_jobs.pop(job.id, None)
@@ -495,6 +511,9 @@ class Daemon:
             self.ctx.cache.clear()  # incremental scan state belongs to the old state dir
             self.ctx.last_scan = None
         logging_setup.set_level(new.log_level)
+        from occd.runtime import watch
+
+        watch.restart(self)
         self.sync_jobs()
         log.info("config reloaded (mode %s, scan every %ss, state %s)", new.policy.mode, new.daemon.scan_interval_seconds,
                  self.ctx.state_dir)
@@ -541,10 +560,13 @@ class Daemon:
             log.warning("daemon start not recorded in the ledger: %s", e)
         self.resume_unfinished()
         self.scheduler = self.build_scheduler()
+        from occd.runtime import watch
+
+        watch.start(self)
         self.sync_jobs(initial=True)
         self.scheduler.start()
-        log.info("occd daemon started (pid %s, mode %s, scan every %ss, state %s, jobs: %s)", os.getpid(),
-                 self.settings.policy.mode, self.settings.daemon.scan_interval_seconds, self.ctx.state_dir,
+        log.info("occd daemon started (pid %s, mode %s, %s (%s), scan every %ss, state %s, jobs: %s)", os.getpid(),
+                 self.settings.policy.mode, *self.watch_mode, self.scan_interval(), self.ctx.state_dir,
                  ", ".join(self._registered) or "none")
         self.heartbeat()
         sd_notify(f"READY=1\nMAINPID={os.getpid()}\nSTATUS={self.status_line()}", self.env)
@@ -584,6 +606,9 @@ class Daemon:
             os._exit(1)
 
     def _stop_scheduler(self) -> None:
+        from occd.runtime import watch
+
+        watch.stop(self)
         try:
             self.scheduler.shutdown(wait=True)
         except Exception as e:  # noqa: BLE001

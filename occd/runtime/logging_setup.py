@@ -86,6 +86,7 @@ def setup(level: str = "INFO", *, quiet_stderr: bool = False, env=None, stream=N
         d = paths.ensure_dir(paths.log_dir(env))
         fh = SafeFileHandler(d / "occd.log", maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8")
         fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        os.chmod(d / "occd.log", 0o600)  # occd's own file, whatever the umask
         handlers.append(fh)
     except OSError as e:
         print(f"Warning: cannot write the log file in {paths.log_dir(env)}: {e.strerror}", file=stream)

@@ -17,6 +17,7 @@ import orjson
 from occd.transcript.jsonl import iter_objects
 from occd.transcript.model import Transcript
 from occd.transcript.scan import entry_from_obj
+from occd.transcript import jsontext
 
 
 def context_tokens(t: Transcript) -> dict:
@@ -60,6 +61,7 @@ def analyze(t: Transcript) -> dict:
             thinking += len(e.thinking_blocks)
             signed += e.signed_thinking
             images += e.images
+            compactions += e.replay is not None  # a provider checkpoint (occd.transcript.compaction)
         elif e.type == "compaction":
             compactions += 1
         elif e.type == "label":
@@ -302,7 +304,7 @@ def summarize_range(path: str | os.PathLike, start: int = 0, end: int | None = N
             if not raw.strip():
                 continue
             try:
-                o = orjson.loads(raw)
+                o = jsontext.loads(raw)
             except orjson.JSONDecodeError:
                 s.malformed += 1
                 s.malformed_lines.append(offset)
@@ -320,7 +322,7 @@ def summarize_range(path: str | os.PathLike, start: int = 0, end: int | None = N
             if isinstance(ts, str):
                 s.last_timestamp = ts
             e = entry_from_obj(o, 0, 0, 0, 0, 3)
-            if e.type == "compaction":
+            if e.is_compaction:  # a provider checkpoint too (occd.transcript.compaction)
                 s.compactions += 1
             if e.type == "message":
                 s.messages += 1

@@ -18,8 +18,32 @@ from pathlib import Path
 import orjson
 
 from occd.errors import BusyError, OccdError, WriteError
+from occd.transcript import jsontext
 
 ARCHIVE_DIR = "archive"
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def no_symlink(p: Path, what: str = "folder") -> None:
+    """OccdError (SYMLINK_REFUSED) when `p` is a symbolic link: occd never writes through one into a place it
+    does not know (a symlinked `sessions/archive` would put transcripts into its target)."""
+    if os.path.islink(p):
+        raise OccdError(f"{p} is a symbolic link; occd does not write through it",
+                        f"replace it with a real {what} (move the link aside), then try again", code="SYMLINK_REFUSED")
+
+
+def safe_archive_dir(d: Path) -> Path:
+    """The archive folder, created (0700) when missing; refused when it (the folder itself) is a symlink or not a
+    folder."""
+    no_symlink(d)
+    try:
+        d.mkdir(exist_ok=True, mode=0o700)
+    except FileExistsError:
+        pass
+    no_symlink(d)
+    if not d.is_dir():
+        raise OccdError(f"{d} is not a folder", "move it aside, then try again", code="ARCHIVE_FAILED")
+    return d
 
 
 def _copy_range(fd_in: int, fd_out: int, offset: int, count: int) -> int:
@@ -56,7 +80,7 @@ def header_id(p: Path) -> str | None:
 
     try:
         with open_transcript(p) as fh:  # never blocks on a FIFO
-            h = orjson.loads(fh.readline(1 << 20))
+            h = jsontext.loads(fh.readline(1 << 20))
     except (OSError, ValueError, OccdError):
         return None
     return h.get("id") if isinstance(h, dict) else None
@@ -76,7 +100,7 @@ def verify_copy(copy: Path, *, lines: int | None, size: int | None, src_id: str 
     if size is not None and csize != size:
         return f"{csize} bytes, the source has {size}"
     try:
-        head = orjson.loads(first)
+        head = jsontext.loads(first)
     except ValueError:
         return "first line is not valid JSON"
     if not tail.endswith(b"\n"):
@@ -84,7 +108,7 @@ def verify_copy(copy: Path, *, lines: int | None, size: int | None, src_id: str 
     last = [ln for ln in tail.split(b"\n") if ln.strip()]
     try:
         if last:
-            orjson.loads(last[-1])
+            jsontext.loads(last[-1])
     except ValueError:
         return "last line is not valid JSON"
     if src_id is not None and (not isinstance(head, dict) or head.get("id") != src_id):
@@ -112,6 +136,9 @@ def _staged(src: Path, dst: Path):
     """A temp name beside `dst` (any leftover of an earlier attempt removed first) for the archive to be built
     and checked under; it is always removed afterwards, and an OSError becomes one WriteError."""
     tmp = dst.with_name(f".{dst.name}.occd-tmp")
+    if dst.parent.name == ARCHIVE_DIR:
+        safe_archive_dir(dst.parent)
+    no_symlink(dst, "file")
     try:
         dst.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tmp.unlink(missing_ok=True)
@@ -136,7 +163,7 @@ def copy_verified(src: Path, dst: Path, src_id: str | None = None) -> list[int]:
     with _staged(src, dst) as tmp:
         with open(src, "rb") as fin:
             before = os.fstat(fin.fileno())
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
             try:
                 off = 0
                 while off < before.st_size:
@@ -201,9 +228,10 @@ def _link(src: Path, dst: Path) -> None:
 def archive_path_for(transcript: Path) -> Path:
     """`sessions/archive/<name>`, or `<stem>.<n>.jsonl` when that name is taken (never overwrites)."""
     d = transcript.parent / ARCHIVE_DIR
+    no_symlink(d)
     p = d / transcript.name
     n = 1
-    while p.exists():
+    while os.path.lexists(p):
         p = d / f"{transcript.stem}.{n}{transcript.suffix}"
         n += 1
     return p

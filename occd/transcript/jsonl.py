@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Iterable, Iterator
 
 import orjson
+from occd.transcript import jsontext
 
 
 def iter_objects(lines: Iterable[bytes | str]) -> Iterator[dict]:
@@ -15,7 +16,7 @@ def iter_objects(lines: Iterable[bytes | str]) -> Iterator[dict]:
         if not raw.strip():
             continue
         try:
-            o = orjson.loads(raw)
+            o = jsontext.loads(raw)
         except orjson.JSONDecodeError:
             continue
         if isinstance(o, dict):

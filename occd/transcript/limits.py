@@ -31,7 +31,9 @@ def dumps_compact(value) -> bytes:
     try:
         return orjson.dumps(value)
     except TypeError:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+        from occd.transcript.jsontext import escape_surrogates  # lone surrogates back as the escapes they were read from
+
+        return escape_surrogates(json.dumps(value, ensure_ascii=False, separators=(",", ":"))).encode("utf-8")
 
 
 def json_text_len(value) -> int:

@@ -55,7 +55,7 @@ class EntryMeta:
     __slots__ = ("line", "offset", "length", "pos", "type", "id", "parent", "role", "stop_reason", "call_ids",
                  "call_blocks", "call_trunc", "thinking_blocks", "signed_thinking", "n_blocks", "has_text", "images",
                  "result_for", "result_trunc", "usage_tokens", "est_tokens", "first_kept", "target_id", "from_id",
-                 "summary", "display", "stripped")
+                 "summary", "display", "stripped", "replay")
 
     def __init__(self, line: int, offset: int, length: int, pos: int, etype: str, eid, parent):
         self.line = line
@@ -84,12 +84,19 @@ class EntryMeta:
         self.from_id = None                 # branch_summary.fromId
         self.summary = False                # branch_summary has a non-empty summary (it is then sent)
         self.display = None
+        self.replay: str | None = None      # assistant carrying a provider-native compaction checkpoint: its
+                                            # providerReplay type (occd.transcript.compaction); never rewritten
         self.stripped: bytes | None = None  # assistant with tool calls and other content, v3+: its line serialized
                                             # with the toolCall and thinking blocks dropped (scan(prepare_strip=True))
 
     @property
     def lineno(self) -> int:
         return self.line + 1
+
+    @property
+    def is_compaction(self) -> bool:
+        """A compaction (occd.transcript.compaction.is_compaction): OpenClaw's entry or a provider checkpoint."""
+        return self.type == "compaction" or self.replay is not None
 
     @property
     def is_message(self) -> bool:

@@ -23,6 +23,7 @@ import orjson
 from occd.errors import BusyError, WriteError
 from occd.transcript.limits import dumps_compact
 from occd.transcript.model import CURRENT_VERSION, Transcript, gc_paused
+from occd.transcript import jsontext
 
 EntryTransform = Callable[[dict], dict]
 _CHUNK = 1 << 20
@@ -171,7 +172,7 @@ def _rewrite(t: Transcript, out: IO[bytes], *, remove, edits, header, drop_malfo
         fh.seek(0)
         read = fh.read
         write = out.write
-        loads = orjson.loads
+        loads = jsontext.loads
         get_edit = edits.get
         # an edit mapping may already hold some new lines (the strip plan's prepared ones); they are made for the
         # current format, so only when no migration is applied on the way

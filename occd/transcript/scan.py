@@ -14,11 +14,12 @@ from array import array
 from pathlib import Path
 from typing import IO, Iterator
 
-import orjson
 
 from occd.errors import NotFoundError, ParseError
+from occd.transcript.compaction import provider_checkpoint
 from occd.transcript.limits import MAX_CHARS, MAX_LINES, dumps_compact, json_text_len, jslen, text_within_limit
 from occd.transcript.model import CURRENT_VERSION, REF_TYPES, EntryMeta, Malformed, Transcript, gc_paused
+from occd.transcript import jsontext
 
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 _CHUNK = 1 << 20
@@ -139,6 +140,7 @@ def _fill_message(e: EntryMeta, msg: dict, version: int, shared: tuple[dict, dic
     e.role = role
     content = msg.get("content")
     if role == "assistant":
+        e.replay = provider_checkpoint(msg)
         stop = msg.get("stopReason")
         e.stop_reason = stop
         chars = 0
@@ -377,7 +379,7 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
     pos = 0  # parsed objects so far
     missing_nl = False
     line = -1
-    loads = orjson.loads
+    loads = jsontext.loads
     v1_pending: list[tuple[EntryMeta, int]] = []  # (compaction entry, firstKeptEntryIndex)
     shared: tuple[dict, dict] = ({}, {})  # interned index and flag tuples (see _fill_message)
     refs: list[EntryMeta] = []  # entries that reference other entries besides their parent
@@ -409,7 +411,7 @@ def scan_stream(fh: IO[bytes], *, path: Path | None = None, max_line_bytes: int 
             continue
         try:
             o = loads(raw)
-        except orjson.JSONDecodeError:
+        except ValueError:
             if not raw.strip():
                 continue  # a blank line: OpenClaw skips it
             try:

@@ -448,3 +448,50 @@ test("leanTurn keeps the question and the answer's text only", () => {
   assert.deepEqual(leanTurn(t).map((m) => m.role), ["user", "assistant"]);
   assert.deepEqual(texts(leanTurn(t)), ["Q", "A"]);
 });
+
+// --- issue 21: the plugin records each assemble() call per session (counts and times only) ----------------
+test("stats: every assemble() call is recorded per session and turn, counts only, bounded, atomic", async () => {
+  const { MAX_TURNS } = mod;
+  const d = tmpdir();
+  const policyPath = path.join(d, "policy.json"), statsPath = path.join(d, "stats.json");
+  fs.writeFileSync(policyPath, JSON.stringify({ default: { mode: "off" }, sessions: { "agent:main:main": { mode: "drop", keepTurns: 1, batchTurns: 1 } } }));
+  const engine = createEngine({ policyPath, statsPath });
+  const msgs = session(4);
+  const t0 = Date.now();
+  const r = await engine.assemble({ sessionId: "s1", sessionKey: "agent:main:main", messages: msgs });
+  let s = JSON.parse(fs.readFileSync(statsPath, "utf8")).sessions["agent:main:main"];
+  assert.equal(s.calls, 1);
+  assert.equal(s.turns.length, 1);
+  const [t] = s.turns;
+  assert.ok(t.at >= t0 && t.at <= Date.now());
+  assert.deepEqual({ ...t, at: 0 }, { at: 0, sessionId: "s1", mode: "drop", messagesIn: 16, messagesOut: r.messages.length,
+                                      estimatedTokens: r.estimatedTokens, hiddenTurns: 3 });
+  // bounded: only the newest MAX_TURNS calls are kept, the counter goes on
+  for (let i = 0; i < MAX_TURNS + 5; i++) await engine.assemble({ sessionId: "s1", sessionKey: "agent:main:main", messages: msgs });
+  const raw = fs.readFileSync(statsPath, "utf8");
+  s = JSON.parse(raw).sessions["agent:main:main"];
+  assert.equal(s.calls, MAX_TURNS + 6);
+  assert.equal(s.turns.length, MAX_TURNS);
+  assert.ok(s.turns.every((x, i) => i === 0 || x.at >= s.turns[i - 1].at));
+  assert.ok(!raw.includes("doc1") && !raw.includes("Q1") && !raw.includes("xxxx"), "counts only, no content");
+  assert.deepEqual(fs.readdirSync(d).filter((f) => f.endsWith(".tmp")), [], "no temp file left behind");
+  assert.equal(fs.statSync(statsPath).mode & 0o777, 0o600);
+  // a call that fails inside assemble() is recorded too, marked as an error (the history went through unchanged)
+  const evil = [user("a"), { get role() { throw new Error("boom"); } }];
+  await engine.assemble({ sessionId: "s1", sessionKey: "agent:main:main", messages: evil });
+  s = JSON.parse(fs.readFileSync(statsPath, "utf8")).sessions["agent:main:main"];
+  assert.equal(s.calls, MAX_TURNS + 7);
+  assert.equal(s.turns.at(-1).error, true);
+  assert.equal(s.turns.at(-1).messagesIn, 2);
+});
+
+test("stats: withTurn starts a session's record and survives a damaged previous one", () => {
+  const { withTurn, turnRecord } = mod;
+  const s = { mode: "drop", messagesIn: 3, messagesOut: 2, hiddenTurns: 1 };
+  const a = withTurn(undefined, s, turnRecord(s, "sid", 5, 1000));
+  assert.equal(a.calls, 1);
+  assert.equal(a.firstAt, 1000);
+  const b = withTurn({ calls: "x", turns: [null, { at: "bad" }, { at: 900 }] }, s, turnRecord(s, "sid", 5, 2000));
+  assert.equal(b.calls, 1);
+  assert.deepEqual(b.turns.map((t) => t.at), [900, 2000]);
+});

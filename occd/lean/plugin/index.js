@@ -93,6 +93,15 @@ function hasMeaning(b) {
 }
 
 /** The stub a hidden result is replaced by in mode "stub". */
+// The replay types of a provider's compaction checkpoint (openclaw/openclaw src/agents/transcript-redact-replay.ts,
+// isCompactionReplayCheckpoint); the Python side: occd/transcript/compaction.py.
+export const PROVIDER_COMPACTION_TYPES = Object.freeze(["anthropic-compaction", "openai-responses-compaction",
+  "openai-responses-retained-compaction"]);
+
+export function isCompactionCheckpoint(m) {
+  return m?.role === "assistant" && PROVIDER_COMPACTION_TYPES.includes(m.providerReplay?.type);
+}
+
 export function stubText(toolName, chars) {
   return `[occd: result of ${toolName || "a tool"} hidden from the model (${chars} chars); the session keeps it, call the tool again if you need it]`;
 }
@@ -170,6 +179,10 @@ export function leanView(messages, rawRules, choose) {
     if (m?.role === "assistant" && Array.isArray(m.content) && m.content.some(hideableCall)) toolTurnSet.add(turnOf[i]);
     else if (m?.role === "toolResult" && hideableResult(i)) toolTurnSet.add(turnOf[i]);
   }
+  // a provider-native compaction checkpoint (OpenClaw 2026.10.2+: `providerReplay` on an assistant message) is
+  // never hidden or rewritten, nor is anything before it: the provider's replay was made from that prefix
+  const cp = messages.findLastIndex(isCompactionCheckpoint);
+  if (cp >= 0) for (const t of [...toolTurnSet]) if (t <= turnOf[cp]) toolTurnSet.delete(t);
   const toolTurns = [...toolTurnSet].sort((a, b) => a - b);
   stats.toolTurns = toolTurns.length;
   // the hidden form of message i (GONE: it is left out), counted into `st`
@@ -394,6 +407,23 @@ export class PolicyFile {
 }
 
 const MAX_SESSIONS = 500;
+// per session, the newest assemble() calls occd compares with the turns OpenClaw stored (counts and times only)
+export const MAX_TURNS = 20;
+
+/** One assemble() call as occd reads it back: when, for which session id, and what went in and came out. */
+export function turnRecord(s, sessionId, estimatedTokens, now = Date.now()) {
+  return { at: now, sessionId: sessionId ?? null, mode: s.mode, messagesIn: s.messagesIn, messagesOut: s.messagesOut,
+           estimatedTokens, hiddenTurns: s.hiddenTurns };
+}
+
+/** The session's counts after one more assemble() call: the last counts, a call counter and its newest turns. */
+export function withTurn(prev, s, rec) {
+  const old = prev && typeof prev === "object" ? prev : {};
+  const turns = Array.isArray(old.turns) ? old.turns.filter((t) => t && typeof t.at === "number") : [];
+  turns.push(rec);
+  return { ...s, sessionId: rec.sessionId ?? undefined, at: rec.at, calls: (Number.isInteger(old.calls) ? old.calls : 0) + 1,
+           firstAt: typeof old.firstAt === "number" ? old.firstAt : rec.at, turns: turns.slice(-MAX_TURNS) };
+}
 
 export class StatsFile {
   constructor(file) {
@@ -422,8 +452,14 @@ export class StatsFile {
     data.updatedAt = Date.now();
     fs.mkdirSync(path.dirname(this.file), { recursive: true });
     const tmp = `${this.file}.${process.pid}.tmp`;
-    fs.writeFileSync(tmp, JSON.stringify(data));
-    fs.renameSync(tmp, this.file);
+    const fd = fs.openSync(tmp, "w", 0o600);
+    try {
+      fs.writeSync(fd, JSON.stringify(data));
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+    fs.renameSync(tmp, this.file); // atomic: a reader sees the old file or the new one, never half of one
   }
 }
 
@@ -498,11 +534,13 @@ export function createEngine({ policyPath, statsPath, statePath, logger } = {}) 
         const { messages: lean, stats: s } = leanView(whole, rules, sticky?.choose);
         s.turnsRecalled = turnsRecalled;
         sticky?.record(s, params.sessionId, warn);
+        const estimatedTokens = Math.ceil(s.charsOut / 4);
         if (stats && params.sessionKey) {
           try {
             stats.update((d) => {
               const prevMove = d.sessions[params.sessionKey]?.lastMove;
-              d.sessions[params.sessionKey] = { ...s, sessionId: params.sessionId, at: Date.now() };
+              const rec = turnRecord(s, params.sessionId, estimatedTokens);
+              d.sessions[params.sessionKey] = withTurn(d.sessions[params.sessionKey], s, rec);
               if (!s.lastMove && prevMove && s.boundaryMoves) d.sessions[params.sessionKey].lastMove = prevMove;
               if (policy.error) d.policyError = policy.error;
               else delete d.policyError;
@@ -511,10 +549,23 @@ export function createEngine({ policyPath, statsPath, statePath, logger } = {}) 
             warn(`stats not written: ${e?.message ?? e}`);
           }
         }
-        return { messages: lean, estimatedTokens: Math.ceil(s.charsOut / 4) };
+        return { messages: lean, estimatedTokens };
       } catch (e) {
         noteError("assemble", e);
-        return { messages, estimatedTokens: estimate(messages) };
+        const estimatedTokens = estimate(messages);
+        try { // the turn went through assemble() but got the history unchanged: occd counts it as not lean
+          const key = params?.sessionKey;
+          if (stats && typeof key === "string" && key) {
+            const n = Array.isArray(messages) ? messages.length : 0;
+            const s = { mode: "error", messagesIn: n, messagesOut: n, hiddenTurns: 0 };
+            stats.update((d) => {
+              d.sessions[key] = withTurn(d.sessions[key], d.sessions[key] ?? {}, { ...turnRecord(s, params?.sessionId, estimatedTokens), error: true });
+            });
+          }
+        } catch {
+          // best effort
+        }
+        return { messages, estimatedTokens };
       }
     },
 

@@ -1,0 +1,145 @@
+"""Did a file-era strip do what occd predicted? After the next real turn, the figure OpenClaw reports for it
+(the usage of the reply, which OpenClaw also records as the session's `totalTokens` in sessions.json) must agree
+with occd's prediction (`tokensAfterEstimate`, recorded with the strip) plus what the turn itself added.
+
+    expected = predicted + growth   (growth: chars/4 estimate of the entries appended after the strip, reply included)
+    agree   when  |reported − expected| ≤ TOLERANCE_RELATIVE × (saved + growth) + TOLERANCE_TOKENS
+
+The prediction is like with like (the figure before minus the chars/4 estimate of what the strip removed), so
+its error is that of two estimates — of what was removed (`saved`) and of what the turn added — against the real
+tokenizer: 25 % of them, plus 2,000 tokens. A strip OpenClaw did not see (it kept the old context) misses by the
+whole saving, which is outside the tolerance as soon as the saving exceeds a third of the turn plus ~2,700. A miss means occd's model of OpenClaw is wrong for
+this session: it is recorded as a `verify-strip` action (outcome failed) and an open warning problem, shown by
+`occd status SESSION`; an agreeing turn records `verify-strip` ok and closes the warning. A compaction between
+the strip and the reply makes the figures incomparable: recorded as skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import orjson
+
+log = logging.getLogger("occd.actions")
+
+TOLERANCE_RELATIVE = 0.25
+TOLERANCE_TOKENS = 2000
+LOOK_BACK_S = 7 * 86400            # strips older than this are not verified any more
+MAX_READ = 16 * 1024 * 1024        # bytes read after the strip's end, at most
+SOURCE = "strip"
+
+
+def judge(predicted: int, growth: int, reported: int, saved: int) -> dict:
+    """Pure: does `reported` agree with `predicted` + `growth`, given that the strip `saved` that many tokens?"""
+    expected = predicted + growth
+    slack = TOLERANCE_RELATIVE * (max(0, saved) + max(0, growth)) + TOLERANCE_TOKENS
+    miss = reported - expected
+    return {"predicted": predicted, "growthEstimate": growth, "expected": expected, "reported": reported,
+            "miss": miss, "missPercent": round(100.0 * miss / expected, 1) if expected else None,
+            "tolerance": round(slack), "agrees": abs(miss) <= slack}
+
+
+def next_turn(path: Path, offset: int) -> dict | None:
+    """The first reply with usage after byte `offset` (where the stripped file ended): its usage and the chars/4
+    estimate of what was appended up to it. None while there is none yet; {"compacted": True} when a compaction
+    came first."""
+    from occd.transcript.scan import entry_from_obj
+
+    with open(path, "rb") as fh:
+        if os.fstat(fh.fileno()).st_size <= offset:
+            return None
+        fh.seek(offset)
+        data = fh.read(MAX_READ)
+    growth = 0
+    for raw in data.split(b"\n"):
+        if not raw.strip():
+            continue
+        try:
+            o = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue  # a line being written
+        if not isinstance(o, dict):
+            continue
+        if o.get("type") == "compaction":
+            return {"compacted": True}
+        e = entry_from_obj(o, 0, 0, 0, 0, 3)
+        if e.type in ("message", "custom_message"):
+            growth += e.est_tokens
+        if e.type == "message" and e.role == "assistant" and e.usage_tokens is not None:
+            return {"reported": e.usage_tokens, "growth": growth}
+    return None
+
+
+def _pending(led, now: float) -> dict:
+    """(agent, session) -> its newest real strip of the last week not yet verified."""
+    rows = led._rows("SELECT * FROM actions WHERE ts >= ? AND kind IN ('strip', 'edit', 'verify-strip') "
+                     "ORDER BY ts", (now - LOOK_BACK_S,))
+    acts = [led._action_dict(r) for r in rows]
+    newest: dict = {}
+    verified: dict = {}
+    for a in acts:
+        k = (a["agent_id"], a["session_id"])
+        if a["kind"] in ("strip", "edit") and a["outcome"] == "ok" and not a["dry_run"]:
+            if k not in newest or a["ts"] > newest[k]["ts"]:
+                newest[k] = a
+        elif a["kind"] == "verify-strip":
+            verified[k] = max(verified.get(k, 0), a["ts"])
+    return {k: a for k, a in newest.items() if verified.get(k, -1) < a["ts"]}
+
+
+def verify_strips(led, sessions, now: float) -> dict:
+    """Compare each pending strip with its session's next real turn (file era); record the outcome."""
+    counts = {"agreed": 0, "missed": 0, "waiting": 0, "skipped": 0}
+    pending = _pending(led, now)
+    if not pending:
+        return counts
+    for obs in sessions:
+        a = pending.get((obs.agent, obs.session_id))
+        if a is None or obs.era != "file" or not obs.path:
+            continue
+        after = a.get("after") or {}
+        predicted, size_after = after.get("tokensAfterEstimate"), after.get("sizeAfter")
+        if not isinstance(predicted, int) or not isinstance(size_after, int):
+            continue
+        try:
+            turn = next_turn(Path(obs.path), size_after)
+        except OSError:
+            continue
+        if turn is None:
+            counts["waiting"] += 1
+            continue
+        subject = f"strip:{obs.agent}/{obs.session_id}"
+        base = {"actionId": a["id"], "stripAt": a["ts"]}
+        if turn.get("compacted"):
+            led.record_action("verify-strip", obs.agent, obs.session_id, obs.session_key, trigger="auto",
+                              outcome="skipped", reason="OpenClaw compacted before the next reply: not comparable",
+                              before=base, now=now)
+            counts["skipped"] += 1
+            continue
+        before = after.get("tokensBefore")
+        saved = before - predicted if isinstance(before, int) else predicted
+        j = judge(predicted, turn["growth"], turn["reported"], saved)
+        j["saved"] = saved
+        if j["agrees"]:
+            led.record_action("verify-strip", obs.agent, obs.session_id, obs.session_key, trigger="auto",
+                              outcome="ok", reason=f"the next turn reported {j['reported']} tokens, "
+                              f"{j['expected']} expected (within ±{j['tolerance']})", before=base, after=j, now=now)
+            led.sync_problems((SOURCE,), [], now=now, subjects=[subject])
+            counts["agreed"] += 1
+            continue
+        why = (f"the next turn after the strip reported {j['reported']} tokens; occd predicted {j['expected']} "
+               f"({predicted} after the strip + {j['growthEstimate']} the turn added): off by {j['miss']:+d} "
+               f"({j['missPercent']:+.0f}%), tolerance ±{j['tolerance']}")
+        led.record_action("verify-strip", obs.agent, obs.session_id, obs.session_key, trigger="auto",
+                          outcome="failed", reason=why, before=base, after=j, now=now)
+        led.sync_problems((SOURCE,), [{
+            "source": SOURCE, "subject": subject, "code": "STRIP_PREDICTION_MISS", "severity": "warn",
+            "agent_id": obs.agent, "session_id": obs.session_id, "path": str(obs.path), "message": why,
+            "hint": "occd's model of OpenClaw is wrong for this session (did OpenClaw keep the old context in "
+                    "memory?): `occd info` and `occd logs` show more; report it with `occd status SESSION --json`",
+            "details": j}], now=now, subjects=[subject])
+        log.warning("%s/%s: strip prediction missed: %s", obs.agent, obs.session_id[:13], why)
+        counts["missed"] += 1
+    return counts

@@ -1,0 +1,111 @@
+"""A file-era OpenClaw agent, simulated on disk for the daemon's reaction tests and bench/bench_react.py: a
+session whose turns each read a tool result, and runs that do what OpenClaw's do to the sessions folder (take the
+transcript's `.jsonl.lock` run lock with a live pid, append the turn, update sessions.json, release the lock)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+WINDOW = 60_000          # OpenClaw's budget: 40,000 (reserve floor 20,000)
+BUDGET = 40_000
+OVERHEAD = 9_500
+SID = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
+RESULT_CHARS = 2_400     # ~1.2k tokens per tool result (OpenClaw counts them at 2 chars a token)
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class SimAgent:
+    def __init__(self, home: Path, turns: int, *, result_chars: int = RESULT_CHARS):
+        self.state = home / ".openclaw"
+        self.sdir = self.state / "agents" / "main" / "sessions"
+        self.sdir.mkdir(parents=True)
+        self.path = self.sdir / f"{SID}.jsonl"
+        self.lock = self.path.with_name(self.path.name + ".lock")
+        self.result_chars = result_chars
+        (self.state / "openclaw.json").write_text(json.dumps(
+            {"models": {"providers": {"fake": {"models": [{"id": "fake-model", "contextWindow": WINDOW}]}}}}))
+        self.entries = [{"type": "session", "version": 3, "id": SID, "timestamp": _iso(time.time() - 3600),
+                         "cwd": "/w"}]
+        self.turns = 0
+        for _ in range(turns):
+            self._add_turn()
+        self.path.write_text("".join(json.dumps(e) + "\n" for e in self.entries))
+        old = time.time() - 3600
+        os.utime(self.path, (old, old))
+        self._index(old)
+
+    def _add(self, o: dict) -> None:
+        o.update(id=f"e{len(self.entries):07d}", parentId=self.entries[-1]["id"], timestamp=_iso(time.time()))
+        self.entries.append(o)
+
+    def _add_turn(self) -> list[dict]:
+        self.turns += 1
+        i, n0 = self.turns, len(self.entries)
+        usage = {"input": 1000 * i, "output": 5, "totalTokens": 1000 * i + 5}
+        self._add({"type": "message", "message": {"role": "user", "content": f"Q{i}: READ /w/doc{i}.txt"}})
+        self._add({"type": "message", "message": {"role": "assistant", "content": [
+            {"type": "toolCall", "id": f"call_{i}", "name": "read", "arguments": {"path": f"/w/doc{i}.txt"}}],
+            "usage": usage, "stopReason": "toolUse"}})
+        self._add({"type": "message", "message": {"role": "toolResult", "toolCallId": f"call_{i}", "toolName": "read",
+                                                 "content": [{"type": "text", "text": (f"doc{i} alpha beta " * 2000)
+                                                              [:self.result_chars]}]}})
+        self._add({"type": "message", "message": {"role": "assistant", "content": [{"type": "text", "text": f"done {i}"}],
+                                                 "usage": usage, "stopReason": "stop"}})
+        return self.entries[n0:]
+
+    def _index(self, t: float) -> None:
+        from occd.policy import budget as b
+
+        msgs = b.context_messages([json.loads(x) for x in self.path.read_text().splitlines()])
+        est = b.estimate_context(msgs)
+        count = len(msgs) - 4  # OpenClaw's check before the last turn
+        status = {"estimatedPromptTokens": math.ceil(sum(est.per_message[:count]) * 1.2) + OVERHEAD,
+                  "messageCount": count, "contextTokenBudget": WINDOW, "promptBudgetBeforeReserve": BUDGET}
+        idx = {"agent:main:main": {"sessionId": SID, "sessionFile": str(self.path), "updatedAt": int(t * 1000),
+                                   "model": "fake-model", "modelProvider": "fake", "contextTokens": WINDOW,
+                                   "contextBudgetStatus": status}}
+        tmp = self.sdir / ".sessions.json.tmp"
+        tmp.write_text(json.dumps(idx))
+        os.replace(tmp, self.sdir / "sessions.json")
+
+    def predicted(self) -> int:
+        from occd.policy import budget as b
+
+        est = b.estimate_context(b.context_messages([json.loads(x) for x in self.path.read_text().splitlines()]))
+        return b.with_margin(est.history) + OVERHEAD
+
+    def tool_results(self) -> int:
+        return sum(1 for x in self.path.read_text().splitlines() if '"toolResult"' in x and len(x) > 2000)
+
+    # a run, as OpenClaw does it -----------------------------------------------------------------------------
+    def start_run(self) -> None:
+        fd = os.open(self.lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(fd, json.dumps({"pid": os.getpid(), "createdAt": _iso(time.time())}).encode())
+        os.close(fd)
+
+    def append_turn(self) -> None:
+        new = self._add_turn()
+        with open(self.path, "a") as fh:
+            for e in new:
+                fh.write(json.dumps(e) + "\n")
+                fh.flush()
+
+    def end_run(self) -> float:
+        """Update the index, release the lock; returns when (time.time()) the run ended."""
+        self._index(time.time())
+        os.unlink(self.lock)
+        return time.time()
+
+    def run(self, turns: int = 1) -> float:
+        self.start_run()
+        for _ in range(turns):
+            self.append_turn()
+        return self.end_run()

@@ -1,0 +1,207 @@
+"""Issue 19: the daemon wakes on what OpenClaw writes and strips when a run ends, on its defaults."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from occd.runtime import watch
+from occd.config import load_settings
+from occd.runtime.daemon import Daemon, read_status
+from occd.ledger import Ledger
+from simrun import BUDGET, SimAgent
+
+
+def wait_for(pred, timeout=15.0, step=0.05):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(step)
+    return False
+
+
+# ---- pure parts ----------------------------------------------------------------------------------------------
+
+def test_debouncer_waits_for_quiet():
+    d = watch.Debouncer(2.0)
+    assert d.wait_for(100.0) is None and not d.due(100.0)
+    d.note(100.0, None)
+    d.note(101.0, None)
+    assert not d.due(102.5) and d.wait_for(102.5) == pytest.approx(0.5)
+    assert d.due(103.0)
+    d.take()
+    assert not d.due(200.0)
+
+
+def test_interesting_files():
+    for p in ("/s/a.jsonl", "/s/a.jsonl.lock", "/s/sessions.json", "/a/openclaw-agent.sqlite-wal"):
+        assert watch.interesting(p), p
+    for p in ("/s/.a.jsonl.123.tmp", "/s/a.backup.1.jsonl", "/s/notes.txt", "/s/.sessions.json.tmp"):
+        assert not watch.interesting(p), p
+    assert watch.interesting("/lean/stats.json", frozenset({"/lean/stats.json"}))
+
+
+def test_wake_runner_coalesces_requests():
+    runs = []
+    gate = threading.Event()
+
+    def cycle():
+        runs.append(time.monotonic())
+        gate.wait(2)
+
+    w = watch.WakeRunner(cycle).start()
+    try:
+        for _ in range(5):
+            w.request()
+        assert wait_for(lambda: len(runs) == 1)
+        for _ in range(5):  # asked while the cycle runs: exactly one more afterwards
+            w.request()
+        gate.set()
+        assert wait_for(lambda: len(runs) == 2)
+        time.sleep(0.3)
+        assert len(runs) == 2
+        w.request(time.time() + 0.5)  # a due time: not before it
+        time.sleep(0.2)
+        assert len(runs) == 2
+        assert wait_for(lambda: len(runs) == 3, timeout=3)
+    finally:
+        w.stop()
+
+
+# ---- the watcher on a real folder ----------------------------------------------------------------------------
+
+def test_watcher_wakes_when_the_run_ends_not_while_it_runs(isolated_env):
+    agent = SimAgent(isolated_env, turns=2)
+    wakes = []
+    w = watch.Watcher(agent.state, lambda r: wakes.append(time.monotonic()), settle=0.5)
+    assert w.start()[0] == "events"
+    try:
+        agent.start_run()
+        agent.append_turn()
+        time.sleep(1.5)
+        agent.append_turn()
+        time.sleep(1.5)
+        assert wakes == []          # the lock is held by a live pid: no wake-up mid-run
+        ended = time.monotonic()
+        agent.end_run()
+        assert wait_for(lambda: len(wakes) == 1, timeout=5)
+        assert 0.4 <= wakes[0] - ended < 3.0
+        time.sleep(1.0)
+        assert len(wakes) == 1      # one burst, one wake-up
+    finally:
+        w.stop()
+
+
+def test_watcher_falls_back_to_polling_with_the_reason(isolated_env, monkeypatch):
+    agent = SimAgent(isolated_env, turns=1)
+    from watchdog.observers import Observer
+
+    def refuse(self, *a, **k):
+        raise OSError(28, "inotify watch limit reached")
+
+    monkeypatch.setattr(Observer, "schedule", refuse)
+    w = watch.Watcher(agent.state, lambda r: None)
+    mode, reason = w.start()
+    w.stop()
+    assert mode == "polling" and "inotify watch limit reached" in reason
+
+
+# ---- the daemon, with its defaults -------------------------------------------------------------------------
+
+def _daemon(state):
+    def loader():
+        return load_settings({"state_dir": str(state), "policy": {"mode": "act"}})  # no other setting
+    return Daemon(loader)
+
+
+def _start(d, led):
+    t = threading.Thread(target=d.run_forever, args=(led,), kwargs={"install_signals": False}, daemon=True)
+    t.start()
+    assert wait_for(lambda: d.last_cycle is not None, timeout=30)
+    return t
+
+
+def _stop(d, t):
+    d._on_signal(signal.SIGTERM, None)
+    t.join(40)
+    assert not t.is_alive()
+
+
+def test_daemon_strips_within_seconds_of_the_run_end_on_its_defaults(isolated_env):
+    """A run pushes the session to where OpenClaw would compact within two turns: the daemon, with no setting but
+    act mode, strips it seconds after the run releases its lock — never while the lock is held — and keeps the
+    newest 5 turns' tool results."""
+    agent = SimAgent(isolated_env, turns=10)    # under the trigger: the start-up scan leaves it alone
+    with Ledger.open() as led:
+        d = _daemon(agent.state)
+        t = _start(d, led)
+        try:
+            assert d.watch_mode[0] == "events", d.watch_mode
+            assert (read_status() or {}).get("watch", {}).get("mode") == "events"
+            assert led.history(kind="strip") == []
+            agent.start_run()
+            for _ in range(9):
+                agent.append_turn()
+                time.sleep(0.3)
+            assert agent.predicted() + 2 * 1500 >= BUDGET   # urgent now
+            time.sleep(3)
+            assert [a for a in led.history(kind="strip") if a["outcome"] == "ok"] == []  # the lock is live
+            ended = agent.end_run()
+            assert wait_for(lambda: any(a["outcome"] == "ok" for a in led.history(kind="strip")), timeout=20)
+            took = time.time() - ended
+            (a,) = [a for a in led.history(kind="strip") if a["outcome"] == "ok"]
+            assert a["before"].get("urgency") and a["before"]["keepTurnsWithTools"] >= 5
+        finally:
+            _stop(d, t)
+    assert took < 10, took
+    assert agent.tool_results() >= 5 and agent.predicted() <= BUDGET // 2
+
+
+def test_watcher_follows_an_agent_created_after_it_started(isolated_env):
+    state = isolated_env / ".openclaw"
+    (state / "agents").mkdir(parents=True)
+    wakes = []
+    w = watch.Watcher(state, lambda r: wakes.append(r), settle=0.3)
+    assert w.start()[0] == "events"
+    try:
+        sdir = state / "agents" / "main" / "sessions"
+        sdir.mkdir(parents=True)
+        assert wait_for(lambda: str(sdir) in w.watched, timeout=5)
+        n = len(wakes)
+        (sdir / "s1.jsonl").write_text("{}\n")
+        assert wait_for(lambda: len(wakes) > n, timeout=5)
+        assert "folders" in w.reason and str(len(w.watched)) in w.reason
+    finally:
+        w.stop()
+
+
+def test_doctor_and_status_say_which_mode(isolated_env, monkeypatch):
+    from click.testing import CliRunner
+
+    from occd.cli.main import cli
+    from occd.health.doctor import DoctorContext, check_watch
+
+    agent = SimAgent(isolated_env, turns=1)
+    s = load_settings({"state_dir": str(agent.state)})
+    r = check_watch(DoctorContext(now=time.time(), settings=s))
+    assert r.status == "ok" and "would run in events mode" in r.detail
+    off = load_settings({"state_dir": str(agent.state), "daemon": {"watch": False}})
+    r = check_watch(DoctorContext(now=time.time(), settings=off))
+    assert r.status == "warn" and "polling mode (daemon.watch is off)" in r.detail
+    from occd.runtime.daemon import InstanceLock
+
+    with Ledger.open() as led, InstanceLock():  # a running daemon (`occd run` holds the lock): its own mode
+        d = _daemon(agent.state)
+        t = _start(d, led)
+        try:
+            r = check_watch(DoctorContext(now=time.time(), settings=s))
+            assert r.status == "ok" and r.detail.startswith("the daemon runs in events mode (inotify")
+            out = CliRunner().invoke(cli, ["status"], env={"OPENCLAW_STATE_DIR": str(agent.state)})
+            assert "Wakes on: OpenClaw’s writes (events: inotify" in out.output, out.output
+        finally:
+            _stop(d, t)
