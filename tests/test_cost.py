@@ -148,10 +148,10 @@ def test_stats_show_net_savings_negative_when_negative_and_the_assumptions(isola
                  "cost": {"prices": SONNET.as_dict(), "warm": True, "promptTokens": 100_000, "prefixKeptTokens": 10_000,
                           "turns": 5, "preventsCompaction": False}}
     with Ledger.open() as led:
-        # 160 KB removed = 40k tokens of the 100k the model was sent
+        # 40k tokens removed of the 100k the model was sent
         led.record_action("strip", "main", SID, "agent:main:main", trigger="auto", policy="strip_at_budget_percent",
                           reason="r", outcome="ok", before=warm_loss,
-                          after={"sizeOriginal": 400_000, "sizeAfter": 240_000}, now=now - 100)
+                          after={"tokensBefore": 100_000, "tokensAfterEstimate": 60_000}, now=now - 100)
     s = run("stats", "--json")
     assert s.exit_code == 0, s.output
     data = json.loads(s.stdout)
@@ -171,10 +171,10 @@ def test_stats_show_net_savings_negative_when_negative_and_the_assumptions(isola
 def test_tokens_removed_never_exceed_the_prompt_the_model_was_sent(isolated_env):
     now = time.time()
     with Ledger.open() as led:
-        # bytes/4 of the whole file says 250k; the model was sent 60k
+        # the context figure says 250k were removed (a stale figure); the model was being sent 60k
         led.record_action("strip", "main", SID, "agent:main:main", trigger="auto", policy="p", reason="r",
                           outcome="ok", before={"predictedPromptTokens": 60_000, "inputUsdPerMTok": 3.0},
-                          after={"sizeOriginal": 1_100_000, "sizeAfter": 100_000}, now=now)
+                          after={"tokensBefore": 250_000, "tokensAfterEstimate": 0}, now=now)
         rows = led.history(limit=10)
     t = savings.summarize(rows)["total"]
     assert t["tokensRemoved"] == 60_000
