@@ -86,6 +86,17 @@ class LeanSettings(BaseModel):
     batch_turns: int = Field(4, ge=1, description="hide old turns in batches of this many (prompt cache breaks once per batch)")
     never_hide: list[str] = Field(default_factory=lambda: ["memory_*"], description="tools never hidden (a trailing * matches a prefix)")
     keep_results_under_chars: int = Field(300, ge=0, description="results this short stay with their call")
+    high_water: float = Field(0.8, gt=0, le=1, description="the plugin moves its (sticky) boundary when the lean prompt passes this share of OpenClaw's token budget")
+    low_water: float = Field(0.3, gt=0, le=1, description="... and then hides old tool turns until the prompt is down to this share (one prompt-cache break per move)")
+
+
+class CostSettings(BaseModel):
+    """The prompt-cache cost model (occd.policy.cost): what a rewrite costs and saves."""
+
+    cache_ttl_seconds: dict[str, float] = Field(default_factory=lambda: {"default": 300.0}, description="prompt-cache lifetime per \"provider/model\", model, provider or \"default\" (Anthropic 300 or 3600, OpenAI ~300-3600)")
+    horizon_turns: int = Field(10, ge=1, description="a rewrite's saving is counted on at most this many following turns (fewer when a compaction would come sooner)")
+    summary_tokens: int = Field(2000, ge=0, description="what a compaction's summary call writes (its output), for the cost of a prevented compaction")
+    only_when_it_pays: bool = Field(True, description="skip a strip that costs more in cache writes than it saves before the next compaction (unless it prevents a compaction or a block)")
 
 
 class DaemonSettings(BaseModel):
@@ -154,6 +165,7 @@ class Settings(BaseSettings):
     agents: dict[str, AgentOverrides] = Field(default_factory=dict, description="per-agent policy overrides")
     llm: LLMSettings = Field(default_factory=LLMSettings)
     lean: LeanSettings = Field(default_factory=LeanSettings)
+    cost: CostSettings = Field(default_factory=CostSettings)
     check: CheckSettings = Field(default_factory=CheckSettings)
 
     # set by load_settings(); not a setting

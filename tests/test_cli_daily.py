@@ -476,7 +476,7 @@ def test_config_init_is_every_default_commented_and_valid_when_uncommented(isola
 
     text = paths.config_file().read_text()
     assert tomllib.loads(text) == {"daemon": {}, "policy": {"breaker": {}, "rotation": {}}, "llm": {}, "lean": {},
-                                     "check": {}}
+                                     "check": {}, "cost": {}}
     assert run("config", "init").exit_code == 1  # never overwrites without --force
     live = "\n".join(line[2:] if re.match(r"^# [a-z_]+ = ", line) and "(unset)" not in line else line
                      for line in text.splitlines())

@@ -98,8 +98,9 @@ def test_lean_view_on_a_real_gateway(version, tmp_path, monkeypatch):
         assert res["release"] == version
         policy_path = Path(res["policy"])
         pol = json.loads(policy_path.read_text())
+        # tiny documents: a sticky boundary that moves at any size (highWater/lowWater: plugin/sticky.js)
         pol["sessions"]["agent:main:main"] = {"mode": "drop", "keepTurns": 1, "batchTurns": 1, "neverHide": [],
-                                              "keepResultsUnderChars": 0}
+                                              "keepResultsUnderChars": 0, "highWater": 0.001, "lowWater": 0.001}
         policy_path.write_text(json.dumps(pol))
         docs = []
         for i in (1, 2, 3):

@@ -69,7 +69,8 @@ def test_savings_summary_counts_only_real_automatic_strips(isolated_env):
     s = savings.summarize([r for r in rows if r["ts"] >= now - 7 * 86400])["total"]
     assert s["strips"] == 2 and s["tokensRemoved"] == 90_000 + 10_000
     assert s["compactionsAvoided"] == 2 and s["emergencies"] == 1
-    assert abs(s["usdSaved"] - 90_000 * 3.0 / 1e6 * savings.SAVINGS_HORIZON_TURNS) < 1e-9
+    # no prompt size recorded with these strips: counted, not priced (tests/test_cost.py prices them)
+    assert s["unpriced"] == 2 and s["usdNet"] == 0
     r = run("stats", "--since", "7d", "--json")
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)

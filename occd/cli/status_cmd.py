@@ -268,11 +268,20 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
                 indent=2)
 
 
+def _money(v: float) -> str:
+    return f"-${-v:.2f}" if v < 0 else f"${v:.2f}"
+
+
 def _savings_line(sv: dict) -> str:
-    money = f", ~${sv['usdSaved']:.2f} on the next turns" if sv.get("usdSaved") else ""
+    priced = sv.get("strips", 0) + sv.get("rotations", 0) + sv.get("leanMoves", 0) - sv.get("unpriced", 0)
+    money = (f", net {_money(sv.get('usdNet', 0.0))} with the prompt cache priced (saved {_money(sv.get('usdSaved', 0.0))}"
+             f" + compactions {_money(sv.get('usdCompactionsAvoided', 0.0))} - cache writes "
+             f"{_money(sv.get('usdCacheWrites', 0.0))})" if priced > 0 else "")
     em = f", {plural(sv['emergencies'], 'emergency', 'emergencies')} handled" if sv.get("emergencies") else ""
+    moves = f", {plural(sv['leanMoves'], 'lean-view boundary move')}" if sv.get("leanMoves") else ""
     return (f"{human_tokens(sv['tokensRemoved'])} context tokens removed by {plural(sv['strips'], 'strip')}, "
-            f"{plural(sv['compactionsAvoided'], 'compaction')} avoided{money}; {plural(sv['rotations'], 'rotation')}{em}")
+            f"{plural(sv['compactionsAvoided'], 'compaction')} avoided{money}; "
+            f"{plural(sv['rotations'], 'rotation')}{moves}{em}")
 
 
 @click.command("stats")
@@ -280,7 +289,7 @@ def _savings_line(sv: dict) -> str:
 @json_option
 @handle_errors
 def stats_cmd(since, as_json):
-    """What the daemon saved: context tokens removed, compactions avoided, money on the next turns."""
+    """What the daemon saved: context tokens removed, compactions avoided, net money with the prompt cache priced."""
     from occd.report import status as st
 
     data = st.stats(load_settings_from_ctx(), since=since)
@@ -297,16 +306,19 @@ def stats_cmd(since, as_json):
 
         t = Table(show_edge=False, box=None)
         for col, j in (("AGENT", "left"), ("SESSION", "left"), ("STRIPS", "right"), ("TOKENS REMOVED", "right"),
-                       ("COMPACTIONS AVOIDED", "right"), ("USD", "right"), ("ROTATIONS", "right")):
+                       ("COMPACTIONS AVOIDED", "right"), ("NET", "right"), ("ROTATIONS", "right")):
             t.add_column(col, justify=j)
         for r in sorted(data["sessions"], key=lambda r: -r["tokensRemoved"]):
             t.add_row(r["agent"] or "-", short_id(r["sessionId"] or "-"), str(r["strips"]),
                       human_tokens(r["tokensRemoved"]), str(r["compactionsAvoided"]),
-                      f"{r['usdSaved']:.2f}" if r["usdSaved"] else "-", str(r["rotations"]))
+                      _money(r["usdNet"]) if r["strips"] + r["rotations"] + r["leanMoves"] > r["unpriced"] else "-",
+                      str(r["rotations"]))
         c.print(t)
     a = data["assumptions"]
+    ttl = ", ".join(f"{k} {v:g}s" for k, v in a["cacheTtlSeconds"].items())
     c.print(f"tokens removed: {a['tokensRemoved']}; compactions avoided: {a['compactionsAvoided']}; "
-            f"money: {a['usdSaved']}", style="dim", wrap=True, indent=2)
+            f"money: {a['usdNet']}; prices from {', '.join(a['priceSources']) or 'nothing priced yet'}; cache lifetime "
+            f"{ttl}; {a['turnsAssumed']} following turns at most", style="dim", wrap=True, indent=2)
 
 
 @click.command("history")

@@ -13,7 +13,7 @@ def _state(obs):
                         running=obs.running)
 
 
-def decide_session(ctx, obs, policy, now, times=()):
+def decide_session(ctx, obs, policy, now, times=(), *, priced: bool = True):
     """The decision for one session: on OpenClaw's own budget (file era: the transcript's context; database era:
     the same read from the read-only database, from the last reset marker on; both with the spiral/blocked
     observations); else by the model's reported context use as a share of the window
@@ -22,7 +22,10 @@ def decide_session(ctx, obs, policy, now, times=()):
 
     Database era: an emergency is a rotation (reset + seed through the gateway), never a compaction; and where
     OpenClaw's budget is known the share of the window is not consulted at all, since its action there is a
-    (lossy) `openclaw sessions compact`, earlier than OpenClaw itself would compact."""
+    (lossy) `openclaw sessions compact`, earlier than OpenClaw itself would compact.
+
+    `priced`: a strip acts only when it pays once the prompt cache is priced (occd.policy.cost; the lean job
+    turns this off: turning the lean view on rewrites nothing, its plugin moves its boundary on its own terms)."""
     from occd.policy.strip import decide_budget_strip, decide_strip
 
     db = obs.era == "db"
@@ -34,12 +37,33 @@ def decide_session(ctx, obs, policy, now, times=()):
             p, target, em, fresh = ev
             d = decide_budget_strip(_state(obs), policy, now=now, prediction=p, target=target, emergency=em,
                                     recent_action_times=times, fresh_session_tokens=fresh,
-                                    strip_emergencies=not db)
+                                    strip_emergencies=not db, economics=economics(ctx, obs) if priced else None)
             if d is not None:
                 return d
         if db:
             return None
     return decide_strip(_state(obs), policy, now=now, window_tokens=obs.context_window, recent_action_times=times)
+
+
+def economics(ctx, obs):
+    """Prices and the cache lifetime for the session's model (occd.policy.cost), or None when off."""
+    c = getattr(ctx.settings, "cost", None)
+    if c is None or not c.only_when_it_pays:
+        return None
+    from occd.policy import cost
+    from occd.policy.savings import litellm_table
+
+    try:
+        from occd.jobs.scan import _openclaw_config
+
+        cfg = _openclaw_config(ctx)
+    except Exception:  # noqa: BLE001 - no config: the next source
+        cfg = None
+    model = getattr(obs, "model", None)
+    prices = cost.prices(cfg, model, litellm_table(ctx.cache) if cost.from_openclaw(cfg, model) is None else None)
+    provider = model.split("/", 1)[0] if isinstance(model, str) and "/" in model else None
+    return cost.Economics(prices=prices, ttl_s=cost.cache_ttl(c.cache_ttl_seconds, provider, model),
+                          horizon_turns=c.horizon_turns, summary_tokens=c.summary_tokens)
 
 
 DECIDED_KEY = "apply.decided"  # (the cycle's scan, {(agent, key)}) the apply job decided about this cycle

@@ -27,13 +27,14 @@ def decision(ctx, obs, policy, now: float):
     from occd.jobs.decide import decide_session
 
     obs = dataclasses.replace(obs, running=False, last_activity=None) if dataclasses.is_dataclass(obs) else obs
-    return decide_session(ctx, obs, policy.model_copy(update={"min_idle_minutes": 0}), now)
+    return decide_session(ctx, obs, policy.model_copy(update={"min_idle_minutes": 0}), now, priced=False)
 
 
 def rules_from_settings(settings) -> dict:
     ls = settings.lean
     return {"mode": ls.mode, "keepTurns": ls.keep_turns, "batchTurns": ls.batch_turns,
-            "neverHide": list(ls.never_hide), "keepResultsUnderChars": ls.keep_results_under_chars}
+            "neverHide": list(ls.never_hide), "keepResultsUnderChars": ls.keep_results_under_chars,
+            "highWater": ls.high_water, "lowWater": min(ls.low_water, ls.high_water)}
 
 
 def covered(ctx, obs) -> bool:
@@ -115,7 +116,50 @@ def run(ctx) -> dict:
             ctx.cache[CACHE_KEY].add(obs.session_key)
             counts["turnedOn"] += 1
             log.info("%s/%s: lean view on (%s)", obs.agent, obs.session_id[:13], d.reason)
+    counts["boundaryMoves"] = _record_moves(ctx, scan, lean.read_stats())
     return counts
+
+
+def _record_moves(ctx, scan, stats: dict) -> int:
+    """Each boundary move the plugin reported since the last one in the ledger becomes a "lean-move" action with
+    what the cost model needs (occd.policy.cost): the lean prompt before and after (counts from the plugin, chars/4
+    of the messages it was sending), the part that stayed a cache read, the prices. Returns the moves recorded."""
+    from occd.jobs.decide import economics
+    from occd.jobs.scan import record_time
+
+    led = ctx.ledger
+    sessions = stats.get("sessions") if isinstance(stats.get("sessions"), dict) else {}
+    by_key = {o.session_key: o for o in scan.sessions if getattr(o, "session_key", None)}
+    n = 0
+    for key, c in sessions.items():
+        moves, lm = (c or {}).get("boundaryMoves"), (c or {}).get("lastMove")
+        if not isinstance(moves, int) or moves <= 0 or not isinstance(lm, dict):
+            continue
+        seen = 0
+        for a in led.history(kind="lean-move", session=key, limit=50):
+            if a.get("session_key") != key:
+                continue
+            seen = max(seen, int((a.get("after") or {}).get("boundaryMoves") or 0))
+        if moves <= seen:
+            continue
+        obs = by_key.get(key)
+        econ = economics(ctx, obs) if obs is not None else None
+        before_t = max(0, int(lm.get("charsBefore") or 0) // 4)
+        after_t = max(0, min(before_t, int(lm.get("charsAfter") or 0) // 4))
+        cost_rec = {"promptTokens": before_t, "prefixKeptTokens": min(after_t, max(0, int(lm.get("prefixChars") or 0) // 4)),
+                    "warm": True, "turns": ctx.settings.cost.horizon_turns}
+        if econ is not None:
+            cost_rec["prices"] = econ.prices.as_dict()
+            cost_rec["ttlSeconds"] = econ.ttl_s
+        agent = key.split(":")[1] if key.startswith("agent:") and key.count(":") >= 2 else (obs.agent if obs else None)
+        led.record_action("lean-move", agent, c.get("sessionId") or (obs.session_id if obs else None), key,
+                          trigger="auto", policy="lean", reason=f"lean view hid {lm.get('turns')} more turns",
+                          outcome="ok", before={"predictedPromptTokens": before_t, "removedTokens": before_t - after_t,
+                                                "cost": cost_rec},
+                          after={"boundaryMoves": moves, "turnsHidden": lm.get("turns"), "movedAt": lm.get("at")},
+                          now=record_time(ctx))
+        n += 1
+    return n
 
 
 def _after_upgrade(ctx) -> dict:

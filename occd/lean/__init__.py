@@ -7,10 +7,11 @@ Files, all under occd's data dir (`lean_dir()`), so a rebuilt venv never breaks 
     lean/plugin/        the copy OpenClaw loads (`openclaw plugins install -l` links it)
     lean/policy.json    the rules: {"version", "default", "agents": {id: rules}, "sessions": {key: rules}}
     lean/stats.json     counts the plugin writes after each assemble (never content)
+    lean/state.json     the plugin's sticky boundary: per session, hashes of the hidden turns and counts (never content)
     lean/enabled.json   occd's own record: which state dir and release it was enabled for
 
 Rules (one object, camelCase as the plugin reads them): mode drop|stub|off, keepTurns, batchTurns, neverHide,
-keepResultsUnderChars.
+keepResultsUnderChars, highWater, lowWater (the sticky boundary: plugin/sticky.js).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ MIN_RELEASE = (2026, 7, 1)  # the e2e tests prove the plugin on 2026.7.1, 2026.8
 FENCE = "before-current-turn-entry-v1"
 IDEMPOTENCY = "atomic-idempotent-v1"
 DEFAULT_RULES = {"mode": "drop", "keepTurns": 5, "batchTurns": 4, "neverHide": ["memory_*"],
-                 "keepResultsUnderChars": 300}
+                 "keepResultsUnderChars": 300, "highWater": 0.8, "lowWater": 0.3}
 
 
 def lean_dir(env=None) -> Path:
@@ -54,6 +55,10 @@ def policy_path(env=None) -> Path:
 
 def stats_path(env=None) -> Path:
     return lean_dir(env) / "stats.json"
+
+
+def state_path(env=None) -> Path:
+    return lean_dir(env) / "state.json"
 
 
 def marker_path(env=None) -> Path:
@@ -194,7 +199,8 @@ def _copy_plugin(dest: Path, env=None) -> None:
     if code.count(PATHS_LINE) != 1:
         shutil.rmtree(tmp, ignore_errors=True)
         raise OccdError("The shipped plugin is damaged (no installed-paths line)", "reinstall occd", code="INTERNAL")
-    baked = json.dumps({"policyPath": str(policy_path(env)), "statsPath": str(stats_path(env))})
+    baked = json.dumps({"policyPath": str(policy_path(env)), "statsPath": str(stats_path(env)),
+                        "statePath": str(state_path(env))})
     index.write_text(code.replace(PATHS_LINE, f"const INSTALLED_PATHS = {baked}; // occd-lean:installed-paths"))
     switch_plugin(tmp, dest)
 
@@ -296,7 +302,7 @@ def disable(settings, state_dir: Path, *, env: Mapping[str, str] | None = None) 
         if p.exists():
             shutil.rmtree(p, ignore_errors=True)
             removed.append(str(p))
-    for p in (policy_path(env), marker_path(env), stats_path(env)):
+    for p in (policy_path(env), marker_path(env), stats_path(env), state_path(env)):
         if p.exists():
             p.unlink()
             removed.append(str(p))

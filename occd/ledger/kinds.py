@@ -5,7 +5,7 @@ from __future__ import annotations
 # Every action kind occd records (Ledger.record_action refuses others): the one list `history --kind` accepts
 # and its help names. A job's own failure is recorded as `job:<name>` (JOB_KIND_PREFIX).
 ACTION_KINDS = ("edit", "strip", "clone", "restore", "rotate", "rotate-undo", "archive", "compact", "lean",
-                "lean-check", "verify-strip")
+                "lean-check", "verify-strip", "lean-move")
 JOB_KIND_PREFIX = "job:"
 
 

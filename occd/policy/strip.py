@@ -59,7 +59,8 @@ BUDGET_POLICY = "strip_at_budget_percent"
 
 def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, prediction, target,
                         emergency=None, recent_action_times: Sequence[float] = (),
-                        fresh_session_tokens: int | None = None, strip_emergencies: bool = True) -> Decision | None:
+                        fresh_session_tokens: int | None = None, strip_emergencies: bool = True,
+                        economics=None) -> Decision | None:
     """The daemon's strip decision on OpenClaw's own terms (occd.policy.budget): strip when the predicted
     pre-prompt estimate after one more turn passes `strip_at_budget_percent` of OpenClaw's budget, or at once
     when the session is in an emergency (occd.policy.emergency: SPIRAL or BLOCKED). The decision says how
@@ -80,7 +81,11 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
 
     `strip_emergencies` False (the database era: occd cannot rewrite the session, and its only other supported
     "strip", `openclaw sessions compact`, is what a spiral already does and what a blocked session refuses): an
-    emergency is always a rotation (sessions.reset + a seed through the gateway)."""
+    emergency is always a rotation (sessions.reset + a seed through the gateway).
+
+    `economics` (occd.policy.cost.Economics): act only when it pays: a strip whose cache write costs more than it
+    saves before the next compaction is deferred, unless it prevents a compaction (within AVOID_HORIZON_TURNS) or
+    an emergency; after the cache expired it is free. The verdict goes into details["cost"]."""
     if s.archived or excluded(s.session_key, policy.exclude):
         return None
     from occd.policy.budget import should_strip, urgency
@@ -173,6 +178,17 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
             busy = f"{busy} (a gentle {action}: it waits for the prompt cache to expire)"
         return Decision(action=action, **base, reason=f"{reason}; deferred: {busy}", deferred=True,
                         details={**details, **due_at(s, wait)})
+    if economics is not None and action == "strip":
+        from occd.policy import cost
+        from occd.policy.savings import compaction_avoided
+
+        prevents = bool(urgent) or compaction_avoided(details)
+        eff, details["cost"] = cost.strip_verdict(details, economics, last_activity=s.last_activity, now=now,
+                                                  prevents_compaction=prevents)
+        if not cost.pays(eff, prevents_compaction=prevents, prevents_block=emergency is not None):
+            return Decision(action=action, **base, deferred=True, details=details, reason=(
+                f"{reason}; deferred: it does not pay yet (cache write ${eff.writeUsd:.4f} > saving ${eff.savedUsd:.4f} "
+                f"on {eff.turns} turns; waits for the cache to expire or a compaction to come close)"))
     if emergency is None:
         n = recent_count(recent_action_times, now, 3600)
         if n >= policy.max_actions_per_hour:

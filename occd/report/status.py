@@ -109,7 +109,7 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
         marks = {(e["agent"], e["sessionId"]): e for e in emergencies}
         from occd.policy.savings import summarize
 
-        saved = summarize(led.history(since=now - 7 * 86400, limit=100000))
+        saved = summarize(led.history(since=now - 7 * 86400, limit=100000), horizon=settings.cost.horizon_turns)
         dinfo = daemon_info(led, now)
         for a in led.agents():
             obs = by_agent.get(a["id"], [])
@@ -142,7 +142,8 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
                             for w in would if w["agent_id"] == a["id"]][:10],
             })
         out = {"ledger": str(led.path), "daemon": dinfo, "lastScan": led.last_scan(), "agents": agents,
-               "savings7d": saved["total"], "schemaProblems": schema_problems(settings)}
+               "savings7d": saved["total"], "schemaProblems": schema_problems(settings),
+               "costAssumptions": cost_assumptions(settings, saved.get("priceSources") or [])}
         from occd.lean import sessions_summary  # the lean view per session: on or not, and what it saves
 
         out["lean"] = sessions_summary()
@@ -228,7 +229,7 @@ def _emergencies(actions: list[dict]) -> list[dict]:
 
 def stats(settings, since: str | None = "7d", now: float | None = None) -> dict:
     """`occd stats`: what the daemon saved (occd.policy.savings) since a time."""
-    from occd.policy.savings import AVOID_HORIZON_TURNS, SAVINGS_HORIZON_TURNS, summarize
+    from occd.policy.savings import AVOID_HORIZON_TURNS, summarize
 
     now = time.time() if now is None else now
     start = parse_since(since, now)
@@ -237,12 +238,26 @@ def stats(settings, since: str | None = "7d", now: float | None = None) -> dict:
         return {"since": start, "total": None, "agents": {}, "sessions": [],
                 "note": "no ledger yet: run `occd run --once`, `occd demo`, or install the service"}
     with led:
-        s = summarize(led.history(since=start, limit=1_000_000))
-    return {"since": start, **s, "assumptions": {
+        s = summarize(led.history(since=start, limit=1_000_000), horizon=settings.cost.horizon_turns)
+    return {"since": start, **s, "assumptions": cost_assumptions(settings, s.get("priceSources") or []) | {
         "tokensRemoved": "context tokens the strips took out of what the model is sent (the figure before "
-                         "minus the figure after; never more than the context before)",
-        "compactionsAvoided": f"strips made when OpenClaw was predicted to compact within {AVOID_HORIZON_TURNS} turns",
-        "usdSaved": f"tokens removed x the model's input price x {SAVINGS_HORIZON_TURNS} following turns"}}
+                         "minus the figure after; never more than the context before, nor the prompt it was sent)",
+        "compactionsAvoided": f"strips made when OpenClaw was predicted to compact within {AVOID_HORIZON_TURNS} turns"}}
+
+
+def cost_assumptions(settings, sources: list) -> dict:
+    """What the net money figures assume (occd.policy.cost), for `--json`."""
+    from occd.policy import cost as cm
+
+    c = settings.cost
+    return {"usdNet": ("per action: the cache reads the smaller prompt saves on the following turns + a prevented "
+                       "compaction's summary call and rebuilt prompt - the cache write the rewrite causes "
+                       "(none once the cache expired); negative when it cost more than it saved"),
+            "priceSources": sources, "defaultPrices": dict(cm.DEFAULT_PRICES),
+            "priceOrder": ["openclaw.json models.providers.*.models[].cost", "litellm price map (JSON file)", "defaults"],
+            "cacheTtlSeconds": dict(c.cache_ttl_seconds), "turnsAssumed": c.horizon_turns,
+            "turnsRule": "the following turns until the next compaction would have come, at most turnsAssumed",
+            "summaryTokens": c.summary_tokens}
 
 
 def session_status(settings, ref: str, now: float | None = None, since_days: float = 30) -> dict:

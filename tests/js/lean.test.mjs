@@ -219,7 +219,8 @@ test("rulesFor: session over agent over default; bad values fall back", () => {
     agents: { main: { mode: "drop", batchTurns: 2 } },
     sessions: { "agent:main:s1": { keepTurns: 1 }, "agent:main:bad": { keepTurns: -3, mode: "nuke" } },
   };
-  assert.deepEqual(rulesFor(policy, "agent:main:s1"), { mode: "drop", keepTurns: 1, batchTurns: 2, neverHide: [], keepResultsUnderChars: 0 });
+  assert.deepEqual(rulesFor(policy, "agent:main:s1"), { mode: "drop", keepTurns: 1, batchTurns: 2, neverHide: [], keepResultsUnderChars: 0,
+                                                         highWater: 0.8, lowWater: 0.3 });
   assert.equal(rulesFor(policy, "agent:other:x").mode, "stub");
   assert.equal(rulesFor(policy, "agent:main:bad").keepTurns, 5);
   assert.equal(rulesFor(policy, "agent:main:bad").mode, "drop");
@@ -283,7 +284,11 @@ test("contract: assemble filters per the policy file, writes counts only, and ne
   assert.equal(r.messages, msgs, "no policy file: off");
   fs.writeFileSync(policyPath, JSON.stringify({ default: { mode: "off" }, sessions: { "agent:main:main": { mode: "drop", keepTurns: 1, batchTurns: 1 } } }));
   r = await engine.assemble({ sessionId: "s1", sessionKey: "agent:main:main", messages: msgs, tokenBudget: 100000 });
+  assert.equal(r.messages, msgs, "well under the budget's high water: nothing hidden (sticky.js)");
+  r = await engine.assemble({ sessionId: "s1", sessionKey: "agent:main:main", messages: msgs, tokenBudget: 4000 });
   assert.deepEqual(callIds(r.messages), ["c4"]);
+  const state = fs.readFileSync(path.join(d, "state.json"), "utf8");
+  assert.ok(!state.includes("doc1") && !state.includes("xxxx") && !state.includes("Q1"), "ids only, no content");
   assert.ok(r.estimatedTokens > 0 && r.estimatedTokens < 3000);
   const stats = fs.readFileSync(statsPath, "utf8");
   assert.ok(!stats.includes("doc1") && !stats.includes("xxxx") && !stats.includes("Q1"), "counts only, no content");

@@ -10,10 +10,13 @@
 // - Total: any error in assemble() returns the messages unchanged (an exception would quarantine the engine).
 // - Rules are re-read when the policy file's mtime or size changes (next turn, no restart).
 // - Counts only (never content) go to a small stats file occd reads.
+// - Sticky (sticky.js): a turn hidden once stays hidden, the boundary moves rarely and far, and the hidden turns'
+//   hashes (never content) survive a restart in a state file beside the stats.
 
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { stateFile, stickyChooser } from "./sticky.js";
 
 export const ENGINE_ID = "occd-lean";
 export const VERSION = "0.1.0";
@@ -23,8 +26,11 @@ export const DEFAULT_RULES = Object.freeze({
   batchTurns: 4,             // hide in steps of this many turns (the prompt cache breaks once per batch)
   neverHide: [],             // tool names (a trailing * matches a prefix) never hidden, e.g. memory tools
   keepResultsUnderChars: 0,  // a result with at most this many characters is kept with its call
+  highWater: 0.8,            // the engine moves its boundary when the lean prompt + a turn pass this share of the budget
+  lowWater: 0.3,             // ... and hides old tool turns until it is down to this share (sticky.js)
 });
 const MODES = new Set(["off", "drop", "stub"]);
+const GONE = Symbol("gone"); // a hidden message that is left out
 const THINKING = new Set(["thinking", "redacted_thinking", "redactedThinking"]);
 
 // ---------------------------------------------------------------------------------------------------------
@@ -38,6 +44,9 @@ export function normalizeRules(raw, base = DEFAULT_RULES) {
   r.keepTurns = int(raw.keepTurns, 0) ?? r.keepTurns;
   r.batchTurns = int(raw.batchTurns, 1) ?? r.batchTurns;
   r.keepResultsUnderChars = int(raw.keepResultsUnderChars, 0) ?? r.keepResultsUnderChars;
+  const share = (v) => (typeof v === "number" && Number.isFinite(v) && v > 0 && v <= 1 ? v : undefined);
+  r.highWater = share(raw.highWater) ?? r.highWater;
+  r.lowWater = share(raw.lowWater) ?? r.lowWater;
   if (Array.isArray(raw.neverHide)) r.neverHide = raw.neverHide.filter((s) => typeof s === "string" && s);
   return r;
 }
@@ -103,12 +112,13 @@ export function stubText(toolName, chars) {
  * form a turn of their own). A tool call is hideable unless its tool is in neverHide or its result is at most
  * keepResultsUnderChars long; a turn holding one is a tool turn. Of the n tool turns (an unfinished last turn
  * is never one), the oldest h = floor((n - keepTurns) / batchTurns) * batchTurns are hidden: the kept window
- * moves once per batchTurns turns. In a hidden turn: "drop" removes the hideable calls and their results, and
+ * moves once per batchTurns turns; or, given `choose` (the engine's sticky boundary, sticky.js), the tool turns
+ * choose({toolTurns, saved: turn -> chars hiding it saves, charsIn, firstOf: turn -> first index, turns}) returns. In a hidden turn: "drop" removes the hideable calls and their results, and
  * the thinking of an assistant message that lost a call (signed reasoning must not be sent without its call);
  * an assistant message left with nothing else is removed. "stub" keeps the calls (and their thinking) and
  * replaces each result by a short placeholder.
  */
-export function leanView(messages, rawRules) {
+export function leanView(messages, rawRules, choose) {
   const rules = normalizeRules(rawRules);
   const stats = {
     mode: rules.mode, messagesIn: Array.isArray(messages) ? messages.length : 0, messagesOut: 0, toolTurns: 0,
@@ -175,9 +185,52 @@ export function leanView(messages, rawRules) {
   if (cp >= 0) for (const t of [...toolTurnSet]) if (t <= turnOf[cp]) toolTurnSet.delete(t);
   const toolTurns = [...toolTurnSet].sort((a, b) => a - b);
   stats.toolTurns = toolTurns.length;
-  const over = toolTurns.length - rules.keepTurns;
-  const h = over >= rules.batchTurns ? Math.floor(over / rules.batchTurns) * rules.batchTurns : 0;
-  const hidden = new Set(toolTurns.slice(0, h));
+  // the hidden form of message i (GONE: it is left out), counted into `st`
+  const hideMsg = (i, st) => {
+    const m = messages[i];
+    if (!m || typeof m !== "object") return m;
+    if (m.role === "assistant" && Array.isArray(m.content) && rules.mode === "drop") {
+      const removed = m.content.filter(hideableCall).length;
+      if (removed === 0) return m;
+      st.callsHidden += removed;
+      const content = m.content.filter((b) => !hideableCall(b) && !(b && THINKING.has(b.type)));
+      st.thinkingDropped += m.content.filter((b) => b && THINKING.has(b.type)).length;
+      return content.some(hasMeaning) ? { ...m, content } : GONE; // nothing left but hidden calls and reasoning
+    }
+    if (m.role === "toolResult" && hideableResult(i)) {
+      const id = resultFor.get(i);
+      // drop mode: a result goes with its call (the call is hidden as hideableCall decided for it)
+      if (rules.mode === "drop") {
+        st.resultsHidden++;
+        return GONE;
+      }
+      const chars = textChars(m.content);
+      const text = stubText(m.toolName ?? (id != null ? callAt.get(id).name : undefined), chars);
+      if (text.length < chars) {
+        st.resultsStubbed++;
+        return { ...m, content: [{ type: "text", text }] };
+      }
+    }
+    return m;
+  };
+  let hidden;
+  if (typeof choose === "function") {
+    // the caller decides which tool turns are hidden, from what each would save (sticky.js)
+    const saved = new Map(toolTurns.map((t) => [t, 0]));
+    const scratch = { callsHidden: 0, thinkingDropped: 0, resultsHidden: 0, resultsStubbed: 0 };
+    const firstOf = new Map();
+    for (let i = 0; i < messages.length; i++) {
+      if (!firstOf.has(turnOf[i])) firstOf.set(turnOf[i], i);
+      if (!saved.has(turnOf[i])) continue;
+      const h = hideMsg(i, scratch);
+      saved.set(turnOf[i], saved.get(turnOf[i]) + textChars(messages[i]?.content) - (h === GONE ? 0 : textChars(h?.content)));
+    }
+    hidden = new Set(choose({ toolTurns, saved, charsIn: stats.charsIn, firstOf, turns: lastTurn + 1 }));
+  } else {
+    const over = toolTurns.length - rules.keepTurns;
+    const h = over >= rules.batchTurns ? Math.floor(over / rules.batchTurns) * rules.batchTurns : 0;
+    hidden = new Set(toolTurns.slice(0, h));
+  }
   stats.hiddenTurns = hidden.size;
   if (hidden.size === 0) {
     stats.messagesOut = messages.length;
@@ -186,39 +239,8 @@ export function leanView(messages, rawRules) {
   }
   const out = [];
   for (let i = 0; i < messages.length; i++) {
-    const m = messages[i];
-    if (!hidden.has(turnOf[i]) || !m || typeof m !== "object") {
-      out.push(m);
-      continue;
-    }
-    if (m.role === "assistant" && Array.isArray(m.content) && rules.mode === "drop") {
-      const removed = m.content.filter(hideableCall).length;
-      if (removed === 0) {
-        out.push(m);
-        continue;
-      }
-      stats.callsHidden += removed;
-      const content = m.content.filter((b) => !hideableCall(b) && !(b && THINKING.has(b.type)));
-      stats.thinkingDropped += m.content.filter((b) => b && THINKING.has(b.type)).length;
-      if (content.some(hasMeaning)) out.push({ ...m, content });
-      continue; // nothing left but hidden calls and their reasoning: the message goes
-    }
-    if (m.role === "toolResult" && hideableResult(i)) {
-      const id = resultFor.get(i);
-      // drop mode: a result goes with its call (the call is hidden as hideableCall decided for it)
-      if (rules.mode === "drop") {
-        stats.resultsHidden++;
-        continue;
-      }
-      const chars = textChars(m.content);
-      const text = stubText(m.toolName ?? (id != null ? callAt.get(id).name : undefined), chars);
-      if (text.length < chars) {
-        out.push({ ...m, content: [{ type: "text", text }] });
-        stats.resultsStubbed++;
-        continue;
-      }
-    }
-    out.push(m);
+    const m = hidden.has(turnOf[i]) ? hideMsg(i, stats) : messages[i];
+    if (m !== GONE) out.push(m);
   }
   stats.messagesOut = out.length;
   for (const m of out) stats.charsOut += textChars(m?.content);
@@ -447,8 +469,9 @@ export class StatsFile {
 // one memory per process: OpenClaw may create the engine more than once (a factory per run)
 const RECALL_MEMORY = new Map();
 
-export function createEngine({ policyPath, statsPath, logger } = {}) {
+export function createEngine({ policyPath, statsPath, statePath, logger } = {}) {
   const policy = new PolicyFile(policyPath);
+  const state = statePath ? stateFile(statePath) : null;
   const stats = statsPath ? new StatsFile(statsPath) : null;
   const committed = new Set();
   const warn = (msg) => {
@@ -504,14 +527,21 @@ export function createEngine({ policyPath, statsPath, logger } = {}) {
           ({ messages: whole, turnsRecalled } = recall(RECALL_MEMORY, params.sessionId ?? params.sessionKey, messages,
                                                         params.tokenBudget));
         }
-        const { messages: lean, stats: s } = leanView(whole, rules);
+        // sticky (sticky.js): the turns hidden before stay hidden; the boundary moves rarely and far
+        const skey = params.sessionKey ?? params.sessionId;
+        const sticky = state && skey != null && rules.mode !== "off"
+          ? stickyChooser({ state, key: skey, messages: whole, rules, tokenBudget: params.tokenBudget, textChars }) : null;
+        const { messages: lean, stats: s } = leanView(whole, rules, sticky?.choose);
         s.turnsRecalled = turnsRecalled;
+        sticky?.record(s, params.sessionId, warn);
         const estimatedTokens = Math.ceil(s.charsOut / 4);
         if (stats && params.sessionKey) {
           try {
             stats.update((d) => {
+              const prevMove = d.sessions[params.sessionKey]?.lastMove;
               const rec = turnRecord(s, params.sessionId, estimatedTokens);
               d.sessions[params.sessionKey] = withTurn(d.sessions[params.sessionKey], s, rec);
+              if (!s.lastMove && prevMove && s.boundaryMoves) d.sessions[params.sessionKey].lastMove = prevMove;
               if (policy.error) d.policyError = policy.error;
               else delete d.policyError;
             });
@@ -574,7 +604,11 @@ export function defaultPaths(pluginConfig, installed = INSTALLED_PATHS) {
     if (typeof inst[k] === "string" && inst[k]) return inst[k];
     return path.join(path.dirname(fileURLToPath(import.meta.url)), "..", file);
   };
-  return { policyPath: pick("policyPath", "policy.json"), statsPath: pick("statsPath", "stats.json") };
+  const statsPath = pick("statsPath", "stats.json");
+  // the sticky state lives beside the counts (occd's data dir) unless told otherwise
+  const statePath = (typeof cfg.statePath === "string" && cfg.statePath) || (typeof inst.statePath === "string" && inst.statePath)
+    || path.join(path.dirname(statsPath), "state.json");
+  return { policyPath: pick("policyPath", "policy.json"), statsPath, statePath };
 }
 
 export default function register(api) {

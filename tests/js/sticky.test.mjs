@@ -1,0 +1,190 @@
+// The lean view's sticky boundary (issue 20): prefix stability, batch moves, restart persistence.
+// Run: node --test tests/js/
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const PLUGIN = path.join(HERE, "..", "..", "occd", "lean", "plugin");
+const { createEngine, leanView } = await import(path.join(PLUGIN, "index.js"));
+const { chooseHidden, StateFile, forgetStateFiles, writeAtomic } = await import(path.join(PLUGIN, "sticky.js"));
+
+let seq = 0;
+const user = (text) => ({ role: "user", content: [{ type: "text", text }], timestamp: ++seq });
+const call = (id) => ({ type: "toolCall", id, name: "read", arguments: { path: `/w/${id}.txt` } });
+const asst = (content, stopReason = "stop") => ({ role: "assistant", content, stopReason, usage: {}, timestamp: ++seq });
+const result = (id, text) => ({ role: "toolResult", toolCallId: id, toolName: "read", content: [{ type: "text", text }], isError: false, timestamp: ++seq });
+const DOC = "w".repeat(18000); // ~4.5k tokens: the closed loop's tool result
+// deterministic: the same turn k is the same messages in every simulated session
+const toolTurn = (k) => [user(`Q${k}`), asst([call(`c${k}`)], "toolUse"), result(`c${k}`, `${DOC} doc${k}`), asst([{ type: "text", text: `A${k}` }])]
+  .map((m, j) => ({ ...m, timestamp: 1_800_000_000_000 + k * 1000 + j }));
+const RULES = { mode: "drop", keepTurns: 5, batchTurns: 4, neverHide: [], keepResultsUnderChars: 300 };
+const BUDGET = 96000;
+const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), "occd-sticky-"));
+
+function setup(rules = RULES) {
+  const d = tmp();
+  const paths = { policyPath: path.join(d, "policy.json"), statsPath: path.join(d, "stats.json"), statePath: path.join(d, "state.json") };
+  fs.writeFileSync(paths.policyPath, JSON.stringify({ default: rules }));
+  return { d, paths };
+}
+
+const json = (msgs) => msgs.map((m) => JSON.stringify(m));
+function startsWith(next, prev) {
+  const a = json(next), b = json(prev);
+  return b.length <= a.length && b.every((x, i) => x === a[i]);
+}
+const calls = (msgs) => msgs.flatMap((m) => (m.role === "assistant" ? m.content.filter((b) => b.type === "toolCall").map((b) => b.id) : []));
+
+/** Run `turns` turns through `engine` (history copied fresh each time, as OpenClaw reads it from its store). */
+async function simulate(engine, history, from, turns, budget = BUDGET) {
+  const outs = [];
+  for (let k = from; k < from + turns; k++) {
+    const r = await engine.assemble({ sessionId: "s1", sessionKey: "agent:main:main", messages: structuredClone(history), tokenBudget: budget });
+    outs.push(r);
+    history.push(...toolTurn(k));
+  }
+  return outs;
+}
+
+function breaks(outs, prev = null) {
+  let n = 0;
+  const at = [];
+  for (let i = 0; i < outs.length; i++) {
+    const before = i > 0 ? outs[i - 1].messages : prev;
+    if (before && !startsWith(outs[i].messages, before)) {
+      n++;
+      at.push(i);
+    }
+  }
+  return { n, at };
+}
+
+test("40 turns: each prompt starts with the one before except at a boundary move; at most one move per 7 turns", async () => {
+  forgetStateFiles();
+  const { paths } = setup();
+  const engine = createEngine(paths);
+  const outs = await simulate(engine, [], 1, 40);
+  const { n, at } = breaks(outs);
+  const stats = JSON.parse(fs.readFileSync(paths.statsPath, "utf8")).sessions["agent:main:main"];
+  assert.ok(n >= 2, `the boundary moved (${n})`); // a 40-turn session of 4.5k-token results must hide something
+  assert.ok(n <= Math.floor(40 / 7), `prefix breaks ${n} at ${at}`);
+  assert.equal(stats.boundaryMoves, n, "every break is a recorded boundary move");
+  // the last move's figures (for occd's cost model) within their bounds: what the prompt held before and after,
+  // and the part before the first newly hidden turn that stays a cache read
+  const lm = stats.lastMove;
+  const last = at[at.length - 1];
+  assert.ok(lm.turns >= RULES.batchTurns);
+  assert.equal(lm.charsAfter, outs[last].messages.reduce((n, m) => n + m.content.reduce((a, b) => a + (b.text?.length ?? JSON.stringify(b.arguments ?? null).length), 0), 0));
+  assert.ok(0 <= lm.prefixChars && lm.prefixChars < lm.charsAfter && lm.charsAfter < lm.charsBefore);
+  const shared = outs[last].messages.findIndex((m, i) => JSON.stringify(m) !== JSON.stringify(outs[last - 1].messages[i]));
+  const prefix = outs[last].messages.slice(0, shared).reduce((n, m) => n + m.content.reduce((a, b) => a + (b.text?.length ?? 0), 0), 0);
+  assert.equal(lm.prefixChars, prefix, "the prefix that stays cached is exactly the messages before the first change");
+  for (const i of at) {
+    // a move hides a batch: at least batchTurns turns more than the prompt before
+    assert.ok(calls(outs[i - 1].messages).length + 1 - calls(outs[i].messages).length >= RULES.batchTurns);
+    // ... and lands the prompt at or under the low water (the newest keepTurns kept whole)
+    assert.ok(outs[i].estimatedTokens <= 0.3 * BUDGET || calls(outs[i].messages).length === RULES.keepTurns);
+  }
+  for (const o of outs) {
+    // never above the high water by more than one turn, never fewer than keepTurns results (bounds)
+    assert.ok(o.estimatedTokens <= 0.8 * BUDGET, `${o.estimatedTokens}`); // a turn's growth counted ahead
+    assert.ok(calls(o.messages).length >= Math.min(RULES.keepTurns, outs.indexOf(o)));
+  }
+});
+
+test("the count rule alone (not sticky) breaks the prefix every batchTurns turns: the sticky view breaks less", async () => {
+  const history = [];
+  const outs = [];
+  for (let k = 1; k <= 40; k++) {
+    outs.push(leanView(structuredClone(history), RULES));
+    history.push(...toolTurn(k));
+  }
+  const plain = breaks(outs).n;
+  forgetStateFiles();
+  const { paths } = setup();
+  const sticky = breaks(await simulate(createEngine(paths), [], 1, 40)).n;
+  assert.ok(plain >= 8, `count rule: ${plain}`);
+  assert.ok(sticky < plain, `sticky ${sticky} < count rule ${plain}`);
+});
+
+test("a hidden turn stays hidden: a larger budget later, or a policy re-read, never brings it back", async () => {
+  forgetStateFiles();
+  const { paths } = setup();
+  const engine = createEngine(paths);
+  const history = [];
+  const outs = await simulate(engine, history, 1, 20);
+  const hiddenBefore = 19 - calls(outs[19].messages).length; // outs[19] was assembled on 19 turns
+  assert.ok(hiddenBefore >= 4);
+  const r = await engine.assemble({ sessionId: "s1", sessionKey: "agent:main:main", messages: structuredClone(history), tokenBudget: 10_000_000 });
+  assert.ok(startsWith(r.messages, outs[19].messages), "the same prefix under a huge budget");
+  assert.equal(history.filter((m) => m.role === "user").length - calls(r.messages).length, hiddenBefore);
+});
+
+test("restart: which turns are hidden survives a new process (state file): the same prompts as without a restart", async () => {
+  forgetStateFiles();
+  const a = setup(), b = setup();
+  const ha = [], hb = [];
+  const straight = await simulate(createEngine(a.paths), ha, 1, 26);
+  const first = await simulate(createEngine(b.paths), hb, 1, 20);
+  const state = fs.readFileSync(b.paths.statePath, "utf8");
+  assert.ok(!state.includes("doc") && !state.includes("Q1") && !state.includes("www"), "ids and counts, never content");
+  const saved = JSON.parse(state).sessions["agent:main:main"];
+  assert.ok(saved.hidden.length >= 4 && saved.moves >= 1);
+  forgetStateFiles(); // a gateway restart: nothing in memory
+  const second = await simulate(createEngine(b.paths), hb, 21, 6);
+  for (let i = 0; i < 6; i++) assert.deepEqual(json(second[i].messages), json(straight[20 + i].messages), `turn ${21 + i}`);
+  assert.equal(breaks(second, first[19].messages).n, breaks(straight.slice(20), straight[19].messages).n);
+  // without the state file the same history is cut elsewhere (the test is not vacuous)
+  fs.rmSync(b.paths.statePath);
+  forgetStateFiles();
+  const fresh = await createEngine(b.paths).assemble({ sessionId: "s1", sessionKey: "agent:main:main", messages: structuredClone(hb), tokenBudget: BUDGET });
+  assert.ok(!startsWith(fresh.messages, straight[25].messages));
+});
+
+test("chooseHidden: no move under the high water; a move hides at least a batch and lands at the low water", () => {
+  const ids = Array.from({ length: 20 }, (_, t) => `t${t}`);
+  const toolTurns = ids.map((_, t) => t);
+  const saved = new Map(toolTurns.map((t) => [t, 4000 * 4]));
+  const rules = { keepTurns: 3, batchTurns: 2, highWater: 0.6, lowWater: 0.3 };
+  // (growth: the newest three turns' 4000 tokens count ahead of the high water)
+  // 20 turns of 4000 tokens = 80k; budget 200k: under 0.6 -> nothing
+  let r = chooseHidden({ ids, toolTurns, saved, charsIn: 80000 * 4, rules, tokenBudget: 200000, hiddenIds: new Set() });
+  assert.deepEqual([r.hidden, r.added, r.moved], [[], [], false]);
+  assert.equal(r.charsBefore, r.charsAfter);
+  // budget 100k: 80k > 60k -> hide until <= 30k: 13 turns (80k - 13*4k = 28k)
+  r = chooseHidden({ ids, toolTurns, saved, charsIn: 80000 * 4, rules, tokenBudget: 100000, hiddenIds: new Set() });
+  assert.equal(r.hidden.length, 13);
+  assert.deepEqual(r.hidden, toolTurns.slice(0, 13));
+  assert.equal(r.charsBefore - r.charsAfter, 13 * 16000);
+  // the next call with those hidden: no move (28k < 60k), the same turns stay hidden
+  const again = chooseHidden({ ids, toolTurns, saved, charsIn: 80000 * 4, rules, tokenBudget: 100000, hiddenIds: new Set(r.added) });
+  assert.deepEqual(again.hidden, r.hidden);
+  assert.equal(again.moved, false);
+  // keepTurns bound: a tiny budget hides all but the newest 3
+  r = chooseHidden({ ids, toolTurns, saved, charsIn: 80000 * 4, rules, tokenBudget: 1000, hiddenIds: new Set() });
+  assert.equal(r.hidden.length, 17);
+  // no budget: the count rule, sticky (all but keepTurns once keep + batch are visible)
+  r = chooseHidden({ ids: ids.slice(0, 4), toolTurns: [0, 1, 2, 3], saved, charsIn: 1, rules, tokenBudget: undefined, hiddenIds: new Set() });
+  assert.equal(r.moved, false);
+  r = chooseHidden({ ids: ids.slice(0, 5), toolTurns: [0, 1, 2, 3, 4], saved, charsIn: 1, rules, tokenBudget: undefined, hiddenIds: new Set() });
+  assert.deepEqual(r.hidden, [0, 1]);
+});
+
+test("state file: atomic write keeps the mode, a damaged file reads as empty (no throw)", () => {
+  const d = tmp();
+  const f = path.join(d, "state.json");
+  fs.writeFileSync(f, "{not json");
+  fs.chmodSync(f, 0o640);
+  const sf = new StateFile(f);
+  assert.equal(sf.get("k").hiddenIds.size, 0);
+  sf.addHidden("k", "sid", ["a", "b"], 2);
+  assert.equal(fs.statSync(f).mode & 0o777, 0o640);
+  assert.deepEqual([...new StateFile(f).get("k").hiddenIds], ["a", "b"]);
+  assert.deepEqual(fs.readdirSync(d), ["state.json"], "no temp file left");
+  writeAtomic(f, "{}");
+  assert.equal(new StateFile(f).get("k").hiddenIds.size, 0);
+});
