@@ -95,4 +95,11 @@ def test_context_removed_rows():
                        "tokensAfterEstimate": 80_000}}]
     s = summarize(rows)
     assert s["total"]["tokensRemoved"] == 100_000  # not 1.0M = 4 MB / 4
-    assert abs(s["total"]["usdSaved"] - 100_000 * 3.0 / 1e6 * 5) < 1e-9
+    # the money (occd.policy.cost, issue 20) needs the prompt the model was sent: without it the row is unpriced
+    assert s["total"]["unpriced"] == 1 and s["total"]["usdSaved"] == 0
+    rows[0]["before"]["contextTokens"] = 180_000
+    t = summarize(rows)["total"]
+    # with the cache: each later request reads 100k fewer cached tokens (0.1 x input), over the horizon's turns;
+    # never more than the removed tokens at the full input price on each of those turns
+    assert t["unpriced"] == 0 and 0 < t["usdSaved"] <= 100_000 * 3.0 / 1e6 * 10
+    assert abs(t["usdNet"] - (t["usdSaved"] - t["usdCacheWrites"] + t["usdCompactionsAvoided"])) < 1e-9
