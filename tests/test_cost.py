@@ -223,3 +223,23 @@ def test_the_lean_job_records_each_boundary_move_the_plugin_reported_once(fake_o
     p = b["cost"]["prices"]
     want = (10 * 30_000 * p["cacheRead"] - 18_000 * (p["cacheWrite"] - p["cacheRead"])) / 1e6
     assert abs(t["usdNet"] - want) < 1e-9
+
+
+def test_the_savings_line_adds_up_whatever_the_sign_of_the_cache_writes():
+    """status/stats print net = saved + compactions - cache writes; a rewrite after the cache expired makes the next
+    write smaller (a negative writes term): the line must not read "- cache writes -$0.52" while adding it."""
+    import re
+
+    from occd.cli.status_cmd import _savings_line
+
+    for writes in (0.276, -0.52):
+        sv = {"strips": 2, "rotations": 0, "leanMoves": 0, "unpriced": 0, "tokensRemoved": 150_000,
+              "compactionsAvoided": 1, "usdSaved": 0.04, "usdCompactionsAvoided": 3.05, "usdCacheWrites": writes,
+              "usdNet": 0.04 + 3.05 - writes}
+        line = _savings_line(sv)
+        assert "-$" not in line.split("net ", 1)[1].split(")", 1)[0].split("saved", 1)[1], line
+        net, saved, comp, sign, w = re.search(
+            r"net \$([\d.]+) .*saved \$([\d.]+) \+ compactions \$([\d.]+) ([-+]) (?:smaller )?cache writes \$([\d.]+)",
+            line).groups()
+        total = float(saved) + float(comp) + (float(w) if sign == "+" else -float(w))
+        assert abs(total - float(net)) < 0.011, line

@@ -274,9 +274,11 @@ def _money(v: float) -> str:
 
 def _savings_line(sv: dict) -> str:
     priced = sv.get("strips", 0) + sv.get("rotations", 0) + sv.get("leanMoves", 0) - sv.get("unpriced", 0)
+    writes = sv.get("usdCacheWrites", 0.0)
+    # a rewrite after the cache expired makes the next write smaller: then the writes term is a saving too
+    writes_part = (f"- cache writes {_money(writes)}" if writes >= 0 else f"+ smaller cache writes {_money(-writes)}")
     money = (f", net {_money(sv.get('usdNet', 0.0))} with the prompt cache priced (saved {_money(sv.get('usdSaved', 0.0))}"
-             f" + compactions {_money(sv.get('usdCompactionsAvoided', 0.0))} - cache writes "
-             f"{_money(sv.get('usdCacheWrites', 0.0))})" if priced > 0 else "")
+             f" + compactions {_money(sv.get('usdCompactionsAvoided', 0.0))} {writes_part})" if priced > 0 else "")
     em = f", {plural(sv['emergencies'], 'emergency', 'emergencies')} handled" if sv.get("emergencies") else ""
     moves = f", {plural(sv['leanMoves'], 'lean-view boundary move')}" if sv.get("leanMoves") else ""
     return (f"{human_tokens(sv['tokensRemoved'])} context tokens removed by {plural(sv['strips'], 'strip')}, "
