@@ -176,6 +176,16 @@ def _add(rows, effect) -> None:
         r["usdNet"] += effect.netUsd
 
 
+def _price(rows, got, sources: set) -> None:
+    """Add one action's priced effect (strip_effect's (effect, prices), or None: unpriced) to every row."""
+    if got is None:
+        for r in rows:
+            r["unpriced"] += 1
+        return
+    _add(rows, got[0])
+    sources.add(got[1].source)
+
+
 def summarize(actions: Iterable[dict], *, horizon: int = 10) -> dict:
     """Savings from the ledger's automatic strips, rotations and lean-view boundary moves, per agent and session,
     with the net money of each (module doc). Each action row is a ledger history row (before/after JSON)."""
@@ -202,23 +212,13 @@ def summarize(actions: Iterable[dict], *, horizon: int = 10) -> dict:
                 r["rotations"] += 1
             got = strip_effect(before, max(0, (_int(before.get("promptTokens")) or 0) - (_int(after.get("seedTokens")) or 0)),
                                horizon=horizon) if _int(before.get("promptTokens")) else None
-            if got is None:
-                for r in rows:
-                    r["unpriced"] += 1
-            else:
-                _add(rows, got[0])
-                sources.add(got[1].source)
+            _price(rows, got, sources)
             continue
         if kind == "lean-move":
             got = strip_effect(before, _int(before.get("removedTokens")) or 0, horizon=horizon)
             for r in rows:
                 r["leanMoves"] += 1
-            if got is None:
-                for r in rows:
-                    r["unpriced"] += 1
-            else:
-                _add(rows, got[0])
-                sources.add(got[1].source)
+            _price(rows, got, sources)
             continue
         removed = context_removed(before, after)
         got = strip_effect(before, removed, horizon=horizon)
@@ -229,10 +229,7 @@ def summarize(actions: Iterable[dict], *, horizon: int = 10) -> dict:
             r["tokensRemoved"] += removed
             r["compactionsAvoided"] += 1 if before.get("compactionAvoided") else 0
             r["emergencies"] += 1 if before.get("emergency") else 0
-            r["unpriced"] += 1 if got is None else 0
-        if got is not None:
-            _add(rows, got[0])
-            sources.add(got[1].source)
+        _price(rows, got, sources)
     for r in [total, *agents.values(), *sessions.values()]:
         for k in ("usdSaved", "usdCacheWrites", "usdCompactionsAvoided", "usdNet"):
             r[k] = round(r[k], 6)
