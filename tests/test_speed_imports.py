@@ -1,4 +1,5 @@
 """Issue 23, Speed: read-only commands import nothing but the settings eagerly (pydantic-settings stays): no rich,
+no pure-Python JSON5 parser for a plain-JSON OpenClaw config,
 no SQLAlchemy/sqlmodel/alembic, no scheduler, no model client. Run as a user runs them, in fresh processes on the
 demo state after a daemon cycle. (bench/bench_cli.py times them against `import pydantic_settings`.)"""
 
@@ -10,7 +11,7 @@ import sys
 
 from tests.test_cli_daily import _demo_after_a_cycle
 
-HEAVY = ("rich", "sqlalchemy", "sqlmodel", "alembic", "apscheduler", "litellm", "mcp", "httpx", "pygments")
+HEAVY = ("rich", "sqlalchemy", "sqlmodel", "alembic", "apscheduler", "litellm", "mcp", "httpx", "pygments", "json5")
 READ = [["status"], ["status", "--json"], ["status", "--rotations"], ["history"], ["db", "info"], ["list"],
         ["list", "--json"], ["info"], ["info", "-v"], ["sessions"], ["select", "--task", "fix the webhook", "--no-llm"],
         ["breaker", "status"], ["config", "show"], ["stats"], ["backups"], ["lean", "status"], ["doctor"]]
