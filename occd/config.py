@@ -86,8 +86,9 @@ class LeanSettings(BaseModel):
     batch_turns: int = Field(4, ge=1, description="hide old turns in batches of this many (prompt cache breaks once per batch)")
     never_hide: list[str] = Field(default_factory=lambda: ["memory_*"], description="tools never hidden (a trailing * matches a prefix)")
     keep_results_under_chars: int = Field(300, ge=0, description="results this short stay with their call")
-    high_water: float = Field(0.8, gt=0, le=1, description="the plugin moves its (sticky) boundary when the lean prompt passes this share of OpenClaw's token budget")
+    high_water: float = Field(0.9, gt=0, le=1, description="the plugin moves its (sticky) boundary when the lean prompt plus a turn passes this share of OpenClaw's token budget (a safety net: it moves earlier when a move pays, every ~7 turns with 5 kept)")
     low_water: float = Field(0.3, gt=0, le=1, description="... and then hides old tool turns until the prompt is down to this share (one prompt-cache break per move)")
+    requests_per_turn: float = Field(2, gt=0, description="model requests per turn (a tool call and the answer): how often a hidden turn is not read, for the plugin's cost rule")
 
 
 class CostSettings(BaseModel):

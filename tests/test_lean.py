@@ -255,6 +255,39 @@ def test_lean_job_turns_sessions_on_by_policy_and_apply_leaves_them_alone(fake_o
     assert all(p.read_bytes() == b for p, b in files.items())
 
 
+def test_lean_rules_carry_the_cache_cost_ratio_and_follow_changed_settings(fake_openclaw, isolated_env):
+    """Issue 20: the plugin's cost rule needs what a move costs for the session's model ((write - read) / read of
+    its prices: 11.5 for the default Anthropic-style prices); rules written by an older occd (highWater 0.8, no
+    ratio) follow the settings on the next act cycle, recorded once; a further cycle changes nothing."""
+    from test_jobs import BIG, ctx_for, make_state
+
+    from occd.jobs.lean import cache_cost_ratio
+    from occd.policy import cost
+
+    assert cache_cost_ratio(cost.complete(3.0)) == 11.5
+    assert cache_cost_ratio(cost.complete(1.25, read=0.125, write=1.25)) == 9.0
+    assert cache_cost_ratio(None) is None and cache_cost_ratio(cost.complete(1.0, read=0.0)) is None
+    state = make_state(isolated_env, {"agent:main:main": {**BIG, "seed": 1}}, window=100_000)
+    lean.enable(None, state, yes=True)
+    with Ledger.open() as led:
+        ctx = ctx_for(state, led, mode="act")
+        assert run_cycle(ctx, ["scan", "lean"])["lean"][1]["turnedOn"] == 1
+        rules = lean.read_policy()["sessions"]["agent:main:main"]
+        assert rules["cacheCostRatio"] == 11.5 and rules["highWater"] == 0.9 and rules["requestsPerTurn"] == 2
+        old = {k: v for k, v in rules.items() if k not in ("cacheCostRatio", "requestsPerTurn")} | {"highWater": 0.8}
+        doc = lean.read_policy()
+        doc["sessions"]["agent:main:main"] = old
+        lean.write_policy(doc)
+        res = run_cycle(ctx, ["scan", "lean"])["lean"][1]
+        assert res.get("refreshed") == 1 and res["turnedOn"] == 0, res
+        assert lean.read_policy()["sessions"]["agent:main:main"] == rules
+        newest = led.history(kind="lean")[0]
+        assert "follow the settings" in newest["reason"] and "highWater" in newest["reason"], newest
+        n = len(led.history(kind="lean"))
+        run_cycle(ctx, ["scan", "lean"])
+        assert len(led.history(kind="lean")) == n
+
+
 def test_lean_job_observe_mode_records_and_writes_nothing(fake_openclaw, isolated_env):
     from test_jobs import BIG, ctx_for, make_state
 

@@ -30,11 +30,38 @@ def decision(ctx, obs, policy, now: float):
     return decide_session(ctx, obs, policy.model_copy(update={"min_idle_minutes": 0}), now, priced=False)
 
 
-def rules_from_settings(settings) -> dict:
+def rules_from_settings(settings, prices=None) -> dict:
+    """The plugin's rules for a session; `prices` (occd.policy.cost.Prices of the session's model) set what a move
+    costs against what it saves: cacheCostRatio = (cache write - cache read) / cache read (sticky.js)."""
     ls = settings.lean
-    return {"mode": ls.mode, "keepTurns": ls.keep_turns, "batchTurns": ls.batch_turns,
-            "neverHide": list(ls.never_hide), "keepResultsUnderChars": ls.keep_results_under_chars,
-            "highWater": ls.high_water, "lowWater": min(ls.low_water, ls.high_water)}
+    rules = {"mode": ls.mode, "keepTurns": ls.keep_turns, "batchTurns": ls.batch_turns,
+             "neverHide": list(ls.never_hide), "keepResultsUnderChars": ls.keep_results_under_chars,
+             "highWater": ls.high_water, "lowWater": min(ls.low_water, ls.high_water),
+             "requestsPerTurn": ls.requests_per_turn}
+    ratio = cache_cost_ratio(prices)
+    if ratio is not None:
+        rules["cacheCostRatio"] = ratio
+    return rules
+
+
+def cache_cost_ratio(prices) -> float | None:
+    """(write - read) / read of a model's prices, rounded; None when they do not say (the plugin's default then)."""
+    read, write = getattr(prices, "cacheRead", None), getattr(prices, "cacheWrite", None)
+    if not isinstance(read, (int, float)) or not isinstance(write, (int, float)) or read <= 0 or write < read:
+        return None
+    return round((write - read) / read, 3)
+
+
+def _prices(ctx, obs):
+    """The session's model prices (OpenClaw's config, litellm's file, defaults), or None when the cost model is off."""
+    from occd.jobs.decide import economics
+
+    try:
+        econ = economics(ctx, obs)
+    except Exception:  # noqa: BLE001 - prices are advice: the plugin's default ratio then
+        log.debug("no prices for %s", obs.session_key, exc_info=True)
+        return None
+    return econ.prices if econ is not None else None
 
 
 def covered(ctx, obs) -> bool:
@@ -61,6 +88,7 @@ def run(ctx) -> dict:
     changed = False
     pending = []
     dropped = []
+    refreshed = []
     from occd.jobs.scan import UNVERIFIED_ERA
 
     for obs in scan.sessions:
@@ -75,6 +103,12 @@ def run(ctx) -> dict:
         if isinstance(cur, dict) and cur.get("mode") in ("drop", "stub"):
             ctx.cache[CACHE_KEY].add(obs.session_key)
             counts["active"] += 1
+            want = rules_from_settings(s, _prices(ctx, obs))
+            if cur != want and s.policy_for(obs.agent).mode == "act":
+                # the settings (or the model's prices) changed since the rules went on: the session follows them
+                doc["sessions"][obs.session_key] = want
+                changed = True
+                refreshed.append((obs, cur, want))
             continue
         policy = s.policy_for(obs.agent)
         now = record_time(ctx)
@@ -96,9 +130,9 @@ def run(ctx) -> dict:
                 led.record_action("lean", obs.agent, obs.session_id, obs.session_key, trigger="auto", policy=d.policy,
                                   reason=f"{d.reason}; {g.reason}", outcome="skipped", now=now)
             continue
-        doc["sessions"][obs.session_key] = dict(rules)
+        doc["sessions"][obs.session_key] = mine = rules_from_settings(s, _prices(ctx, obs))
         changed = True
-        pending.append((obs, d, g, cur, policy))
+        pending.append((obs, d, g, cur, policy, mine))
     if changed:
         lean.write_policy(doc)  # one atomic write for the cycle, then the ledger says what it changed
         for obs, cur in dropped:
@@ -107,11 +141,17 @@ def run(ctx) -> dict:
                               outcome="ok", before=cur, after={"mode": "off"}, now=record_time(ctx))
             counts["turnedOff"] = counts.get("turnedOff", 0) + 1
             log.warning("%s/%s: lean view off (unverified OpenClaw schema)", obs.agent, obs.session_id[:13])
-        for obs, d, g, cur, policy in pending:
+        for obs, cur, want in refreshed:
+            led.record_action("lean", obs.agent, obs.session_id, obs.session_key, trigger="auto", policy=None,
+                              reason="lean rules follow the settings (" + ", ".join(
+                                  sorted(k for k in set(cur) | set(want) if cur.get(k) != want.get(k))) + ")",
+                              outcome="ok", before=cur, after=want, now=record_time(ctx))
+            counts["refreshed"] = counts.get("refreshed", 0) + 1
+        for obs, d, g, cur, policy, mine in pending:
             now = record_time(ctx)
             led.record_action("lean", obs.agent, obs.session_id, obs.session_key, trigger="auto", policy=d.policy,
-                              reason=f"{d.reason.split(':')[0]}: lean view {rules['mode']}, keep {rules['keepTurns']} turns",
-                              outcome="ok", before=cur or {"mode": "off"}, after=rules, now=now)
+                              reason=f"{d.reason.split(':')[0]}: lean view {mine['mode']}, keep {mine['keepTurns']} turns",
+                              outcome="ok", before=cur or {"mode": "off"}, after=mine, now=now)
             breakers.record(led, g, obs.agent, "lean", policy.breaker, True, now)
             ctx.cache[CACHE_KEY].add(obs.session_key)
             counts["turnedOn"] += 1

@@ -34,7 +34,8 @@ MIN_RELEASE = (2026, 7, 1)  # the e2e tests prove the plugin on 2026.7.1, 2026.8
 FENCE = "before-current-turn-entry-v1"
 IDEMPOTENCY = "atomic-idempotent-v1"
 DEFAULT_RULES = {"mode": "drop", "keepTurns": 5, "batchTurns": 4, "neverHide": ["memory_*"],
-                 "keepResultsUnderChars": 300, "highWater": 0.8, "lowWater": 0.3}
+                 "keepResultsUnderChars": 300, "highWater": 0.9, "lowWater": 0.3,
+                 "cacheCostRatio": 11.5, "requestsPerTurn": 2}
 
 
 def lean_dir(env=None) -> Path:

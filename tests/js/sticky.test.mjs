@@ -149,7 +149,8 @@ test("chooseHidden: no move under the high water; a move hides at least a batch 
   const ids = Array.from({ length: 20 }, (_, t) => `t${t}`);
   const toolTurns = ids.map((_, t) => t);
   const saved = new Map(toolTurns.map((t) => [t, 4000 * 4]));
-  const rules = { keepTurns: 3, batchTurns: 2, highWater: 0.6, lowWater: 0.3 };
+  // (a cache write priced so high that the cost rule never moves: this test is about the budget)
+  const rules = { keepTurns: 3, batchTurns: 2, highWater: 0.6, lowWater: 0.3, cacheCostRatio: 1e5 };
   // (growth: the newest three turns' 4000 tokens count ahead of the high water)
   // 20 turns of 4000 tokens = 80k; budget 200k: under 0.6 -> nothing
   let r = chooseHidden({ ids, toolTurns, saved, charsIn: 80000 * 4, rules, tokenBudget: 200000, hiddenIds: new Set() });
@@ -167,11 +168,43 @@ test("chooseHidden: no move under the high water; a move hides at least a batch 
   // keepTurns bound: a tiny budget hides all but the newest 3
   r = chooseHidden({ ids, toolTurns, saved, charsIn: 80000 * 4, rules, tokenBudget: 1000, hiddenIds: new Set() });
   assert.equal(r.hidden.length, 17);
-  // no budget: the count rule, sticky (all but keepTurns once keep + batch are visible)
-  r = chooseHidden({ ids: ids.slice(0, 4), toolTurns: [0, 1, 2, 3], saved, charsIn: 1, rules, tokenBudget: undefined, hiddenIds: new Set() });
-  assert.equal(r.moved, false);
+  // no budget: only the cost rule moves (below)
   r = chooseHidden({ ids: ids.slice(0, 5), toolTurns: [0, 1, 2, 3, 4], saved, charsIn: 1, rules, tokenBudget: undefined, hiddenIds: new Set() });
-  assert.deepEqual(r.hidden, [0, 1]);
+  assert.equal(r.moved, false);
+});
+
+test("chooseHidden, the cost rule: with 5 equal turns kept a move pays once ~8 turns are hideable, whatever the budget", () => {
+  const n = 30;
+  const ids = Array.from({ length: n }, (_, t) => `t${t}`);
+  const saved = new Map(ids.map((_, t) => [t, 16000]));
+  const rules = { keepTurns: 5, batchTurns: 4, highWater: 0.9, lowWater: 0.3, cacheCostRatio: 11.5, requestsPerTurn: 2 };
+  const firstMove = (budget) => {
+    for (let v = 1; v <= n; v++) {
+      const toolTurns = ids.slice(0, v).map((_, t) => t);
+      const r = chooseHidden({ ids: ids.slice(0, v), toolTurns, saved, charsIn: v * 16000, rules, tokenBudget: budget, hiddenIds: new Set() });
+      if (r.moved) return { v, r };
+    }
+    return null;
+  };
+  // D^2 >= 2 * 11.5 * K * g / 2 with K = 5 turns, g = 1 turn: D >= sqrt(57.5) = 7.6 turns -> 8 hideable, 13 visible
+  for (const budget of [undefined, 1e6, 1e7]) {
+    const { v, r } = firstMove(budget);
+    assert.equal(v, 13, `budget ${budget}`);
+    assert.equal(r.why, "pays");
+    assert.deepEqual(r.hidden, [0, 1, 2, 3, 4, 5, 6, 7], "every turn but the newest keepTurns");
+  }
+  // a cheaper write (OpenAI-style, ratio 9) moves a turn earlier; a dearer one later
+  const at = (ratio) => { for (let v = 1; v <= n; v++) { const r = chooseHidden({ ids: ids.slice(0, v), toolTurns: ids.slice(0, v).map((_, t) => t), saved, charsIn: v * 16000, rules: { ...rules, cacheCostRatio: ratio }, tokenBudget: undefined, hiddenIds: new Set() }); if (r.moved) return v; } return null; };
+  assert.ok(at(9) < 13 && at(30) > 13, `${at(9)} ${at(30)}`);
+  // a tight budget moves before the cost rule does (the budget reason), keeping the newest 5
+  const toolTurns = ids.slice(0, 10).map((_, t) => t);
+  const r = chooseHidden({ ids: ids.slice(0, 10), toolTurns, saved, charsIn: 10 * 16000, rules, tokenBudget: 45000, hiddenIds: new Set() });
+  assert.equal(r.why, "budget");
+  assert.ok(r.hidden.length >= 4 && r.hidden.length <= 5);
+  // past the whole budget a move happens even with fewer than keep + batch visible
+  const seven = ids.slice(0, 7).map((_, t) => t);
+  const p = chooseHidden({ ids: ids.slice(0, 7), toolTurns: seven, saved, charsIn: 7 * 16000, rules, tokenBudget: 30000, hiddenIds: new Set() });
+  assert.deepEqual([p.why, p.hidden], ["budget", [0, 1]]);
 });
 
 test("state file: atomic write keeps the mode, a damaged file reads as empty (no throw)", () => {

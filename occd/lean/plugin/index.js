@@ -26,8 +26,10 @@ export const DEFAULT_RULES = Object.freeze({
   batchTurns: 4,             // hide in steps of this many turns (the prompt cache breaks once per batch)
   neverHide: [],             // tool names (a trailing * matches a prefix) never hidden, e.g. memory tools
   keepResultsUnderChars: 0,  // a result with at most this many characters is kept with its call
-  highWater: 0.8,            // the engine moves its boundary when the lean prompt + a turn pass this share of the budget
+  highWater: 0.9,            // the engine moves its boundary when the lean prompt + a turn pass this share of the budget
   lowWater: 0.3,             // ... and hides old tool turns until it is down to this share (sticky.js)
+  cacheCostRatio: 11.5,      // (cache write - cache read) / cache read of the model's prices: what a move costs (sticky.js)
+  requestsPerTurn: 2,        // model requests per turn (a tool call and the answer): how often a hidden turn is not read
 });
 const MODES = new Set(["off", "drop", "stub"]);
 const GONE = Symbol("gone"); // a hidden message that is left out
@@ -47,6 +49,9 @@ export function normalizeRules(raw, base = DEFAULT_RULES) {
   const share = (v) => (typeof v === "number" && Number.isFinite(v) && v > 0 && v <= 1 ? v : undefined);
   r.highWater = share(raw.highWater) ?? r.highWater;
   r.lowWater = share(raw.lowWater) ?? r.lowWater;
+  const pos = (v) => (typeof v === "number" && Number.isFinite(v) && v > 0 && v < 1e6 ? v : undefined);
+  r.cacheCostRatio = pos(raw.cacheCostRatio) ?? r.cacheCostRatio;
+  r.requestsPerTurn = pos(raw.requestsPerTurn) ?? r.requestsPerTurn;
   if (Array.isArray(raw.neverHide)) r.neverHide = raw.neverHide.filter((s) => typeof s === "string" && s);
   return r;
 }

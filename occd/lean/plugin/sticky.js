@@ -3,10 +3,18 @@
 // Providers cache the prompt's prefix; every time the lean view hides another turn, the prompt from that turn on
 // is a cache write. So the view is sticky:
 // - a turn hidden once stays hidden, rendered byte-identically (its hidden form depends only on its own messages);
-// - the boundary moves rarely and far: only when the lean prompt plus one more turn would pass `highWater` of the
-//   token budget (and at least keepTurns + batchTurns tool turns are visible), and then it hides the oldest visible tool turns
-//   until the prompt is down to `lowWater` of the budget (keeping the newest keepTurns whole); without a budget,
-//   when keepTurns + batchTurns tool turns are visible it hides all but the newest keepTurns;
+// - the boundary moves rarely and far, for one of two reasons:
+//   * it pays: a move rewrites the turns kept whole (K chars: a cache write instead of a read, costing
+//     `cacheCostRatio` = (write - read) / read times their read price) and saves reading the hidden turns (D chars)
+//     on every later request. With the prompt growing g chars a turn and `requestsPerTurn` requests a turn, the
+//     cheapest rhythm moves when D^2 >= 2 * ratio * K * g / requestsPerTurn (the cost of a move spread over the
+//     turns until the next one equals the extra reads of the prompt growing meanwhile); then it hides every tool
+//     turn but the newest keepTurns. With 5 kept turns of similar size this is a move every ~7 turns, whatever
+//     the window: short sessions never pay for one, long ones stop paying for reads they do not need;
+//   * the budget: the lean prompt plus one more turn would pass `highWater` of the token budget (and at least
+//     keepTurns + batchTurns tool turns are visible; or any, past the whole budget, since OpenClaw would compact):
+//     it hides the oldest visible tool turns until the prompt is down to `lowWater` of the budget (keeping the
+//     newest keepTurns whole);
 // - which turns are hidden survives a gateway restart: a state file in occd's data dir holds, per session, one-way
 //   hashes of the hidden turns' first messages and counts (never content), written atomically.
 // Between two moves the prompt for turn N+1 therefore starts with exactly the prompt for turn N.
@@ -15,7 +23,7 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 
-export const STICKY_DEFAULTS = Object.freeze({ highWater: 0.8, lowWater: 0.3 });
+export const STICKY_DEFAULTS = Object.freeze({ highWater: 0.9, lowWater: 0.3, cacheCostRatio: 11.5, requestsPerTurn: 2 });
 const MAX_KEYS = 4000;      // hidden-turn hashes kept per session (oldest forgotten first)
 const MAX_SESSIONS = 500;
 
@@ -61,19 +69,38 @@ export function chooseHidden({ ids, toolTurns, saved, charsIn, rules, tokenBudge
   const { high, low } = waters(rules);
   const crowded = visible.length >= keep + batch;
   // the next turn must fit too: one turn's growth (the largest of the newest three tool turns) counts ahead
-  const growth = Math.max(0, ...visible.slice(-3).map((t) => saved.get(t) ?? 0));
-  const over = budget ? (chars + growth) / 4 > high * budget : true;
+  const newest = visible.slice(-3).map((t) => saved.get(t) ?? 0);
+  const growth = Math.max(0, ...newest);
+  const over = budget ? (chars + growth) / 4 > high * budget : false;
+  const past = budget ? (chars + growth) / 4 > budget : false; // OpenClaw would compact: any batch will do
   const charsBefore = chars;
-  if (!crowded || !over || candidates.length === 0) return { hidden, added: [], moved: false, charsBefore, charsAfter: chars };
+  const why = movePays({ candidates, visible, saved, keep, batch, newest, rules }) ? "pays"
+    : (over && crowded) || past ? "budget" : null;
+  if (!why || candidates.length === 0) return { hidden, added: [], moved: false, charsBefore, charsAfter: chars, why: null };
   const added = [];
   for (const t of candidates) {
-    if (budget && added.length >= batch && chars / 4 <= low * budget) break;
+    if (why === "budget" && added.length >= batch && chars / 4 <= low * budget) break;
     hidden.push(t);
     added.push(ids[t]);
     chars -= saved.get(t) ?? 0;
   }
   hidden.sort((a, b) => a - b);
-  return { hidden, added, moved: added.length > 0, charsBefore, charsAfter: chars };
+  return { hidden, added, moved: added.length > 0, charsBefore, charsAfter: chars, why };
+}
+
+/** The cost rule (see the head of this file): hiding every candidate now is the cheapest rhythm of moves.
+ * K: the chars of the turns kept whole (rewritten by the move), D: the chars the candidates would stop costing,
+ * g: the prompt's growth per turn (the mean of the newest three tool turns). */
+export function movePays({ candidates, visible, saved, keep, batch, newest, rules }) {
+  if (candidates.length < Math.max(1, batch)) return false;
+  const num = (v, d) => (typeof v === "number" && Number.isFinite(v) && v > 0 ? v : d);
+  const ratio = num(rules?.cacheCostRatio, STICKY_DEFAULTS.cacheCostRatio);
+  const perTurn = num(rules?.requestsPerTurn, STICKY_DEFAULTS.requestsPerTurn);
+  const sum = (ts) => ts.reduce((n, t) => n + (saved.get(t) ?? 0), 0);
+  const D = sum(candidates);
+  const K = sum(visible.slice(visible.length - keep));
+  const g = newest.length ? newest.reduce((a, b) => a + b, 0) / newest.length : 0;
+  return D > 0 && g > 0 && D * D >= (2 * ratio * K * g) / perTurn;
 }
 
 /**
