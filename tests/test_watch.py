@@ -206,3 +206,38 @@ def test_doctor_and_status_say_which_mode(isolated_env, monkeypatch):
             assert "Wakes on: OpenClaw’s writes (events: inotify" in out.output, out.output
         finally:
             _stop(d, t)
+
+
+def test_status_and_doctor_say_when_the_daemon_cannot_write_its_log(isolated_env, monkeypatch):
+    """A full OCCD_HOME: the daemon goes on without its log file (logging_setup marks the handler degraded); the log
+    cannot say so, so the heartbeat carries it to `status` and doctor's daemon-log check."""
+    from click.testing import CliRunner
+
+    from occd.cli.main import cli
+    from occd.health.doctor import DoctorContext, check_daemon_log
+    from occd.runtime import logging_setup
+    from occd.runtime.lock import InstanceLock
+
+    agent = SimAgent(isolated_env, turns=1)
+    s = load_settings({"state_dir": str(agent.state)})
+    assert check_daemon_log(DoctorContext(now=time.time(), settings=s)) is None  # no daemon: nothing to say
+    with Ledger.open() as led, InstanceLock():
+        d = _daemon(agent.state)
+        t = _start(d, led)
+        try:
+            d.heartbeat()
+            r = check_daemon_log(DoctorContext(now=time.time(), settings=s))
+            assert r.status == "ok", r
+            out = CliRunner().invoke(cli, ["status"], env={"OPENCLAW_STATE_DIR": str(agent.state)})
+            assert "Log: not written" not in out.output
+            monkeypatch.setattr(logging_setup, "degraded", lambda: "No space left on device")
+            d.heartbeat()
+            r = check_daemon_log(DoctorContext(now=time.time(), settings=s))
+            assert r.status == "warn" and "No space left on device" in r.detail, r
+            out = CliRunner().invoke(cli, ["status"], env={"OPENCLAW_STATE_DIR": str(agent.state)})
+            assert "Log: not written (No space left on device)" in out.output, out.output
+            js = CliRunner().invoke(cli, ["status", "--json"], env={"OPENCLAW_STATE_DIR": str(agent.state)})
+            import json as _json
+            assert _json.loads(js.output)["daemon"]["logDegraded"] == "No space left on device"
+        finally:
+            _stop(d, t)

@@ -187,6 +187,9 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
         if w.get("mode"):
             c.print(f"Wakes on: {'OpenClaw’s writes (events' if w['mode'] == 'events' else 'a timer (polling'}: "
                     f"{w.get('reason')})")
+        if d.get("logDegraded"):
+            c.print(f"Log: not written ({d['logDegraded']}); the daemon goes on — free space in OCCD_HOME "
+                    "(`occd db path`), the log resumes by itself")
     else:
         last = d.get("lastCycle")
         c.print("Daemon: not running" + (f" (last cycle {_when(last, now_dt)})" if last else "")

@@ -288,6 +288,21 @@ def check_watch(ctx: DoctorContext) -> Result:
                   "polling scans every daemon.poll_interval_seconds")
 
 
+@check("daemon-log", order=47)
+def check_daemon_log(ctx: DoctorContext) -> Result | None:
+    """Whether the running daemon can write its log file (a full or removed OCCD_HOME makes it go on without)."""
+    from occd.runtime.lock import InstanceLock
+    from occd.runtime.statusfile import read_status
+
+    if not InstanceLock.holder():
+        return None
+    why = (read_status() or {}).get("logDegraded")
+    if not why:
+        return Result("daemon-log", "ok", "the daemon writes its log")
+    return Result("daemon-log", "warn", f"the daemon cannot write its log: {why}",
+                  "free space in OCCD_HOME (or recreate it); the log resumes by itself on the next write")
+
+
 @check("scan", order=50)
 def check_scan(ctx: DoctorContext) -> Result | None:
     led = ctx.ledger()

@@ -77,7 +77,8 @@ def daemon_info(ledger, now: float) -> dict:
            "started": st.get("started") if pid else None, "lastCycle": st.get("lastCycle"),
            "nextScan": st.get("nextScan") if pid else None, "mode": st.get("mode") if pid else None,
            "agentModes": (st.get("agentModes") or {}) if pid else {},
-           "watch": st.get("watch") if pid else None}  # {"mode": events | polling, "reason": ...}
+           "watch": st.get("watch") if pid else None,  # {"mode": events | polling, "reason": ...}
+           "logDegraded": st.get("logDegraded") if pid else None}  # why the daemon's log is not written, if so
     if run:
         out["lastRun"] = {k: run.get(k) for k in ("pid", "started", "stopped", "heartbeat", "last_cycle", "mode",
                                                    "stop_reason") if k in run}

@@ -219,7 +219,7 @@ class Daemon:
                       "scanIntervalSeconds": self.scan_interval(), "running": self.running,
                       "watch": {"mode": self.watch_mode[0], "wakes": getattr(self.watcher, "wakes", 0),
                                 "reason": getattr(self.watcher, "reason", None) or self.watch_mode[1]},
-                      "jobs": self.last_results})
+                      "jobs": self.last_results, "logDegraded": _log_degraded()})
         if self.run_id is not None:
             try:
                 self.ctx.ledger.heartbeat(self.run_id, now=now, last_cycle=self.last_cycle, next_scan=nxt)
@@ -438,7 +438,7 @@ class Daemon:
             except Exception as e:  # noqa: BLE001
                 log.warning("daemon stop not recorded in the ledger: %s", e)
         write_status({"pid": None, "started": self.started, "stopped": self.clock(), "lastCycle": self.last_cycle,
-                      "jobs": self.last_results})
+                      "jobs": self.last_results, "logDegraded": _log_degraded()})
         log.info("occd daemon stopped")
         if forced and self._hard_exit:
             # the blocked worker thread would hold the interpreter's exit (its pool is joined at exit)
@@ -495,3 +495,11 @@ def _scalars(summary: dict) -> dict:
 
 
 __all__ = ["Daemon"]
+
+
+def _log_degraded() -> str | None:
+    """Why the daemon's log file is not being written (a full or removed OCCD_HOME), or None: status and doctor
+    show it, since the log itself cannot."""
+    from occd.runtime.logging_setup import degraded
+
+    return degraded()
