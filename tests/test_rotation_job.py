@@ -40,6 +40,15 @@ def test_act_mode_rotates_then_cooldown_blocks(isolated_env):
         assert new["sessionId"] != old_id and new["compactionCount"] == 0
         a = led.history(kind="rotate")[0]
         assert a["trigger"] == "auto" and a["outcome"] == "ok" and a["policy"] == "rotate_at_compactions"
+        # priced (issue 20): the prompt the model was being sent and the cost inputs are kept with the action
+        before = a["before"] if isinstance(a["before"], dict) else json.loads(a["before"])
+        assert before["promptTokens"] > 0 and before["cost"]["prices"]["input"] > 0, before
+        from occd.policy.savings import summarize
+
+        tot = summarize(led.history(kind="rotate"))["total"]
+        assert tot["rotations"] == 1 and tot["unpriced"] == 0, tot
+        # the session was quiet longer than the cache lives: the rewrite is free, the next prompt's write smaller
+        assert tot["usdNet"] > 0 and tot["usdCacheWrites"] < 0, tot
         # the new session compacts 3 times at once: the cooldown (30 minutes) blocks the next rotation
         _set_compactions(state, KEY, 3)
         ok, out = run_cycle(ctx, ["scan", "rotate"])["rotate"]

@@ -195,6 +195,10 @@ def rotate_now(ctx, obs, reason: str, *, emergency: str | None = None, decision=
         d = replace(d, policy=decision.policy)
     if decision is not None and decision.details.get("overheadTokens") is not None:  # the new session's figure
         d = replace(d, details={**d.details, "overheadTokens": decision.details["overheadTokens"]})
+    if decision is not None:  # what the prompt was going to be and its budget: the rotation's price (issue 20)
+        d = replace(d, details={**{k: decision.details[k] for k in ("predictedPromptTokens", "promptBudget",
+                                                                      "growthTokens") if k in decision.details},
+                                **d.details})
     ok = _act(ctx, obs, d, counts)
     if ok is None:
         return "deferred"
@@ -202,6 +206,30 @@ def rotate_now(ctx, obs, reason: str, *, emergency: str | None = None, decision=
     new, trans = brk.record_result(d.details.get("breaker") or st, bset, ok, after, ctx.now())
     led.set_breaker(new, trans, now=ctx.now())
     return "rotated" if ok else "failed"
+
+
+def _cost_record(ctx, obs, d) -> dict | None:
+    """What the ledger keeps for pricing a rotation (occd.policy.savings): the prompt the model was going to be
+    sent, the part that stays a cache read (the prompt overhead: system prompt and tools), the prices and the
+    turns it saves on. None without a prediction (the rotation is then counted, not priced)."""
+    from occd.jobs.decide import economics
+    from occd.policy import cost
+
+    P = d.details.get("predictedPromptTokens") or getattr(obs, "context_tokens", None)
+    if not isinstance(P, int) or P <= 0:
+        return None
+    try:
+        econ = economics(ctx, obs)
+    except Exception:  # noqa: BLE001 - pricing is information: the rotation goes on unpriced
+        log.debug("no prices for %s", obs.session_key, exc_info=True)
+        return None
+    if econ is None:
+        return None
+    overhead = d.details.get("overheadTokens") or 0
+    details = {**d.details, "predictedPromptTokens": P, "removedTokens": max(0, P - overhead)}
+    _, rec = cost.strip_verdict(details, econ, last_activity=getattr(obs, "last_activity", None), now=ctx.now(),
+                                prevents_compaction=True)  # rotated because no strip avoids the next compaction
+    return rec
 
 
 def scheduled(ctx, obs, now: float) -> bool:
@@ -248,7 +276,7 @@ def _act(ctx, obs, d, counts) -> bool | None:
     try:
         rotate_session(ctx.settings, agent=obs.agent, ref=obs.session_id, trigger="auto", policy=d.policy,
                        reason=d.reason, budget_percent=d.details.get("seedBudgetPercent"), ledger=ctx.ledger,
-                       now=ctx.now(), overhead=d.details.get("overheadTokens"))
+                       now=ctx.now(), overhead=d.details.get("overheadTokens"), cost=_cost_record(ctx, obs, d))
         counts["rotated"] += 1
         log.info("%s/%s rotated (%s, %.1fs)", obs.agent, obs.session_key, d.reason, time.monotonic() - t0)
         return True

@@ -212,3 +212,9 @@ def strip_verdict(details: dict, econ: Economics, *, last_activity: float | None
            "compactionHistoryTokens": details.get("promptBudget"), "summaryTokens": econ.summary_tokens,
            "effect": eff.as_dict()}
     return eff, rec
+
+
+def record_fields(rec: dict | None) -> dict:
+    """The pricing part of an action's `before` record (a rotation's: occd.policy.savings prices it from the
+    prompt the model was going to be sent and the recorded cost inputs), or nothing when it was not priced."""
+    return {"promptTokens": rec["promptTokens"], "cost": rec} if isinstance(rec, dict) and rec.get("promptTokens") else {}

@@ -13,8 +13,9 @@ provider's prompt cache is priced (occd.policy.cost).
   prompt, minus the cache write the rewrite causes on the next turn (none when the cache had expired). Negative
   when the action cost more than it saved. Prices from OpenClaw's models config (`cost.input/cacheRead/
   cacheWrite/output`), else litellm's price map read from the installed package's JSON file (litellm is never
-  imported), else occd.policy.cost.DEFAULT_PRICES. A rotation whose prompt size was not recorded is counted, not
-  priced.
+  imported), else occd.policy.cost.DEFAULT_PRICES. A rotation is priced like a strip that leaves the seed: the
+  daemon keeps the prompt it was going to send and the cost inputs with the action (occd.jobs.rotate); a manual
+  one, or one recorded by an older occd, is counted, not priced.
 """
 
 from __future__ import annotations

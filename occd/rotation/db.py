@@ -23,6 +23,7 @@ import logging
 import time
 
 from occd.errors import BusyError, OccdError
+from occd.policy.cost import record_fields as cost_fields
 from occd.rotation.machine import maybe_crash
 from occd.rotation.seed import SEED_MARK  # the seed message's marker (both eras)
 
@@ -304,7 +305,7 @@ def drive_db(settings, led, rid: int, plan: dict | None, gw, *, trigger: str, po
                "modelCalls": 1}
     led.record_action("rotate", row["agent_id"], row["old_session_id"], row["session_key"], trigger=trigger,
                       policy=policy, reason=row.get("reason"), outcome="ok",
-                      before={"compactions": row.get("compactions_before")},
+                      before={"compactions": row.get("compactions_before"), **cost_fields((plan or {}).get("_cost"))},
                       after={"seedTokens": row.get("seed_tokens"), "archivePath": row.get("archive_path"),
                              "rotationId": rid, "modelCalls": 1},
                       duration_ms=(time.monotonic() - t0) * 1000)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from occd.actions.common import check_writable_path, ensure_idle, open_agent_store, resolve_session, session_lock
 from occd.errors import BusyError, OccdError
+from occd.policy.cost import record_fields as cost_fields
 
 log = logging.getLogger("occd.rotation")
 
@@ -104,11 +105,12 @@ def _reason(trigger: str, reason: str | None, info) -> str:
 
 def rotate_session(settings, *, agent=None, ref=None, dry_run=False, force=False, trigger="manual", policy=None,
                    reason=None, budget_percent=None, ledger=None, now: float | None = None, gateway=None,
-                   overhead: int | None = None) -> dict:
+                   overhead: int | None = None, cost: dict | None = None) -> dict:
     """Rotate one session (see the module doc). Returns a JSON-able summary; raises BusyError (deferred: retry
     later) or OccdError. `overhead`: the prompt overhead (system prompt, tools) the daemon predicted for the
     session, else it is learned from OpenClaw's last check of the old session (else OpenClaw's typical size):
-    the new session's figure is its seed plus that overhead, what its first turn sends."""
+    the new session's figure is its seed plus that overhead, what its first turn sends. `cost`: the daemon's
+    pricing record (occd.jobs.rotate._cost_record), kept with the action so `stats` can price the rotation."""
     from occd.ledger import Ledger
 
     now = time.time() if now is None else now
@@ -149,7 +151,7 @@ def rotate_session(settings, *, agent=None, ref=None, dry_run=False, force=False
             try:
                 res = _rotate_locked(settings, led, state_dir, aid, store, info, era=era, why=why, now=now,
                                      budget_percent=budget_percent, trigger=trigger, policy=policy, gateway=gateway,
-                                     times=times, overhead=overhead)
+                                     times=times, overhead=overhead, cost=cost)
             finally:
                 if own:
                     led.close()
@@ -204,7 +206,7 @@ def vanished(what: str, e: FileNotFoundError) -> BusyError:
 
 
 def _rotate_locked(settings, led, state_dir, aid, store, info, *, era, why, now, budget_percent, trigger, policy,
-                   gateway, times=None, overhead=None) -> dict:
+                   gateway, times=None, overhead=None, cost=None) -> dict:
     from occd.rotation.machine import KeyLock
 
     with KeyLock(aid, info.key):
@@ -219,9 +221,11 @@ def _rotate_locked(settings, led, state_dir, aid, store, info, *, era, why, now,
                             "a run is in progress; the rotation waits until it ends")
         if era == "file":
             plan["promptOverheadTokens"] = overhead if overhead is not None else _learned_overhead(info)
+            plan["_cost"] = cost
             return _rotate_file(settings, led, plan, trigger=trigger, policy=policy, now=now, times=times)
         from occd.rotation.db import rotate_db
 
+        plan["_cost"] = cost
         return rotate_db(settings, led, plan, state_dir=state_dir, trigger=trigger, policy=policy, now=now,
                          gateway=gateway)
 
@@ -274,7 +278,8 @@ def drive_file(settings, led, rid: int, plan: dict, *, trigger: str, policy: str
                "newPath": plan["newPath"], "archivePath": archive, "state": row["state"], "seed": plan["seed"],
                "reason": plan["reason"], "trigger": trigger}
     led.record_action("rotate", agent, old_id, key, trigger=trigger, policy=policy, reason=plan["reason"],
-                      outcome="ok", before={"compactions": plan["compactions"], "path": plan["oldPath"]},
+                      outcome="ok", before={"compactions": plan["compactions"], "path": plan["oldPath"],
+                                            **cost_fields(plan.get("_cost"))},
                       after={"newSessionId": plan["newSessionId"], "seedTokens": plan["seed"]["tokens"],
                              "archivePath": archive, "rotationId": rid},
                       duration_ms=(time.monotonic() - t0) * 1000)

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from occd.runtime.notify import monotonic_usec, sd_notify, stop_grace_seconds, watchdog_interval
-from occd.runtime.statusfile import job_times_file, read_json, write_json, write_status
+from occd.runtime.statusfile import job_times_file, log_degraded, read_json, write_json, write_status
 
 log = logging.getLogger("occd.daemon")
 
@@ -219,7 +219,7 @@ class Daemon:
                       "scanIntervalSeconds": self.scan_interval(), "running": self.running,
                       "watch": {"mode": self.watch_mode[0], "wakes": getattr(self.watcher, "wakes", 0),
                                 "reason": getattr(self.watcher, "reason", None) or self.watch_mode[1]},
-                      "jobs": self.last_results, "logDegraded": _log_degraded()})
+                      "jobs": self.last_results, "logDegraded": log_degraded()})
         if self.run_id is not None:
             try:
                 self.ctx.ledger.heartbeat(self.run_id, now=now, last_cycle=self.last_cycle, next_scan=nxt)
@@ -438,7 +438,7 @@ class Daemon:
             except Exception as e:  # noqa: BLE001
                 log.warning("daemon stop not recorded in the ledger: %s", e)
         write_status({"pid": None, "started": self.started, "stopped": self.clock(), "lastCycle": self.last_cycle,
-                      "jobs": self.last_results, "logDegraded": _log_degraded()})
+                      "jobs": self.last_results, "logDegraded": log_degraded()})
         log.info("occd daemon stopped")
         if forced and self._hard_exit:
             # the blocked worker thread would hold the interpreter's exit (its pool is joined at exit)
@@ -496,10 +496,3 @@ def _scalars(summary: dict) -> dict:
 
 __all__ = ["Daemon"]
 
-
-def _log_degraded() -> str | None:
-    """Why the daemon's log file is not being written (a full or removed OCCD_HOME), or None: status and doctor
-    show it, since the log itself cannot."""
-    from occd.runtime.logging_setup import degraded
-
-    return degraded()
