@@ -241,3 +241,56 @@ def test_status_and_doctor_say_when_the_daemon_cannot_write_its_log(isolated_env
             assert _json.loads(js.output)["daemon"]["logDegraded"] == "No space left on device"
         finally:
             _stop(d, t)
+
+
+def test_a_reader_opening_the_agent_database_does_not_wake_the_daemon(isolated_env):
+    """OpenClaw's gateway opens the agent database read-write and closes it every few seconds without writing
+    (inotify: a close-after-write with no change). That is no reason to look: the 2026.7.35 gateway loop woke the
+    daemon every ~3 s, a full cycle and five log lines each time. A real write (the -wal grows) still wakes it."""
+    import sqlite3
+
+    state = isolated_env / ".openclaw"
+    adir = state / "agents" / "main" / "agent"
+    adir.mkdir(parents=True)
+    db = adir / "openclaw-agent.sqlite"
+    keep = sqlite3.connect(db)  # the gateway holds the database open (its -wal stays)
+    keep.execute("PRAGMA journal_mode=WAL")
+    keep.execute("CREATE TABLE t (x)")
+    keep.commit()
+    wakes = []
+    w = watch.Watcher(state, lambda r: wakes.append(r), settle=0.2)
+    assert w.start()[0] == "events"
+    try:
+        assert wait_for(lambda: str(adir) in w.watched, timeout=5)
+        time.sleep(0.6)
+        n = len(wakes)
+        for _ in range(5):  # opened for writing, read, closed: no change
+            with open(db, "r+b") as f:
+                f.read(100)
+            con = sqlite3.connect(db)
+            con.execute("SELECT * FROM t").fetchall()
+            con.close()
+            time.sleep(0.1)
+        time.sleep(1.0)
+        assert len(wakes) == n, wakes[n:]
+        con = sqlite3.connect(db)
+        con.execute("INSERT INTO t VALUES (1)")
+        con.commit()
+        assert wait_for(lambda: len(wakes) > n, timeout=5)
+        con.close()
+    finally:
+        w.stop()
+        keep.close()
+
+
+def test_a_job_line_that_says_the_same_as_last_time_goes_to_debug(caplog):
+    import logging
+
+    from occd import jobs
+
+    spec = jobs.JobSpec("demo-job", "occd.jobs.scan", jobs.AFTER_SCAN)
+    caplog.set_level(logging.DEBUG, logger="occd.jobs")
+    for summary in ({"changed": 0}, {"changed": 0}, {"changed": 1}, {"changed": 0}):
+        jobs.run_job(None, spec, lambda ctx, s=summary: s)
+    levels = [r.levelno for r in caplog.records if r.getMessage().startswith("demo-job:")]
+    assert levels == [logging.INFO, logging.DEBUG, logging.INFO, logging.INFO], levels

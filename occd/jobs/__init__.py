@@ -160,8 +160,16 @@ def run_job(ctx: JobContext, spec: JobSpec, fn: JobFn | None = None) -> tuple[bo
         return False, {"error": _first_line(e), **({"busy": True} if isinstance(e, BusyError) else {})}
     if not isinstance(summary, dict):
         summary = {"result": summary}
-    log.info("%s: %s (%.2fs)", spec.name, short(summary), time.monotonic() - t0)
+    line = short(summary)
+    # a daemon wakes often (every run's end): a job's line that says the same as last time goes to debug, so
+    # the log holds what changed, not thousands of identical "nothing to do" lines a day
+    level = logging.DEBUG if _LAST_LINE.get(spec.name) == line else logging.INFO
+    _LAST_LINE[spec.name] = line
+    log.log(level, "%s: %s (%.2fs)", spec.name, line, time.monotonic() - t0)
     return True, summary
+
+
+_LAST_LINE: dict[str, str] = {}  # per job, its last summary line (this process)
 
 
 def run_cycle(ctx: JobContext, names: list[str] | None = None,

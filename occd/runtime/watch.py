@@ -138,7 +138,11 @@ class Watcher:
 
         class Handler(FileSystemEventHandler):
             def on_any_event(self, event):  # noqa: D401 - watchdog's callback
-                if getattr(event, "event_type", "") in ("opened", "closed_no_write"):
+                # opening, closing or touching the metadata of a file is not a write: a gateway reading the agent
+                # database opens it read-write (a close-after-write with no change) and SQLite re-applies the
+                # -wal's mode (an attribute event) every few seconds; a real write is a "modified", "created",
+                # "moved" or "deleted" event
+                if getattr(event, "event_type", "") in ("opened", "closed", "closed_no_write", "attrib"):
                     return
                 outer._on_event(event)
 
