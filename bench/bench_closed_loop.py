@@ -5,8 +5,13 @@ time on two ports. occd runs with its defaults: no OCCD_* setting (issue 19).
     .venv/bin/python bench/bench_closed_loop.py                      # 40 turns, OpenClaw 2026.7.1, 128k window
     .venv/bin/python bench/bench_closed_loop.py --turns 15 --window 64000 --release 2026.7.35 --json
 
-Prints one row per arm (compactions, questions the model still sees at the end, turns blocked by overflow,
-occd's actions) and, with --json, the two JSON lines the harness printed.
+    .venv/bin/python bench/bench_closed_loop.py --release 2026.9.6 --lean --gap 30   # the lean view, via the gateway
+
+Prints one row per arm (compactions, questions the model still sees at the end, turns blocked by overflow, the
+newest results whole, prefix breaks, the cost with a prompt cache under Anthropic-style and OpenAI-style prices
+and its ratio to OpenClaw alone in the same run, occd's actions) and, with --json, the JSON lines the harness
+printed. --gateway sends the turns through `openclaw gateway` (as users run it); --lean turns the lean view on
+(implies --gateway).
 """
 
 from __future__ import annotations
@@ -38,13 +43,18 @@ def harness() -> Path:
 
 
 def start_arm(arm: str, workdir: Path, *, turns: int, window: int, release: str, port: int, doc_words: int | None,
-              gap_s: int | None, occd: str, extra_env: dict | None = None) -> subprocess.Popen:
+              gap_s: int | None, occd: str, extra_env: dict | None = None, gateway: bool = False,
+              lean: bool = False) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OCCD_") or k in ("OCCD_SHARED_DIR",)}
     env.update(RELEASE=release, TURNS=str(turns), WINDOW=str(window), PORT=str(port), OCCD=occd)
     if doc_words:
         env["DOC_WORDS"] = str(doc_words)
     if gap_s is not None:
         env["GAP_S"] = str(gap_s)
+    if gateway or lean:
+        env["GATEWAY"] = "1"
+    if lean:
+        env["LEAN"] = "1"
     if arm == "occd":
         env.update(KNOBS)
         env.update(extra_env or {})
@@ -61,6 +71,13 @@ def result(workdir: Path) -> dict | None:
         return None
 
 
+def _cost(r: dict | None) -> tuple[float, float] | None:
+    """(Anthropic-style, OpenAI-style) USD with a prompt cache, from the harness's `cost` (cost.py), or None."""
+    c = ((r or {}).get("cost") or {}).get("usd_with_cache") or {}
+    a, o = c.get("anthropic"), c.get("openai")
+    return (float(a), float(o)) if isinstance(a, (int, float)) and isinstance(o, (int, float)) else None
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--turns", type=int, default=40)
@@ -72,6 +89,8 @@ def main(argv=None) -> int:
     ap.add_argument("--arms", default="none,occd")
     ap.add_argument("--occd", default=str(ROOT / ".venv" / "bin" / "occd"))
     ap.add_argument("--workdir", default=None, help="keep the runs here (default: a temp dir, removed)")
+    ap.add_argument("--gateway", action="store_true", help="turns through `openclaw gateway`")
+    ap.add_argument("--lean", action="store_true", help="the occd arm turns the lean view on (implies --gateway)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     base = Path(a.workdir) if a.workdir else Path(tempfile.mkdtemp(prefix="occd-closed-loop-"))
@@ -81,7 +100,8 @@ def main(argv=None) -> int:
     procs = {}
     for i, arm in enumerate(arms):
         procs[arm] = start_arm(arm, base / f"loop-{arm}", turns=a.turns, window=a.window, release=a.release,
-                               port=a.port + 50 * i, doc_words=a.doc_words, gap_s=a.gap, occd=a.occd)
+                               port=a.port + 50 * i, doc_words=a.doc_words, gap_s=a.gap, occd=a.occd,
+                               gateway=a.gateway, lean=a.lean)
     for p in procs.values():
         p.wait()
     rows = {arm: result(base / f"loop-{arm}") for arm in arms}
@@ -90,17 +110,24 @@ def main(argv=None) -> int:
         for arm in arms:
             print(json.dumps(rows[arm]))
     else:
-        print(f"OpenClaw {a.release}, {a.turns} turns, window {a.window}, both arms at once ({wall / 60:.1f} min)")
-        print(f"{'arm':<6} {'compactions':>11} {'questions seen':>15} {'blocked turns':>13} {'recent intact':>13}  "
-              f"occd actions")
+        print(f"OpenClaw {a.release}, {a.turns} turns, window {a.window}, gaps {a.gap if a.gap is not None else 7} s, "
+              f"{'lean view, ' if a.lean else ''}{'gateway' if a.gateway or a.lean else 'agent --local'}, "
+              f"arms at once ({wall / 60:.1f} min)")
+        print(f"{'arm':<6} {'compactions':>11} {'questions seen':>15} {'blocked':>7} {'newest whole':>12} "
+              f"{'breaks':>6} {'$ cache A/O':>13} {'vs alone':>13}  occd actions")
+        base_cost = _cost(rows.get("none"))
         for arm in arms:
             r = rows[arm]
             if r is None:
                 print(f"{arm:<6} (no result: see {base / f'loop-{arm}.out'})")
                 continue
             acts = ", ".join(f"{k} {v}" for k, v in sorted((r.get("occd_actions") or {}).items())) or "-"
+            c = _cost(r)
+            money = f"{c[0]:.3f}/{c[1]:.3f}" if c else "-"
+            ratio = f"{c[0] / base_cost[0]:.3f}/{c[1] / base_cost[1]:.3f}" if c and base_cost and all(base_cost) else "-"
             print(f"{arm:<6} {r['compactions']:>11} {str(r['questions_seen_at_end']) + '/' + str(r['turns']):>15} "
-                  f"{r['turns_blocked_by_overflow']:>13} {r['recent_results_intact']:>13}  {acts}")
+                  f"{r['turns_blocked_by_overflow']:>7} {r['recent_results_intact']:>12} "
+                  f"{(r.get('cost') or {}).get('prefix_breaks', '-'):>6} {money:>13} {ratio:>13}  {acts}")
     if not a.workdir:
         shutil.rmtree(base, ignore_errors=True)
     return 0 if all(rows.values()) else 1
