@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from occd.relevance.keywords import keyword_relevance
-from occd.relevance.redact import squash
 
 PURPOSE = "relevance"
 TASK_CHARS = 400
@@ -142,6 +141,8 @@ def task_hash(task: str, method: str, model: str | None = None) -> str:
 
 
 def build_messages(task: str, digests: Sequence[str], context: str | None = None) -> list[dict]:
+    from occd.relevance.redact import squash  # (its secret patterns compile on import: only when a prompt is built)
+
     lines = [f"Task: {squash(task, TASK_CHARS)}"]
     if context:
         lines.append(f"Current work: {squash(context, CONTEXT_CHARS)}")
