@@ -225,22 +225,32 @@ class Watcher:
             except Exception as e:  # noqa: BLE001 - the daemon's wake must not kill the watcher
                 log.warning("wake failed: %s", e)
 
-    def _stop_observer(self) -> None:
+    def _stop_observer(self, wait: bool = True) -> None:
         obs, self.observer = self.observer, None
-        if obs is not None:
-            try:
-                obs.stop()
-                if obs.is_alive():
-                    obs.join(5)
-            except Exception:  # noqa: BLE001
-                pass
+        if obs is None:
+            return
+        if not wait:  # watchdog's stop joins its emitter threads: let a daemon thread do it
+            threading.Thread(target=self._quiet_stop, args=(obs, False), name="occd-watch-stop", daemon=True).start()
+            return
+        self._quiet_stop(obs, True)
 
-    def stop(self) -> None:
+    @staticmethod
+    def _quiet_stop(obs, join: bool) -> None:
+        try:
+            obs.stop()
+            if join and obs.is_alive():
+                obs.join(5)
+        except Exception:  # noqa: BLE001
+            pass
+
+    def stop(self, wait: bool = True) -> None:
+        """Stop watching; `wait=False` does not wait for the threads to end (they are daemon threads: a probe in
+        a short-lived command need not spend ~15 ms joining them)."""
         with self.cond:
             self.stopping = True
             self.cond.notify_all()
-        self._stop_observer()
-        if self.thread is not None:
+        self._stop_observer(wait)
+        if wait and self.thread is not None:
             self.thread.join(5)
 
     def describe(self) -> dict:
@@ -302,7 +312,7 @@ def probe(state_dir: Path) -> tuple[str, str]:
     try:
         return w.start()
     finally:
-        w.stop()
+        w.stop(wait=False)
 
 
 __all__ = ["Debouncer", "WakeRunner", "Watcher", "interesting", "live_run_lock", "probe", "watch_dirs"]
