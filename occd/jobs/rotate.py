@@ -193,12 +193,13 @@ def rotate_now(ctx, obs, reason: str, *, emergency: str | None = None, decision=
 
     if emergency and decision is not None:  # the rotation's own record says why (status marks SPIRAL/BLOCKED)
         d = replace(d, policy=decision.policy)
-    if decision is not None and decision.details.get("overheadTokens") is not None:  # the new session's figure
-        d = replace(d, details={**d.details, "overheadTokens": decision.details["overheadTokens"]})
-    if decision is not None:  # what the prompt was going to be and its budget: the rotation's price (issue 20)
-        d = replace(d, details={**{k: decision.details[k] for k in ("predictedPromptTokens", "promptBudget",
-                                                                      "growthTokens") if k in decision.details},
-                                **d.details})
+    if decision is not None:
+        # what the prompt was going to be and its budget: the rotation's price (issue 20); the prompt overhead:
+        # the new session's figure
+        dd = decision.details
+        priced = {k: dd[k] for k in ("predictedPromptTokens", "promptBudget", "growthTokens") if k in dd}
+        overhead = {"overheadTokens": dd["overheadTokens"]} if dd.get("overheadTokens") is not None else {}
+        d = replace(d, details={**priced, **d.details, **overhead})
     ok = _act(ctx, obs, d, counts)
     if ok is None:
         return "deferred"

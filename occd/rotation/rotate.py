@@ -219,13 +219,12 @@ def _rotate_locked(settings, led, state_dir, aid, store, info, *, era, why, now,
         if plan["openCall"]:
             raise BusyError(f"Session '{info.key}' has a tool call waiting for its result",
                             "a run is in progress; the rotation waits until it ends")
+        plan["_cost"] = cost  # the pricing record, kept with the "rotate ok" action (both eras)
         if era == "file":
             plan["promptOverheadTokens"] = overhead if overhead is not None else _learned_overhead(info)
-            plan["_cost"] = cost
             return _rotate_file(settings, led, plan, trigger=trigger, policy=policy, now=now, times=times)
         from occd.rotation.db import rotate_db
 
-        plan["_cost"] = cost
         return rotate_db(settings, led, plan, state_dir=state_dir, trigger=trigger, policy=policy, now=now,
                          gateway=gateway)
 
