@@ -3,6 +3,10 @@ turns the lean view on where it says so)."""
 
 from __future__ import annotations
 
+import logging
+
+log = logging.getLogger("occd.jobs.decide")
+
 
 def _state(obs):
     from occd.policy.types import SessionState
@@ -64,6 +68,16 @@ def economics(ctx, obs):
     provider = model.split("/", 1)[0] if isinstance(model, str) and "/" in model else None
     return cost.Economics(prices=prices, ttl_s=cost.cache_ttl(c.cache_ttl_seconds, provider, model),
                           horizon_turns=c.horizon_turns, summary_tokens=c.summary_tokens)
+
+
+def economics_or_none(ctx, obs):
+    """economics(), or None when the prices cannot be had: for pricing that is information only (a rotation's
+    record, the lean view's cost ratio), where a failure must not stop the action."""
+    try:
+        return economics(ctx, obs)
+    except Exception:  # noqa: BLE001 - unpriced then
+        log.debug("no prices for %s", getattr(obs, "session_key", None), exc_info=True)
+        return None
 
 
 DECIDED_KEY = "apply.decided"  # (the cycle's scan, {(agent, key)}) the apply job decided about this cycle

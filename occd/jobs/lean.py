@@ -53,14 +53,11 @@ def cache_cost_ratio(prices) -> float | None:
 
 
 def _prices(ctx, obs):
-    """The session's model prices (OpenClaw's config, litellm's file, defaults), or None when the cost model is off."""
-    from occd.jobs.decide import economics
+    """The session's model prices (OpenClaw's config, litellm's file, defaults), or None when the cost model is off
+    or they cannot be had (the plugin's default ratio then)."""
+    from occd.jobs.decide import economics_or_none
 
-    try:
-        econ = economics(ctx, obs)
-    except Exception:  # noqa: BLE001 - prices are advice: the plugin's default ratio then
-        log.debug("no prices for %s", obs.session_key, exc_info=True)
-        return None
+    econ = economics_or_none(ctx, obs)
     return econ.prices if econ is not None else None
 
 

@@ -213,17 +213,13 @@ def _cost_record(ctx, obs, d) -> dict | None:
     """What the ledger keeps for pricing a rotation (occd.policy.savings): the prompt the model was going to be
     sent, the part that stays a cache read (the prompt overhead: system prompt and tools), the prices and the
     turns it saves on. None without a prediction (the rotation is then counted, not priced)."""
-    from occd.jobs.decide import economics
+    from occd.jobs.decide import economics_or_none
     from occd.policy import cost
 
     P = d.details.get("predictedPromptTokens") or getattr(obs, "context_tokens", None)
     if not isinstance(P, int) or P <= 0:
         return None
-    try:
-        econ = economics(ctx, obs)
-    except Exception:  # noqa: BLE001 - pricing is information: the rotation goes on unpriced
-        log.debug("no prices for %s", obs.session_key, exc_info=True)
-        return None
+    econ = economics_or_none(ctx, obs)  # pricing is information: the rotation goes on unpriced
     if econ is None:
         return None
     overhead = d.details.get("overheadTokens") or 0
