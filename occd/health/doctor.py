@@ -51,6 +51,16 @@ class DoctorContext:
             self.cache["ledger"] = led
         return self.cache["ledger"]
 
+    def daemon(self) -> tuple[int | None, dict]:
+        """(the pid holding the daemon's lock or None, its status file's contents or {}), read once per doctor run
+        for the checks that look at the daemon (service, heartbeat, watch, daemon-log)."""
+        if "daemon" not in self.cache:
+            from occd.runtime.lock import InstanceLock
+            from occd.runtime.statusfile import read_status
+
+            self.cache["daemon"] = (InstanceLock.holder(), read_status() or {})
+        return self.cache["daemon"]
+
     def state_dir(self) -> Path:
         from occd.openclaw.state import resolve_state_dir
 
@@ -189,9 +199,8 @@ def check_ledger(ctx: DoctorContext) -> Result:
 @check("service", order=40)
 def check_service(ctx: DoctorContext) -> Result:
     from occd.runtime import service
-    from occd.runtime.lock import InstanceLock
 
-    pid = InstanceLock.holder()
+    pid, _ = ctx.daemon()
     try:
         st = service.service_state()
     except Exception:  # noqa: BLE001 - an unsupported platform: only the lock tells
@@ -241,11 +250,7 @@ def check_service_openclaw(ctx: DoctorContext) -> Result | None:
 
 @check("heartbeat", order=45)
 def check_heartbeat(ctx: DoctorContext) -> Result:
-    from occd.runtime.lock import InstanceLock
-    from occd.runtime.statusfile import read_status
-
-    pid = InstanceLock.holder()
-    st = read_status() or {}
+    pid, st = ctx.daemon()
     last = st.get("lastCycle")
     interval = ctx.settings.daemon.scan_interval_seconds if ctx.settings else 300
     if not pid:
@@ -264,11 +269,8 @@ def check_heartbeat(ctx: DoctorContext) -> Result:
 @check("watch", order=46)
 def check_watch(ctx: DoctorContext) -> Result:
     """Which mode the daemon runs in: events (it wakes on OpenClaw's writes) or polling, with the reason."""
-    from occd.runtime.lock import InstanceLock
-    from occd.runtime.statusfile import read_status
-
-    st = (read_status() or {}) if InstanceLock.holder() else {}
-    w = st.get("watch") or {}
+    pid, st = ctx.daemon()
+    w = (st.get("watch") or {}) if pid else {}
     if w.get("mode"):
         mode, reason, who = w["mode"], w.get("reason"), "the daemon runs in"
     elif ctx.settings is not None and not ctx.settings.daemon.watch:
@@ -291,12 +293,10 @@ def check_watch(ctx: DoctorContext) -> Result:
 @check("daemon-log", order=47)
 def check_daemon_log(ctx: DoctorContext) -> Result | None:
     """Whether the running daemon can write its log file (a full or removed OCCD_HOME makes it go on without)."""
-    from occd.runtime.lock import InstanceLock
-    from occd.runtime.statusfile import read_status
-
-    if not InstanceLock.holder():
+    pid, st = ctx.daemon()
+    if not pid:
         return None
-    why = (read_status() or {}).get("logDegraded")
+    why = st.get("logDegraded")
     if not why:
         return Result("daemon-log", "ok", "the daemon writes its log")
     return Result("daemon-log", "warn", f"the daemon cannot write its log: {why}",
