@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from occd.runtime.notify import monotonic_usec, sd_notify, stop_grace_seconds, watchdog_interval
-from occd.runtime.statusfile import job_times_file, log_degraded, read_json, write_json, write_status
+from occd.runtime import logging_setup
+from occd.runtime.statusfile import job_times_file, read_json, write_json, write_status
 
 log = logging.getLogger("occd.daemon")
 
@@ -219,7 +220,7 @@ class Daemon:
                       "scanIntervalSeconds": self.scan_interval(), "running": self.running,
                       "watch": {"mode": self.watch_mode[0], "wakes": getattr(self.watcher, "wakes", 0),
                                 "reason": getattr(self.watcher, "reason", None) or self.watch_mode[1]},
-                      "jobs": self.last_results, "logDegraded": log_degraded()})
+                      "jobs": self.last_results, "logDegraded": logging_setup.degraded()})
         if self.run_id is not None:
             try:
                 self.ctx.ledger.heartbeat(self.run_id, now=now, last_cycle=self.last_cycle, next_scan=nxt)
@@ -334,8 +335,6 @@ class Daemon:
         job.modify(next_run_time=_utc(time.time()))
 
     def reload(self) -> None:
-        from occd.runtime import logging_setup
-
         sd_notify(f"RELOADING=1\nMONOTONIC_USEC={monotonic_usec()}\nSTATUS=reloading the configuration", self.env)
         try:
             new = self.load_settings()
@@ -438,7 +437,7 @@ class Daemon:
             except Exception as e:  # noqa: BLE001
                 log.warning("daemon stop not recorded in the ledger: %s", e)
         write_status({"pid": None, "started": self.started, "stopped": self.clock(), "lastCycle": self.last_cycle,
-                      "jobs": self.last_results, "logDegraded": log_degraded()})
+                      "jobs": self.last_results})
         log.info("occd daemon stopped")
         if forced and self._hard_exit:
             # the blocked worker thread would hold the interpreter's exit (its pool is joined at exit)

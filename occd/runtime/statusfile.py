@@ -40,14 +40,6 @@ def read_json(p: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def log_degraded() -> str | None:
-    """Why the daemon's log file is not being written (a full or removed OCCD_HOME), or None: the heartbeat
-    carries it to status and doctor, since the log itself cannot."""
-    from occd.runtime.logging_setup import degraded
-
-    return degraded()
-
-
 def write_status(data: dict) -> None:
     write_json(status_file(), data)
 
