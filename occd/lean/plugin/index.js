@@ -16,7 +16,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { stateFile, stickyChooser } from "./sticky.js";
+import { STICKY_DEFAULTS, stateFile, stickyChooser } from "./sticky.js";
 
 export const ENGINE_ID = "occd-lean";
 export const VERSION = "0.1.0";
@@ -26,10 +26,9 @@ export const DEFAULT_RULES = Object.freeze({
   batchTurns: 4,             // hide in steps of this many turns (the prompt cache breaks once per batch)
   neverHide: [],             // tool names (a trailing * matches a prefix) never hidden, e.g. memory tools
   keepResultsUnderChars: 0,  // a result with at most this many characters is kept with its call
-  highWater: 0.9,            // the engine moves its boundary when the lean prompt + a turn pass this share of the budget
-  lowWater: 0.3,             // ... and hides old tool turns until it is down to this share (sticky.js)
-  cacheCostRatio: 11.5,      // (cache write - cache read) / cache read of the model's prices: what a move costs (sticky.js)
-  requestsPerTurn: 2,        // model requests per turn (a tool call and the answer): how often a hidden turn is not read
+  // the sticky boundary's knobs (sticky.js): highWater, lowWater (shares of the budget), cacheCostRatio ((cache
+  // write - cache read) / cache read: what a move costs), requestsPerTurn (how often a hidden turn is not read)
+  ...STICKY_DEFAULTS,
 });
 const MODES = new Set(["off", "drop", "stub"]);
 const GONE = Symbol("gone"); // a hidden message that is left out
