@@ -275,8 +275,13 @@ def _money(v: float) -> str:
     return f"-${-v:.2f}" if v < 0 else f"${v:.2f}"
 
 
+def _priced(sv: dict) -> int:
+    """How many of a savings row's actions were priced (the rest are counted, not priced)."""
+    return sv.get("strips", 0) + sv.get("rotations", 0) + sv.get("leanMoves", 0) - sv.get("unpriced", 0)
+
+
 def _savings_line(sv: dict) -> str:
-    priced = sv.get("strips", 0) + sv.get("rotations", 0) + sv.get("leanMoves", 0) - sv.get("unpriced", 0)
+    priced = _priced(sv)
     writes = sv.get("usdCacheWrites", 0.0)
     # a rewrite after the cache expired makes the next write smaller: then the writes term is a saving too
     writes_part = (f"- cache writes {_money(writes)}" if writes >= 0 else f"+ smaller cache writes {_money(-writes)}")
@@ -316,7 +321,7 @@ def stats_cmd(since, as_json):
         for r in sorted(data["sessions"], key=lambda r: -r["tokensRemoved"]):
             t.add_row(r["agent"] or "-", short_id(r["sessionId"] or "-"), str(r["strips"]),
                       human_tokens(r["tokensRemoved"]), str(r["compactionsAvoided"]),
-                      _money(r["usdNet"]) if r["strips"] + r["rotations"] + r["leanMoves"] > r["unpriced"] else "-",
+                      _money(r["usdNet"]) if _priced(r) > 0 else "-",
                       str(r["rotations"]))
         c.print(t)
     a = data["assumptions"]
