@@ -71,7 +71,7 @@ def complete_preset(ctx, param, incomplete: str):
 
 def json_option(f):
     return click.option("--json", "as_json", is_flag=True,
-                        help="Machine-readable: one JSON object (the envelope in the README) on stdout, nothing else.")(f)
+                        help="Machine-readable: one JSON object (the envelope of docs/guide.md) on stdout, nothing else.")(f)
 
 
 def verbose_option(f):
