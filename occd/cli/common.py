@@ -248,6 +248,18 @@ def emit_json(obj: Any, *, key: str = "items", success: bool = True, error: dict
     data = envelope(obj, success=success, key=key, error=error)
     sys.stdout.buffer.write(_json_bytes(data) + b"\n")
     sys.stdout.flush()
+    if not success and error:  # every --json failure: the same one line on stderr as an error's (README)
+        click.echo(error_line(error.get("message") or "", error.get("hint")), err=True)
+
+
+def error_line(message: str, hint: str | None) -> str:
+    """The one stderr line of a failure: `Error: MESSAGE (hint: HINT)`, with and without --json."""
+    from occd.cli.render import clean
+
+    line = f"Error: {clean(message)}"
+    if hint:
+        line += f" (hint: {clean(hint)})"
+    return line
 
 
 def _json_bytes(data) -> bytes:
@@ -318,10 +330,5 @@ def _fail(message, hint, code, exit_code, as_json, details):
         data = envelope(None, success=False, error=err)
         sys.stdout.buffer.write(_json_bytes(data) + b"\n")
         sys.stdout.flush()
-    from occd.cli.render import clean
-
-    line = f"Error: {clean(message)}"
-    if hint:
-        line += f" (hint: {clean(hint)})"
-    click.echo(line, err=True)
+    click.echo(error_line(message, hint), err=True)
     sys.exit(exit_code)
