@@ -118,3 +118,161 @@ def test_status_check_json_failure_writes_one_error_line(isolated_env):
     assert r.exit_code == 1 and out["success"] is False
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0] == f"Error: {out['error']['message']} (hint: {out['error']['hint']})"
+
+
+# ---- 31.5: a half-edited openclaw.json is read as OpenClaw reads it; a scan that fails anyway is said ---------
+
+GOOD_CONFIG = {
+    "meta": {"lastTouchedVersion": "2026.7.35"},
+    "models": {"providers": {"anthropic": {"models": [{"id": "claude-opus-4-6", "contextWindow": 180000,
+                                                       "cost": {"input": 5, "output": 25, "cacheRead": 0.5,
+                                                                "cacheWrite": 6.25}}]},
+                             "x": {"models": [{"id": "m", "contextWindow": 64000}]}}},
+    "agents": {"defaults": {"model": {"primary": "anthropic/claude-opus-4-6"}, "contextTokens": 150000,
+                            "workspace": "~/ws", "compaction": {"reserveTokens": 20000, "reserveTokensFloor": 10000}},
+               "list": [{"id": "main", "model": "anthropic/claude-opus-4-6", "workspace": "~/ws-main"}]},
+    "plugins": {"slots": {"contextEngine": "legacy"}, "load": {"paths": ["/nowhere"]}, "entries": {"a": {}}},
+    "gateway": {"port": 18789, "auth": {"token": "t"}},
+}
+WRONG = [5, "text", [], [5], {}, None, True]
+
+
+def _paths(node, prefix=()):
+    yield prefix
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _paths(v, prefix + (i,))
+
+
+def _mutated(path, value):
+    import copy
+
+    cfg = copy.deepcopy(GOOD_CONFIG)
+    node = cfg
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+    return cfg
+
+
+def _read_everything(state, cfg):
+    """Every reader of OpenClaw's config occd has (the context window, the model, the workspace, prices, the lean
+    view's slot and load paths, the gateway, the release)."""
+    from occd import lean
+    from occd.jobs.lean import cache_cost_ratio  # noqa: F401 - (imports the lean job)
+    from occd.jobs.scan import _budget_records
+    from occd.jobs.scanstate import SessionObs
+    from occd.openclaw.gateway import gateway_endpoint
+    from occd.openclaw.state import context_window, default_model, release_evidence, workspace_dir
+    from occd.policy import cost, savings
+
+    for model, provider in (("claude-opus-4-6", "anthropic"), ("anthropic/claude-opus-4-6", None), ("m", "x"),
+                            (None, None)):
+        context_window(state, agent="main", model=model, provider=provider, config=cfg)
+        cost.from_openclaw(cfg, model)
+        savings.price_from_openclaw(cfg, model)
+    default_model(cfg, "main")
+    workspace_dir(state, "main", config=cfg)
+    workspace_dir(state, "other", config=cfg)
+    lean.slot_owner(cfg)
+    lean.configured_plugin_paths(cfg)
+    gateway_endpoint(state, env={}, config=cfg)
+    release_evidence(state, config=cfg)
+    obs = SessionObs(agent="main", era="file", session_id=SID, session_key=KEY, path=None, size=None,
+                     compaction_count=0, context_tokens=1000, tokens_source="usage", context_window=200000,
+                     entry_count=None, last_activity=None)
+    _budget_records(obs, __import__("types").SimpleNamespace(entry={}, model=None), cfg)
+
+
+def test_every_wrong_type_anywhere_in_openclaw_json_is_skipped_not_fatal(isolated_env):
+    state = isolated_env / ".openclaw"
+    state.mkdir()
+    _read_everything(state, GOOD_CONFIG)
+    tried = 0
+    for path in list(_paths(GOOD_CONFIG))[1:]:
+        for value in WRONG:
+            cfg = _mutated(path, value)
+            try:
+                _read_everything(state, cfg)
+            except Exception as e:  # noqa: BLE001
+                pytest.fail(f"{'.'.join(map(str, path))} = {value!r}: {type(e).__name__}: {e}")
+            tried += 1
+    assert tried > 200
+
+
+def test_the_rest_of_a_half_edited_config_is_kept(isolated_env):
+    from occd.openclaw.state import context_window
+
+    state = isolated_env / ".openclaw"
+    cfg = _mutated(("models", "providers", "x", "models"), 5)
+    assert context_window(state, agent="main", model="claude-opus-4-6", provider="anthropic", config=cfg) == 180000
+    cfg = _mutated(("agents", "list"), {"id": "main"})
+    assert context_window(state, agent="main", config=cfg) == 180000  # the default model, still found
+
+
+@pytest.mark.parametrize("path,value", [(("models", "providers", "anthropic", "models"), 5), (("agents", "list"), 7),
+                                        (("agents", "defaults"), [1]), (("agents",), "x"), (("plugins",), 5)])
+def test_a_half_edited_config_still_scans_and_stays_healthy(isolated_env, path, value):
+    from occd.ledger import Ledger
+    from tests.test_cli_sessions import make_state
+
+    state = make_state(isolated_env)
+    (state / "openclaw.json").write_text(json.dumps(_mutated(path, value)))
+    r = run("run", "--once", "--json")
+    out = json.loads(r.stdout)
+    assert out["jobs"]["scan"]["ok"] is True, out
+    with Ledger.open(readonly=True) as led:
+        ls = led.last_scan()
+    assert ls["errors"] == 0 and ls["sessions_seen"] == 1, ls
+    assert run("list").exit_code == 0
+
+
+def _status_problems(as_json=True):
+    r = run("status", "--check", "--json")
+    return r, [p["code"] for p in json.loads(r.stdout)["problems"]]
+
+
+def test_a_scan_that_fails_for_one_agent_is_recorded_and_said(healthy, monkeypatch):
+    from occd.jobs import scan
+    from tests.test_cli_sessions import make_state
+
+    make_state(__import__("pathlib").Path(__import__("os").environ["HOME"]))
+
+    def boom(*a, **k):
+        raise TypeError("'int' object is not iterable")
+
+    monkeypatch.setattr(scan, "_scan_store", boom)
+    r = run("run", "--once", "--json")
+    assert json.loads(r.stdout)["jobs"]["scan"]["ok"] is True  # the other agents went on
+    r, codes = _status_problems()
+    assert r.exit_code == 1 and "SCAN_FAILED" in codes and "not iterable" in r.stderr
+    r = run("status")
+    assert "1 error" in r.output and "not iterable" in r.output
+    r = run("doctor", "--check", "scan")
+    assert r.exit_code == 1 and "not iterable" in r.output
+
+
+def test_a_scan_job_that_fails_is_never_shown_as_the_last_good_scan(healthy, monkeypatch):
+    from occd.jobs import scan
+    from tests.test_cli_sessions import make_state
+
+    make_state(__import__("pathlib").Path(__import__("os").environ["HOME"]))
+    r = run("status")
+    assert "0 errors" in r.output
+
+    def boom(*a, **k):
+        raise TypeError("'int' object is not iterable")
+
+    monkeypatch.setattr(scan, "list_agents", boom, raising=False)
+    monkeypatch.setattr("occd.openclaw.list_agents", boom)
+    r = run("run", "--once", "--json")
+    assert json.loads(r.stdout)["jobs"]["scan"]["ok"] is False
+    r = run("status")
+    assert "FAILED" in r.output and "not iterable" in r.output and "0 errors" not in r.output, r.output
+    r, codes = _status_problems()
+    assert r.exit_code == 1 and "SCAN_FAILED" in codes
+    r = run("doctor", "--check", "scan")
+    assert r.exit_code == 1 and "failed" in r.output and "not iterable" in r.output
