@@ -255,10 +255,11 @@ def emit_json(obj: Any, *, key: str = "items", success: bool = True, error: dict
 def error_line(message: str, hint: str | None) -> str:
     """The one stderr line of a failure: `Error: MESSAGE (hint: HINT)`, with and without --json."""
     from occd.cli.render import clean
+    from occd.config import redact
 
-    line = f"Error: {clean(message)}"
+    line = f"Error: {clean(redact(message))}"
     if hint:
-        line += f" (hint: {clean(hint)})"
+        line += f" (hint: {clean(redact(hint))})"
     return line
 
 
@@ -324,7 +325,9 @@ def handle_errors(f: Callable) -> Callable:
 
 def _fail(message, hint, code, exit_code, as_json, details):
     if as_json:
-        err = {"code": code, "message": message, "hint": hint}
+        from occd.config import redact
+
+        err = {"code": code, "message": redact(message), "hint": redact(hint)}
         if details:
             err["details"] = details
         data = envelope(None, success=False, error=err)

@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from occd import paths
 from occd.checks import CheckResult
+from occd.config import redact
 
 Result = CheckResult  # the name checks registered here use (see above)
 
@@ -99,7 +100,9 @@ def run_checks(ctx: DoctorContext, only: list[str] | None = None) -> list[Result
                          getattr(e, "hint", None))
         if res is None:
             continue
-        out.extend(res if isinstance(res, list) else [res])
+        for r in res if isinstance(res, list) else [res]:  # settings in a line (llm.api_base): credentials redacted
+            r.detail, r.hint = redact(r.detail), redact(r.hint)
+            out.append(r)
     return out
 
 
