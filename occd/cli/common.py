@@ -4,6 +4,7 @@ errors become stderr lines and exit codes. Keep this module light: it is importe
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import sys
@@ -280,6 +281,9 @@ def ok_mark() -> str:
     return "✓" if use_color() else "OK"
 
 
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}  # a full or read-only disk: the contract's "cannot write"
+
+
 def handle_errors(f: Callable) -> Callable:
     """Turn OccdError (and anything unexpected) into one stderr line + exit code; with --json also an
     error object on stdout. Use on every command, under the click decorators."""
@@ -315,6 +319,12 @@ def handle_errors(f: Callable) -> Callable:
                 _fail(f"A file vanished while occd was working: {e.filename}",
                       "another process (OpenClaw or another occd) changed it meanwhile; run the command again",
                       "FILE_VANISHED", EXIT_TEMPFAIL, as_json, None)
+            if isinstance(e, OSError) and e.errno in _WRITE_ERRNOS:  # a full or read-only disk is no bug
+                from occd import paths
+
+                where = e.filename or paths.state_dir()
+                _fail(f"Failed to write {paths.display_path(where)}: {e.strerror}", "check disk space and permissions"
+                      " (occd's own files: `occd db path`)", "WRITE_FAILED", EXIT_USER, as_json, None)
             msg = f"Internal error: {type(e).__name__}: {e}".splitlines()[0]
             path = ctx.command_path.split(" ", 1)[-1] if ctx and " " in ctx.command_path else "COMMAND"
             _fail(msg, f"`occd --debug {path} ...` shows the traceback; please report it", "INTERNAL", EXIT_USER,
