@@ -256,3 +256,16 @@ def test_run_once_act_with_a_full_home_is_one_clear_line(state, monkeypatch):  #
     assert "Internal error" not in r.stderr and any(x.startswith("Error: Failed to write") for x in lines), r.stderr
     r = run("run", "--once", "--act", "--json")
     assert r.exit_code == 1 and json.loads(r.stdout)["success"] is False
+
+
+def test_every_json_failure_writes_its_one_error_line_to_stderr(state, monkeypatch):  # noqa: F811
+    """README: on failure `error` is {code, message, hint} and the same one line goes to stderr (issue 32.3)."""
+    b = _edit(state)
+    Path(b["path"]).write_bytes(b"changed\n")
+    monkeypatch.setattr(chk.time, "sleep", lambda s: None)
+    for args in (["check"], ["status", "--check"], ["doctor", "--check", "problems"]):
+        r = run(*args, "--json")
+        out = json.loads(r.stdout)
+        assert r.exit_code == 1 and out["success"] is False, (args, out)
+        e = out["error"]
+        assert r.stderr.strip().splitlines() == [f"Error: {e['message']} (hint: {e['hint']})"], (args, r.stderr)
