@@ -8,6 +8,7 @@ Per-agent overrides live under [agents.<id>] and are merged over [policy] by `po
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -321,15 +322,36 @@ def _sources(file_data: dict, cli: dict) -> dict[str, str]:
 
 
 def effective_items(s: Settings) -> list[tuple[str, Any, str]]:
-    """(dotted key, value, source) for every setting, for `occd config show`."""
+    """(dotted key, value, source) for every setting, for `occd config show`; credentials redacted (`redact`)."""
     flat = _flatten(s.model_dump(mode="json"))
     rows = []
     for k in sorted(flat):
         src = s._sources.get(k)
         if src is None:  # a parent dict set as a whole (e.g. presets.gentle)
             src = next((v for kk, v in s._sources.items() if k.startswith(kk + ".")), "default")
-        rows.append((k, flat[k], src))
+        rows.append((k, redact(flat[k]), src))
     return rows
+
+
+_SECRET_WORDS = r"[\w.-]*(?:key|token|secret|passw(?:or)?d|pwd|sig(?:nature)?|auth|credential)[\w.-]*"
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]+:/{1,2})[^/\s?#@]+(?:@[^/\s?#@]*)*@")  # (a path: one slash)
+_QUERY = re.compile(r"(?i)([?&;]" + _SECRET_WORDS + r"=|\b(?:api[_-]?key|access[_-]?token|password|secret)=)"
+                    r"[^&#\s'\",;)]+")
+
+
+def redact(value: Any) -> Any:
+    """The one redaction of what occd prints of settings, errors and logs: credentials in URLs (the user:password@
+    of https://user:secret@host/v1, and ?key= / api_key= / token= query values) become ***. Strings anywhere in
+    lists and dicts; other values as they are."""
+    if isinstance(value, str):
+        if ":/" not in value and "=" not in value:
+            return value
+        return _QUERY.sub(r"\1***", _USERINFO.sub(r"\1***@", value))
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact(v) for v in value)
+    if isinstance(value, dict):
+        return {k: redact(v) for k, v in value.items()}
+    return value
 
 
 def descriptions(model: Any = None, prefix: str = "") -> dict[str, str]:
