@@ -72,8 +72,9 @@ def _state(home: Path, turns: int, *, blocked: bool = False, age_s: float = 3600
 
 def _ctx(state, led, **policy):
     # keep_recent_turns 0: these three- and four-turn sessions test the target and the emergencies, not what a
-    # strip keeps (tests/test_policy_budget.py covers keep_recent_turns)
-    s = load_settings({"state_dir": str(state), "policy": {"min_idle_minutes": 5, "keep_recent_turns": 0, **policy}})
+    # strip keeps (tests/test_policy_budget.py covers keep_recent_turns, tests/test_policy_runs.py the results)
+    s = load_settings({"state_dir": str(state), "policy": {"min_idle_minutes": 5, "keep_recent_turns": 0,
+                                                           "keep_recent_results": 2, **policy}})
     return JobContext(settings=s, ledger=led, state_dir=state)
 
 
@@ -82,22 +83,24 @@ def _predicted(path: Path) -> int:
     return math.ceil(b.estimate_context(b.context_messages(entries)).history * 1.2) + OVERHEAD
 
 
-def test_strips_to_the_target_keeping_the_most_turns(isolated_env):
+def test_strips_leaving_room_for_the_sessions_large_run(isolated_env):
+    """Issue 30.1: the strip keeps the newest results (at most keep_recent_results) that leave room for the
+    session's large run under the budget, not the gentlest strip to strip_target_percent."""
     state, path = _state(isolated_env, turns=3)   # ~38.7k predicted, +9.7k next turn: 97% of 40k after it
     with Ledger.open() as led:
         res = run_cycle(_ctx(state, led, mode="act"), ["scan", "apply"])["apply"][1]
         assert res["acted"] == 1
         (a,) = [x for x in led.history(kind="strip") if x["outcome"] == "ok"]
-    keep = a["before"]["keepTurnsWithTools"]
+    keep = a["before"]["keepToolResults"]
     text = path.read_text()
     kept_results = text.count('"role": "toolResult"') + text.count('"role":"toolResult"')
-    assert kept_results == keep == 1
-    assert _predicted(path) <= 20_000                       # under strip_target_percent (50) of the budget
+    assert kept_results == keep == 2                        # the newest 2, and a run like the others fits
+    large = a["before"]["largeRunTokens"]
+    assert _predicted(path) == a["before"]["predictedAfter"] and _predicted(path) + large < 40_000
     assert all(f"Q{i}:" in text for i in (1, 2, 3))         # the user's questions stay
-    # the gentlest: keeping one more turn with its tool result would be over the target
     entries = _entries(3)
     ctx = b.estimate_context(b.context_messages(entries))
-    assert math.ceil(ctx.after_keep(keep + 1) * 1.2) + OVERHEAD > 20_000
+    assert math.ceil(ctx.after_keep_results(keep + 1) * 1.2) + OVERHEAD + large >= 40_000
 
 
 def test_under_the_threshold_nothing_and_observe_mode_only_records(isolated_env):

@@ -38,10 +38,11 @@ def decide_session(ctx, obs, policy, now, times=(), *, priced: bool = True):
 
         ev = budget.evaluate(ctx, obs, policy, now)
         if ev is not None:
-            p, target, em, fresh = ev
+            p, target, em, fresh, runs, depth = ev
             d = decide_budget_strip(_state(obs), policy, now=now, prediction=p, target=target, emergency=em,
                                     recent_action_times=times, fresh_session_tokens=fresh,
-                                    strip_emergencies=not db, economics=economics(ctx, obs) if priced else None)
+                                    strip_emergencies=not db, economics=economics(ctx, obs) if priced else None,
+                                    runs=runs if not db else None, depth=depth if not db else None)
             if d is not None:
                 return d
         if db:
