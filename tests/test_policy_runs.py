@@ -197,3 +197,27 @@ def test_plan_keeps_the_newest_results_across_turns(tmp_path):
     assert sum(len(e.call_ids) for e in t2.active_path()) == 5
     assert not plan_strip(t2, 0, 0, keep_results=5).changed
     assert plan_strip(t, 0, 0, keep_results=0).tool_calls_removed == 12
+
+
+def test_window_too_small_is_verified_then_done_once():
+    kw = dict(overhead=17000, budget=28000, window=48000, fresh=25000, target=14000, removed=9000, after=20000)
+    assert r.window_too_small(strip_times=[100.0], strongest_times=[], last_compaction=None, **kw) is None
+    assert r.window_too_small(strip_times=[100.0], strongest_times=[], last_compaction=90.0, **kw) is None
+    ws = r.window_too_small(strip_times=[100.0], strongest_times=[], last_compaction=130.0, **kw)
+    assert ws is not None and not ws.strongest_done
+    assert "17000 tokens" in ws.message() and "28000-token budget" in ws.message() and "48000" in ws.message()
+    assert r.window_too_small(strip_times=[100.0, 200.0], strongest_times=[200.0], last_compaction=130.0,
+                              **kw).strongest_done
+    # a fresh session would reach the target (a larger window): not too small, whatever happened
+    assert r.window_too_small(strip_times=[100.0], strongest_times=[100.0], last_compaction=130.0,
+                              **{**kw, "fresh": 13000}) is None
+    # the policy: the strongest strip once, then nothing
+    policy = PolicySettings(mode="act")
+    msgs = [m for i in range(3) for m in _run(i, 1, 16000)]
+    ctx = b.estimate_context(msgs)
+    p = b.predict(ctx, 28000, 17000, growth_floor=9700)
+    target = b.strip_to_target(ctx, p, 50, 5)
+    d = decide_budget_strip(_state(), policy, now=NOW, prediction=p, target=target, too_small=ws)
+    assert d.act and d.details["keepToolResults"] == 0 and "too small" in d.reason
+    done = r.WindowTooSmall(**{**kw, "strongest_done": True})
+    assert decide_budget_strip(_state(), policy, now=NOW, prediction=p, target=target, too_small=done) is None

@@ -17,7 +17,7 @@ import logging
 import os
 
 from occd.errors import BusyError, OccdError
-from occd.jobs.decide import DECIDED_KEY, decide_session, no_rotation
+from occd.jobs.decide import DECIDED_KEY, decide_session, no_rotation, resolve_too_small
 
 log = logging.getLogger("occd.jobs.apply")
 REPEAT_QUIET_S = 24 * 3600  # an unchanged would-do is recorded once a day
@@ -239,6 +239,7 @@ def run(ctx) -> dict:
         done = record_time(ctx)
         recent.note(obs, ts=done, dry_run=False, outcome="ok" if ok else "failed", reason=d.reason, real=True)
         breakers.record(led, g, obs.agent, kind, policy.breaker, ok, done)
+    resolve_too_small(ctx, scan, now)
     return counts
 
 

@@ -60,7 +60,7 @@ BUDGET_POLICY = "strip_at_budget_percent"
 def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, prediction, target,
                         emergency=None, recent_action_times: Sequence[float] = (),
                         fresh_session_tokens: int | None = None, strip_emergencies: bool = True,
-                        economics=None, runs=None, depth=None) -> Decision | None:
+                        economics=None, runs=None, depth=None, too_small=None) -> Decision | None:
     """The daemon's strip decision on OpenClaw's own terms (occd.policy.budget): strip when the predicted
     pre-prompt estimate after one more turn passes `strip_at_budget_percent` of OpenClaw's budget, or at once
     when the session is in an emergency (occd.policy.emergency: SPIRAL or BLOCKED). The decision says how
@@ -91,7 +91,10 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     the strip is due when the large run would no longer fit under the budget (or a typical one passes
     `strip_at_budget_percent`), and goes as deep as the rules allow (the newest 5 tool results whole, not whole
     turns) so the next one comes as late as possible (occd.policy.runs.choose); where no strip passes OpenClaw's
-    next check, the rules above (turns, rotation, the strongest strip) decide."""
+    next check, the rules above (turns, rotation, the strongest strip) decide.
+
+    `too_small` (occd.policy.runs.WindowTooSmall): strips did not stop OpenClaw compacting and a fresh session
+    would be over the target too: the strongest strip once, then nothing (no strip repeated on every wake)."""
     if s.archived or excluded(s.session_key, policy.exclude):
         return None
     from occd.policy.budget import should_strip, urgency
@@ -105,6 +108,8 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     urgent = urgency(prediction)
     if not fire and emergency is None:
         return None
+    if too_small is not None and (emergency is None or emergency.kind == "SPIRAL"):  # (a blocked one: rotated)
+        return None if too_small.strongest_done else _strongest_once(s, policy, now, prediction, too_small, urgent)
     if depth is not None and runs is not None and depth.keep_results is not None and emergency is None:
         return _by_runs(s, policy, now, prediction, runs, depth, urgent, recent_action_times, economics)
     # the newest turns' results kept, the target out of reach, but OpenClaw has a turn of room: keep them
@@ -271,3 +276,24 @@ def _by_runs(s: SessionState, policy: PolicySettings, now: float, prediction, ru
     if policy.mode == "observe":
         return Decision(**base, reason=f"{reason} (observe mode: would {what})", would_do=True, details=details)
     return Decision(**base, reason=f"{reason}: {what}", details=details)
+
+
+def _strongest_once(s: SessionState, policy: PolicySettings, now: float, prediction, too_small, urgent
+                    ) -> Decision | None:
+    """The window is too small for the agent (decide_budget_strip): every old tool call stripped, once."""
+    if too_small.removed <= 0:
+        return None
+    details = {"predictedPromptTokens": prediction.predicted, "promptBudget": prediction.budget,
+               "predictedPercent": round(prediction.percent, 1), "overheadTokens": prediction.overhead,
+               "overheadSource": prediction.overhead_source, "growthTokens": prediction.growth,
+               "keepTurnsWithTools": 0, "keepToolResults": 0, "removedTokens": too_small.removed,
+               "predictedAfter": too_small.after, "windowTooSmall": too_small.as_dict()}
+    base = dict(action="strip", policy=BUDGET_POLICY, agent=s.agent, session_id=s.session_id,
+                session_key=s.session_key, details=details)
+    reason = f"{too_small.message()}: the strongest strip, every old tool call, to {too_small.after} tokens"
+    busy = idle_check(s, 0 if urgent else policy.gentle_wait_minutes(), now)
+    if busy:
+        return Decision(**base, reason=f"{reason}; deferred: {busy}", deferred=True)
+    if policy.mode == "observe":
+        return Decision(**base, reason=f"{reason} (observe mode)", would_do=True)
+    return Decision(**base, reason=reason)
