@@ -30,7 +30,7 @@ def decide_session(ctx, obs, policy, now, times=(), *, priced: bool = True):
 
     `priced`: a strip acts only when it pays once the prompt cache is priced (occd.policy.cost; the lean job
     turns this off: turning the lean view on rewrites nothing, its plugin moves its boundary on its own terms)."""
-    from occd.policy.strip import decide_budget_strip, decide_strip
+    from occd.policy.strip import budget_fires, decide_budget_strip, decide_strip
 
     db = obs.era == "db"
     if obs.prompt_budget and (db or (obs.era == "file" and obs.path is not None)):
@@ -39,13 +39,18 @@ def decide_session(ctx, obs, policy, now, times=(), *, priced: bool = True):
         ev = budget.evaluate(ctx, obs, policy, now)
         if ev is not None:
             p, target, em, fresh, runs, depth = ev
-            spiral_or_none = em is None or em.kind == "SPIRAL"  # a blocked session is still rotated
-            small = too_small(ctx, obs, p, target, fresh) if not db and spiral_or_none else None
-            d = decide_budget_strip(_state(obs), policy, now=now, prediction=p, target=target, emergency=em,
-                                    recent_action_times=times, fresh_session_tokens=fresh,
-                                    strip_emergencies=not db, economics=economics(ctx, obs) if priced else None,
-                                    runs=runs if not db else None, depth=depth if not db else None,
-                                    too_small=small)
+            kw = dict(now=now, prediction=p, target=target, emergency=em, recent_action_times=times,
+                      fresh_session_tokens=fresh, strip_emergencies=not db,
+                      economics=economics(ctx, obs) if priced else None,
+                      runs=runs if not db else None, depth=depth if not db else None)
+            # the trigger fires where a fresh session would be over the target too: is the window too small for the
+            # agent? (the ledger is read only then; a blocked session is still rotated)
+            small = None
+            if not db and (em is not None and em.kind == "SPIRAL" or em is None and budget_fires(p, policy, runs)):
+                small = too_small(ctx, obs, p, target, fresh)
+            d = decide_budget_strip(_state(obs), policy, too_small=small, **kw)
+            if small is not None:  # (None then: nothing more, not a strip by the share of the window either)
+                return d
             if d is not None:
                 return d
         if db:

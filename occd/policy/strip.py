@@ -57,6 +57,18 @@ def decide_strip(s: SessionState, policy: PolicySettings, *, now: float, window_
 BUDGET_POLICY = "strip_at_budget_percent"
 
 
+def budget_fires(prediction, policy: PolicySettings, runs=None) -> bool:
+    """The budget trigger: by the session's runs where known (occd.policy.runs.due), else by the growth margin
+    (occd.policy.budget.should_strip)."""
+    if runs is not None:
+        from occd.policy.runs import due
+
+        return due(prediction.predicted, prediction.budget, runs, policy.strip_at_budget_percent)
+    from occd.policy.budget import should_strip
+
+    return should_strip(prediction, policy.strip_at_budget_percent)
+
+
 def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, prediction, target,
                         emergency=None, recent_action_times: Sequence[float] = (),
                         fresh_session_tokens: int | None = None, strip_emergencies: bool = True,
@@ -97,14 +109,9 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     would be over the target too: the strongest strip once, then nothing (no strip repeated on every wake)."""
     if s.archived or excluded(s.session_key, policy.exclude):
         return None
-    from occd.policy.budget import should_strip, urgency
+    from occd.policy.budget import urgency
 
-    if runs is not None:
-        from occd.policy.runs import due
-
-        fire = due(prediction.predicted, prediction.budget, runs, policy.strip_at_budget_percent)
-    else:
-        fire = should_strip(prediction, policy.strip_at_budget_percent)
+    fire = budget_fires(prediction, policy, runs)
     urgent = urgency(prediction)
     if not fire and emergency is None:
         return None
