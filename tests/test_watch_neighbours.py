@@ -1,0 +1,151 @@
+"""Issue 29, point 3: a neighbour cannot starve a session. The debounce is per session: another agent writing
+every 0.2 s under its run lock, or a storm of events, never holds back the wake for a run that ended elsewhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+from occd.runtime import watch
+from occd.runtime.debounce import MAX_KEYS, Debouncer, key_of
+
+
+def wait_for(pred, timeout=15.0, step=0.02):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(step)
+    return False
+
+
+# ---- pure: events + now -> which keys are due --------------------------------------------------------------
+
+def test_a_busy_neighbour_does_not_push_back_another_sessions_wake():
+    d = Debouncer(2.0)
+    a, b = "/st/agents/a/sessions/s1.jsonl", "/st/agents/b/sessions/s9.jsonl"
+    d.note(0.0, a)
+    t = 0.0
+    while t < 10.0:  # agent b writes every 0.2 s, for ten seconds
+        t = round(t + 0.2, 1)
+        d.note(t, b)
+        if t < 2.0:
+            assert d.due(t) == [], t
+        if t == 2.0:
+            assert d.due(t) == [a]  # a quiet for settle: due, whatever b does
+    assert d.take(10.0) == [(a, 0.0)]
+    assert d.due(10.0) == [] and d.wait_for(10.0) == 2.0  # b's own key waits for b's own quiet
+    assert d.take(12.0) == [(b, 10.0)]
+
+
+def test_a_transcript_and_its_lock_are_one_session_and_the_queue_is_bounded():
+    assert key_of("/s/x.jsonl.lock") == key_of("/s/x.jsonl") == "/s/x.jsonl"
+    assert key_of("/s/sessions.json") == "/s/sessions.json"
+    d = Debouncer(1.0, max_keys=100)
+    for i in range(50_000):  # a storm: 50k events on 50k distinct files in one minute
+        d.note(i * 60 / 50_000, f"/st/agents/storm/sessions/f{i}.jsonl")
+    assert len(d) <= 100 and d.folded > 0
+    assert "/st/agents/storm/sessions" in d.pending  # folded into the folder's key
+    d.note(60.0, "/st/agents/other/sessions/s.jsonl")  # a new folder's key: the oldest key makes room
+    assert len(d) <= 100 and "/st/agents/other/sessions" in d.pending
+    assert {k for k, _ in d.take(61.5)} >= {"/st/agents/storm/sessions", "/st/agents/other/sessions"}
+
+
+def test_due_keys_are_a_prefix_in_order_of_their_last_event():
+    d = Debouncer(1.0)
+    d.note(0.0, "a")
+    d.note(0.5, "b")
+    d.note(0.9, "a")  # a moves behind b
+    assert d.due(1.6) == ["b"] and d.wait_for(1.6) == 0.0
+    assert d.due(2.0) == ["b", "a"]
+
+
+# ---- a real watchdog observer ---------------------------------------------------------------------------------
+
+def _agent(state: Path, name: str) -> Path:
+    sdir = state / "agents" / name / "sessions"
+    sdir.mkdir(parents=True)
+    return sdir
+
+
+def _lock(sdir: Path, sid: str) -> Path:
+    p = sdir / f"{sid}.jsonl.lock"
+    p.write_text(json.dumps({"pid": os.getpid(), "createdAt": "2026-11-27T00:00:00.000Z"}))
+    return p
+
+
+def _busy(sdir: Path, stop: threading.Event, every: float = 0.2) -> None:
+    """A neighbour: a run that holds its lock and writes a line every `every` seconds."""
+    path = sdir / "busy.jsonl"
+    lock = _lock(sdir, "busy")
+    try:
+        while not stop.is_set():
+            with open(path, "a") as fh:
+                fh.write('{"type":"message"}\n')
+            stop.wait(every)
+    finally:
+        lock.unlink()
+
+
+def _storm(sdir: Path, stop: threading.Event, per_second: int = 850) -> None:
+    """A storm: ~50k file events a minute on many files in the neighbour's folder."""
+    i = 0
+    while not stop.is_set():
+        t0 = time.monotonic()
+        for _ in range(per_second // 10):
+            with open(sdir / f"storm{i % 500}.jsonl", "a") as fh:
+                fh.write("x\n")
+            i += 1
+        stop.wait(max(0.0, 0.1 - (time.monotonic() - t0)))
+
+
+def _run_end_wake_latency(tmp_path, neighbour, settle=1.0) -> tuple[float, watch.Watcher]:
+    state = tmp_path / ".openclaw"
+    quiet, busy = _agent(state, "quiet"), _agent(state, "busy")
+    wakes: list[float] = []
+    ends: list[tuple[float, list[float]]] = []
+    w = watch.Watcher(state, lambda r: wakes.append(time.monotonic()), settle=settle,
+                      run_ends=lambda times: ends.append((time.monotonic(), times)))
+    assert w.start()[0] == "events"
+    stop = threading.Event()
+    t = threading.Thread(target=neighbour, args=(busy, stop), daemon=True)
+    t.start()
+    try:
+        time.sleep(1.5)
+        lock = _lock(quiet, "s1")
+        with open(quiet / "s1.jsonl", "a") as fh:
+            fh.write('{"type":"message"}\n')
+        time.sleep(0.5)
+        ended = time.monotonic()
+        lock.unlink()  # the run ends
+        ended_wall = time.time()
+
+        def woken():  # a wake whose run ends include this one (the latency the daemon records)
+            return next((at for at, times in ends if any(abs(e - ended_wall) < 1.0 for e in times)), None)
+
+        assert wait_for(lambda: woken() is not None, timeout=settle + 5), ("no wake for the run that ended", ends[-3:])
+        took = woken() - ended
+        assert len(w.deb) <= MAX_KEYS
+    finally:
+        stop.set()
+        t.join(5)
+        w.stop()
+    return took, w
+
+
+def test_a_neighbour_writing_under_its_lock_does_not_hold_back_a_wake(tmp_path):
+    settle = 1.0
+    took, w = _run_end_wake_latency(tmp_path, _busy, settle)
+    assert settle - 0.1 <= took < settle + 2.0, took
+
+
+def test_a_storm_of_events_next_door_does_not_hold_back_a_wake(tmp_path):
+    settle = 1.0
+    t0 = time.process_time()
+    took, w = _run_end_wake_latency(tmp_path, _storm, settle)
+    assert settle - 0.1 <= took < settle + 2.0, took
+    assert w.events > 500  # the storm was seen, and coalesced
+    assert time.process_time() - t0 < 30  # bounded: the writer thread, watchdog and the watcher together
