@@ -174,26 +174,27 @@ class Watcher:
                 self._unschedule(f)
                 del self.folders[path]
                 changed = True
-        new, refused = [], None
+        new, retry, polled_now = [], full, 0
         for path in want:
             f = self.folders.get(path)
-            if f is not None and not (full and f.mode == POLLED and refused is None):
-                continue
-            if refused is not None and f is None:
-                self.folders[path] = self._polled(path, now, refused)
-                new.append(path)
+            if f is not None and not (retry and f.mode == POLLED):
                 continue
             try:
                 w = self._schedule(path)
             except (OSError, RuntimeError) as e:  # inotify limits (ENOSPC, EMFILE), a filesystem that cannot
-                refused = _why(e)
                 if f is None:
-                    self.folders[path] = self._polled(path, now, refused)
+                    self.folders[path] = self._polled(path, now, _why(e))
                     new.append(path)
-                    log.warning("%s cannot be watched (%s): polled every %.0fs instead", path, refused, TICK_S)
+                    (log.debug if polled_now else log.warning)("%s cannot be watched (%s): polled every %.0fs "
+                                                              "instead", path, _why(e), TICK_S)
+                    polled_now += 1
+                else:
+                    retry = False  # the limit still holds: the other polled folders wait for the next full sync
                 continue
             self.folders[path] = Folder(path, WATCHED, now, ident(path), watch=w)
             new.append(path)
+        if polled_now > 1:
+            log.warning("%d folders cannot be watched: polled instead (`occd doctor`)", polled_now)
         if new or changed:
             self._describe()
             if self.on_change is not None and self.thread is not None:
