@@ -53,7 +53,8 @@ def test_a_removed_and_recreated_folder_is_watched_again(isolated_env, remove):
         assert _mode(w, sdir) == WATCHED
         shutil.rmtree(state / "agents" if remove == "agents" else state)
         assert wait_for(lambda: _mode(w, sdir) is None, timeout=5)
-        assert "main" not in (w.describe().get("agents") or {})  # never "watched" for a folder nothing watches
+        # never "watched" (nor polled) for a folder that is gone
+        assert wait_for(lambda: "main" not in (w.describe().get("agents") or {}), timeout=watch.TICK_S + 2)
         time.sleep(0.3)
         sdir.mkdir(parents=True)
         t0 = time.monotonic()

@@ -29,6 +29,7 @@ from typing import Callable
 
 from occd.runtime.debounce import Debouncer, key_of
 from occd.runtime.folders import POLLED, WATCHED, Folder, ident, poll, summary, wanted
+from occd.runtime.wake import WakeRunner
 
 log = logging.getLogger("occd.runtime.watch")
 
@@ -151,7 +152,13 @@ class Watcher:
 
     # the folders: watched, polled, healed ------------------------------------------------------------------
     def _schedule(self, path: str):
-        return self.observer.schedule(self.handler, path, recursive=False)
+        # only the events that mean a write or a folder change: the kernel then never sends the opens and closes
+        # (three events per appended line otherwise), which halves the cost of a storm of writes
+        from watchdog import events as ev
+
+        kinds = [ev.FileCreatedEvent, ev.FileModifiedEvent, ev.FileDeletedEvent, ev.FileMovedEvent,
+                 ev.DirCreatedEvent, ev.DirDeletedEvent, ev.DirMovedEvent]
+        return self.observer.schedule(self.handler, path, recursive=False, event_filter=kinds)
 
     def _unschedule(self, f: Folder) -> None:
         if f.watch is not None and self.observer is not None:
@@ -182,6 +189,8 @@ class Watcher:
             try:
                 w = self._schedule(path)
             except (OSError, RuntimeError) as e:  # inotify limits (ENOSPC, EMFILE), a filesystem that cannot
+                if isinstance(e, (FileNotFoundError, NotADirectoryError)):
+                    continue  # gone meanwhile (a folder being removed): nothing to watch or poll
                 if f is None:
                     self.folders[path] = self._polled(path, now, _why(e))
                     new.append(path)
@@ -371,55 +380,6 @@ class Watcher:
             out.update(summary(self.state_dir, dict(self.folders)))
             out["pending"] = len(self.deb)
         return out
-
-
-class WakeRunner:
-    """The one thread that runs the cycles asked for outside the schedule: a settled burst of OpenClaw writes
-    (the Watcher), a deferred decision becoming due (the apply job's wake_at). Requests coalesce: however many
-    arrive, one cycle runs at the earliest time asked for, and one more if a request came while it ran. The
-    daemon's cycle lock keeps these cycles and the scheduler's apart."""
-
-    def __init__(self, run: Callable[[], None], *, clock=time.time):
-        self.run_cycle = run
-        self.clock = clock
-        self.cond = threading.Condition()
-        self.due: float | None = None
-        self.stopping = False
-        self.thread = threading.Thread(target=self._loop, name="occd-wake", daemon=True)
-        self.runs = 0
-
-    def start(self) -> "WakeRunner":
-        self.thread.start()
-        return self
-
-    def request(self, at: float | None = None) -> None:
-        """Run a cycle at `at` (epoch seconds; now when None), or sooner if already asked."""
-        at = self.clock() if at is None else at
-        with self.cond:
-            if self.due is None or at < self.due:
-                self.due = at
-                self.cond.notify()
-
-    def _loop(self) -> None:
-        while True:
-            with self.cond:
-                while not self.stopping and (self.due is None or self.due > self.clock()):
-                    self.cond.wait(None if self.due is None else min(60.0, max(0.01, self.due - self.clock())))
-                if self.stopping:
-                    return
-                self.due = None
-            self.runs += 1
-            try:
-                self.run_cycle()
-            except Exception as e:  # noqa: BLE001 - keep the daemon's wake-ups alive
-                log.error("cycle on wake failed: %s", e, exc_info=True)
-
-    def stop(self, timeout: float = 5.0) -> None:
-        with self.cond:
-            self.stopping = True
-            self.cond.notify_all()
-        if self.thread.is_alive():
-            self.thread.join(timeout)
 
 
 def probe(state_dir: Path) -> tuple[str, str]:
