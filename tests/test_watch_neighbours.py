@@ -149,3 +149,40 @@ def test_a_storm_of_events_next_door_does_not_hold_back_a_wake(tmp_path):
     assert settle - 0.1 <= took < settle + 2.0, took
     assert w.events > 500  # the storm was seen, and coalesced
     assert time.process_time() - t0 < 30  # bounded: the writer thread, watchdog and the watcher together
+
+
+def test_the_daemon_strips_on_time_beside_a_busy_neighbour(isolated_env):
+    """The daemon on its defaults (act mode only): another agent writes every 0.2 s under its run lock the whole
+    time; the run that pushes `main` past OpenClaw's trigger is still stripped within settle + 2 s of its end
+    (on main before issue 29 the global debounce waited for the 300 s safety-net scan)."""
+    from occd.ledger import Ledger
+    from simrun import BUDGET, SimAgent
+    from test_watch import _daemon, _start, _stop
+
+    agent = SimAgent(isolated_env, turns=10)
+    busy = _agent(agent.state, "busy")
+    stop = threading.Event()
+    neighbour = threading.Thread(target=_busy, args=(busy, stop), daemon=True)
+    with Ledger.open() as led:
+        d = _daemon(agent.state)
+        t = _start(d, led)
+        neighbour.start()
+        try:
+            assert d.watch_mode[0] == "events", d.watch_mode
+            settle = max(d.settings.daemon.settle_seconds, d.settings.idle_seconds)
+            agent.start_run()
+            for _ in range(9):
+                agent.append_turn()
+                time.sleep(0.2)
+            assert agent.predicted() + 2 * 1500 >= BUDGET
+            ended = agent.end_run()
+            assert wait_for(lambda: any(a["outcome"] == "ok" for a in led.history(kind="strip")), timeout=30)
+            (a,) = [a for a in led.history(kind="strip") if a["outcome"] == "ok"]
+            took = a["ts"] - ended
+            assert neighbour.is_alive()  # the neighbour wrote under its lock the whole time
+        finally:
+            stop.set()
+            neighbour.join(5)
+            _stop(d, t)
+    print(f"run end -> strip beside a busy neighbour: {took:.2f}s (settle {settle}s)")
+    assert took < settle + 2.0, (took, settle)
