@@ -186,3 +186,17 @@ def test_the_daemon_strips_on_time_beside_a_busy_neighbour(isolated_env):
             _stop(d, t)
     print(f"run end -> strip beside a busy neighbour: {took:.2f}s (settle {settle}s)")
     assert took < settle + 2.0, (took, settle)
+
+
+def test_a_live_lock_vetoes_its_own_session_and_its_agents_index_only(tmp_path):
+    state = tmp_path / ".openclaw"
+    a, b = _agent(state, "a"), _agent(state, "b")
+    _lock(a, "busy")  # agent a runs session busy
+    (a / "busy.jsonl").write_text("{}\n")
+    wakes, ends = [], []
+    w = watch.Watcher(state, wakes.append, settle=1.0, run_ends=ends.append)
+    w._wake([(str(a / "busy.jsonl"), 0.0), (str(a / "sessions.json"), 0.0)])
+    assert wakes == []  # the run goes on: its release will wake
+    w._wake([(str(a / "done.jsonl"), 0.0)])  # another session of the same agent ended: not vetoed by busy's lock
+    w._wake([(str(b / "sessions.json"), 0.0)])  # another agent's index: not vetoed by agent a's lock
+    assert len(wakes) == 2 and [len(e) for e in ends] == [1, 1]

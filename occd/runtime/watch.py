@@ -325,12 +325,17 @@ class Watcher:
 
     def _wake(self, due: list[tuple[str, float]]) -> None:
         """Wake for the due sessions whose run lock is released; a live lock vetoes only its own session (its
-        release is itself an event). A folder key (a new folder, the index) waits for no run in its folder."""
+        release is itself an event) and an agent's index while a run of that agent holds a lock. Other keys (a
+        new folder, the agent database's -wal, the lean view's stats) wake when they settle."""
         now_m, now_w = self.mono(), self.clock()
-        ended = []
+        ended, busy = [], {}
         for key, last in due:
             if key.endswith(".jsonl") and _lock_alive(Path(key + ".lock")):
                 continue
+            if key.endswith("/sessions.json"):  # the index a running session of this agent keeps rewriting: the
+                folder = Path(key).parent       # session that ended wakes by its own key (lock released)
+                if busy.setdefault(folder, live_run_lock(folder)):
+                    continue
             ended.append(now_w - (now_m - last))
         if not ended:
             return
