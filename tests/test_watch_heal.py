@@ -156,3 +156,29 @@ def test_status_doctor_and_json_say_per_agent_watched_or_polled(isolated_env, mo
             assert r.status == "warn" and "1 of 2 agents are polled" in r.detail and "main" in r.detail, r
         finally:
             _stop(d, t)
+
+
+def test_a_folder_on_a_network_filesystem_is_polled(isolated_env, monkeypatch, tmp_path):
+    from occd.runtime import folders
+
+    info = tmp_path / "mountinfo"
+    info.write_text("22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+                    "40 22 0:50 / /mnt/share\\040box rw,relatime shared:9 - nfs4 srv:/export rw,vers=4.2\n")
+    table = folders.mounts(str(info))
+    assert folders.remote_fs("/mnt/share box/agents/x", table) == "nfs4"
+    assert folders.remote_fs("/home/u/.openclaw", table) is None
+    assert folders.mounts(str(tmp_path / "none")) == []  # no /proc (macOS): nothing known, nothing polled
+    state = isolated_env / ".openclaw"
+    _sessions(state, "main")
+    nfs = _sessions(state, "onnfs")
+    monkeypatch.setattr(watch, "mounts", lambda: [(str(state / "agents" / "onnfs"), "nfs4"), ("/", "ext4")])
+    wakes = []
+    w = watch.Watcher(state, lambda r: wakes.append(r), settle=0.3)
+    assert w.start()[0] == "events"
+    try:
+        d = w.describe()["agents"]
+        assert d["main"]["mode"] == WATCHED
+        assert d["onnfs"]["mode"] == POLLED and "nfs4" in d["onnfs"]["reason"]
+        assert _wakes_on_write(w, wakes, nfs, timeout=watch.TICK_S + 2)
+    finally:
+        w.stop()

@@ -67,6 +67,34 @@ def _holds_db(folder: str) -> bool:
         return False
 
 
+# filesystems whose changes made elsewhere send no inotify event (another client of the share writes): polled
+REMOTE_FS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "afs", "ceph", "glusterfs", "lustre", "davfs",
+                       "fuse.sshfs", "fuse.rclone", "fuse.s3fs", "fuse.gcsfuse", "fuse.glusterfs"})
+
+
+def mounts(mountinfo: str = "/proc/self/mountinfo") -> list[tuple[str, str]]:
+    """[(mount point, filesystem type)], longest mount point first; [] where there is no /proc (macOS)."""
+    out = []
+    try:
+        with open(mountinfo, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                left, _, right = line.partition(" - ")
+                parts, rparts = left.split(), right.split()
+                if len(parts) > 4 and rparts:
+                    out.append((parts[4].replace("\\040", " "), rparts[0]))
+    except OSError:
+        return []
+    return sorted(out, key=lambda m: len(m[0]), reverse=True)
+
+
+def remote_fs(path: str, table: list[tuple[str, str]]) -> str | None:
+    """The network filesystem type `path` lies on, None for a local one."""
+    for point, fstype in table:
+        if path == point or path.startswith(point.rstrip("/") + "/"):
+            return fstype if fstype in REMOTE_FS else None
+    return None
+
+
 def snapshot(path: str, interesting: Callable[[str], bool]) -> dict:
     """{name: (mtime_ns, size)} of the files the watcher cares about, {name: "dir"} of the sub-folders."""
     out: dict = {}
@@ -131,4 +159,5 @@ def summary(state_dir: Path, folders: dict[str, Folder]) -> dict:
             "polled": sum(f.mode == POLLED for f in folders.values()), "agents": agents, "other": other}
 
 
-__all__ = ["Folder", "POLLED", "WATCHED", "agent_of", "ident", "poll", "snapshot", "summary", "wanted"]
+__all__ = ["Folder", "POLLED", "REMOTE_FS", "WATCHED", "agent_of", "ident", "mounts", "poll", "remote_fs", "snapshot",
+           "summary", "wanted"]

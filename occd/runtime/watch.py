@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from occd.runtime.debounce import Debouncer, key_of
-from occd.runtime.folders import POLLED, WATCHED, Folder, ident, poll, summary, wanted
+from occd.runtime.folders import POLLED, WATCHED, Folder, ident, mounts, poll, remote_fs, summary, wanted
 from occd.runtime.wake import WakeRunner
 
 log = logging.getLogger("occd.runtime.watch")
@@ -182,11 +182,16 @@ class Watcher:
                 del self.folders[path]
                 changed = True
         new, retry, polled_now = [], full, 0
+        table = None
         for path in want:
             f = self.folders.get(path)
             if f is not None and not (retry and f.mode == POLLED):
                 continue
+            table = mounts() if table is None else table
             try:
+                fstype = remote_fs(path, table)
+                if fstype:  # inotify would watch it, but writes from the other machines send no event
+                    raise OSError(f"{fstype}: a network filesystem sends no change events for others' writes")
                 w = self._schedule(path)
             except (OSError, RuntimeError) as e:  # inotify limits (ENOSPC, EMFILE), a filesystem that cannot
                 if isinstance(e, (FileNotFoundError, NotADirectoryError)):
