@@ -200,3 +200,34 @@ def test_a_live_lock_vetoes_its_own_session_and_its_agents_index_only(tmp_path):
     w._wake([(str(a / "done.jsonl"), 0.0)])  # another session of the same agent ended: not vetoed by busy's lock
     w._wake([(str(b / "sessions.json"), 0.0)])  # another agent's index: not vetoed by agent a's lock
     assert len(wakes) == 2 and [len(e) for e in ends] == [1, 1]
+
+
+def test_wake_cycles_are_spaced_in_a_storm_of_settling_sessions():
+    """Thousands of files written once each settle one after another: the daemon's wake cycles do not run back to
+    back, at most one per max(gap, the last cycle's duration); a request is still served within one gap."""
+    from occd.runtime.wake import WakeRunner
+
+    starts, ends = [], []
+
+    def cycle():
+        starts.append(time.monotonic())
+        time.sleep(0.3 if len(starts) == 2 else 0.01)
+        ends.append(time.monotonic())
+
+    w = WakeRunner(cycle, min_gap=0.5).start()
+    try:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 2.5:
+            w.request()
+            time.sleep(0.02)
+        assert wait_for(lambda: len(ends) == len(starts), timeout=3)
+        assert 3 <= len(starts) <= 7, len(starts)
+        gaps = [b - a for a, b in zip(ends, starts[1:])]
+        assert all(g >= 0.45 for g in gaps), gaps
+        n = len(starts)
+        time.sleep(0.6)
+        asked = time.monotonic()
+        w.request()
+        assert wait_for(lambda: len(starts) > n, timeout=2) and starts[n] - asked < 0.2
+    finally:
+        w.stop()

@@ -64,6 +64,7 @@ def _lock_alive(p: Path) -> bool:
 
 TICK_S = 2.0        # how often the roots are checked (removed, recreated) and polled folders compared
 FULL_SYNC_S = 30.0  # how often every folder is checked and polled ones are tried again
+WAKE_GAP_S = 1.0   # the daemon's wake cycles: at least this apart (and as far apart as the last one took)
 BATCH_S = 0.2      # keys settling this close together wake once
 RESYNC_MIN_S = 0.5  # at most this often a re-sync for sub-folder events (a storm of mkdirs)
 
@@ -417,7 +418,7 @@ __all__ = ["Debouncer", "WakeRunner", "Watcher", "interesting", "live_run_lock",
 def start(daemon) -> None:
     """Start the wake runner and, unless `daemon.watch` is off, the watcher; set `daemon.watch_mode`."""
     if daemon.waker is None:
-        daemon.waker = WakeRunner(lambda: daemon._dispatch("scan"), clock=time.time).start()
+        daemon.waker = WakeRunner(lambda: daemon._dispatch("scan"), clock=time.time, min_gap=WAKE_GAP_S).start()
     d = daemon.settings.daemon
     if not d.watch:
         daemon.watch_mode = ("polling", "daemon.watch is off")
