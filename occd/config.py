@@ -112,6 +112,7 @@ class DaemonSettings(BaseModel):
     maintenance_interval_hours: float = Field(24 * 7, description="how often the ledger is maintained")
     score_interval_seconds: int = Field(3600, description="how often sessions are scored for relevance")
     observation_retention_days: int = Field(400, description="ledger observations older than this are thinned")
+    metrics_textfile: str | None = Field(None, description="a file the daemon writes its metrics to after each cycle (atomically, Prometheus text format) for node_exporter's textfile collector, e.g. /var/lib/node_exporter/textfile/occd.prom; `occd metrics` prints the same")
 
 
 class CheckSettings(BaseModel):

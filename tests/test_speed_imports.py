@@ -11,7 +11,8 @@ import sys
 
 from tests.test_cli_daily import _demo_after_a_cycle
 
-HEAVY = ("rich", "sqlalchemy", "sqlmodel", "alembic", "apscheduler", "litellm", "mcp", "httpx", "pygments", "json5")
+HEAVY = ("rich", "sqlalchemy", "sqlmodel", "alembic", "apscheduler", "litellm", "mcp", "httpx", "pygments", "json5",
+         "prometheus_client")
 READ = [["status"], ["status", "--json"], ["status", "--rotations"], ["history"], ["db", "info"], ["list"],
         ["list", "--json"], ["info"], ["info", "-v"], ["sessions"], ["select", "--task", "fix the webhook", "--no-llm"],
         ["breaker", "status"], ["config", "show"], ["stats"], ["backups"], ["lean", "status"], ["doctor"]]

@@ -31,11 +31,11 @@ def wait_for(pred, timeout=15.0, step=0.05):
 def test_debouncer_waits_for_quiet():
     d = watch.Debouncer(2.0)
     assert d.wait_for(100.0) is None and not d.due(100.0)
-    d.note(100.0, None)
-    d.note(101.0, None)
+    d.note(100.0, "/s/a.jsonl")
+    d.note(101.0, "/s/a.jsonl")
     assert not d.due(102.5) and d.wait_for(102.5) == pytest.approx(0.5)
-    assert d.due(103.0)
-    d.take()
+    assert d.due(103.0) == ["/s/a.jsonl"]
+    assert d.take(103.0) == [("/s/a.jsonl", 101.0)]
     assert not d.due(200.0)
 
 

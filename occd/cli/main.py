@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "status": ("occd.cli.status_cmd:status_cmd", "What the daemon saw and did; one session's history.", "Daemon"),
     "history": ("occd.cli.status_cmd:history_cmd", "Actions from the ledger, filtered.", "Daemon"),
     "stats": ("occd.cli.status_cmd:stats_cmd", "What the daemon saved: tokens, compactions, money.", "Daemon"),
+    "metrics": ("occd.cli.metrics_cmd:metrics_cmd", "Metrics for Prometheus (OpenMetrics): actions, savings, watching, latency.", "Daemon"),
     "logs": ("occd.cli.logs_cmd:logs_cmd", "occd's own log (-f follows, -n lines, --since).", "Daemon"),
     "service": ("occd.cli.daemon_cmd:service_group", "Install/remove the background service; its status and logs.", "Daemon"),
     "check": ("occd.cli.check_cmd:check_cmd", "Check backups, archives and the ledger (--read-data: load them too).", "Setup"),

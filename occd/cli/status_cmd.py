@@ -67,6 +67,13 @@ def _when(ts, now_dt):
     return relative_time(datetime.fromtimestamp(ts, tz=timezone.utc), now_dt)
 
 
+def _watch_text(w: dict | None, now_dt) -> str:
+    """'; watched since 18:40' or '; polled since 18:40 (ENOSPC: ...)': how the running daemon sees the agent."""
+    if not w or not w.get("mode"):
+        return ""
+    return f"; {w['mode']} since {_when(w.get('since'), now_dt)}" + (f" ({w['reason']})" if w.get("reason") else "")
+
+
 @click.command("status")
 @click.argument("session", required=False)
 @click.option("--rotations", is_flag=True, help="List session rotations.")
@@ -227,7 +234,8 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
         brk = ", ".join(f"{b['kind']} {b['state']}" for b in a["breakers"]) or "closed"
         src = "" if a.get("modeSource") == "daemon" else ", from the config: the daemon is not running"
         c.print(f"\nAgent {a['id']} ({a.get('era') or '?'} era, {a['mode']} mode{src}): {plural(a['sessions'], 'session')}, "
-                f"{plural(a['compactionsTotal'], 'compaction')}; actions 24h: {summary}; breakers: {brk}", wrap=True, indent=2)
+                f"{plural(a['compactionsTotal'], 'compaction')}; actions 24h: {summary}; breakers: {brk}"
+                + _watch_text(a.get("watch"), now_dt), wrap=True, indent=2)
         for e in a.get("emergencies") or []:
             c.print(f"  {e['kind']} {short_id(e['sessionId'] or '', ids)} ({e.get('key') or '-'}): "
                     f"{e['action']} {_when(e.get('ts'), now_dt)} — {e.get('reason') or ''}", wrap=True, indent=4)

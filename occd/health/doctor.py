@@ -286,8 +286,19 @@ def check_watch(ctx: DoctorContext) -> Result:
         except Exception as e:  # noqa: BLE001 - the probe reports, never fails the doctor
             mode, reason = "polling", f"watching could not start: {e}".splitlines()[0]
         who = "a daemon would run in"
+    agents = w.get("agents") or {}
+    polled = sorted(a for a, v in agents.items() if isinstance(v, dict) and v.get("mode") == "polled")
+    if mode == "events" and polled:
+        since = min(float(agents[a].get("since") or ctx.now) for a in polled)
+        why = next((agents[a]["reason"] for a in polled if agents[a].get("reason")), "it cannot be watched")
+        return Result("watch", "warn", f"{who} events mode ({reason}), but {len(polled)} of {len(agents)} agents "
+                      f"are polled every few seconds since {_age(ctx.now - since)} ago ({why}): "
+                      + ", ".join(polled[:10]) + (f" and {len(polled) - 10} more" if len(polled) > 10 else ""),
+                      "raise fs.inotify.max_user_instances and fs.inotify.max_user_watches (sysctl); the daemon "
+                      "tries to watch them again every 30 s")
     if mode == "events":
-        return Result("watch", "ok", f"{who} events mode ({reason}): it looks at a session when its run ends")
+        n = f"; {len(agents)} agents watched" if agents else ""
+        return Result("watch", "ok", f"{who} events mode ({reason}{n}): it looks at a session when its run ends")
     return Result("watch", "warn", f"{who} polling mode ({reason})",
                   "events mode needs the watchdog package and inotify watches (fs.inotify.max_user_watches); "
                   "polling scans every daemon.poll_interval_seconds")

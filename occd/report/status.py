@@ -77,7 +77,7 @@ def daemon_info(ledger, now: float) -> dict:
            "started": st.get("started") if pid else None, "lastCycle": st.get("lastCycle"),
            "nextScan": st.get("nextScan") if pid else None, "mode": st.get("mode") if pid else None,
            "agentModes": (st.get("agentModes") or {}) if pid else {},
-           "watch": st.get("watch") if pid else None,  # {"mode": events | polling, "reason": ...}
+           "watch": _watch(st.get("watch")) if pid else None,  # {"mode": events | polling, "reason", "agents"}
            "logDegraded": st.get("logDegraded") if pid else None}  # why the daemon's log is not written, if so
     if run:
         out["lastRun"] = {k: run.get(k) for k in ("pid", "started", "stopped", "heartbeat", "last_cycle", "mode",
@@ -85,6 +85,27 @@ def daemon_info(ledger, now: float) -> dict:
         if out["lastCycle"] is None:
             out["lastCycle"] = run.get("last_cycle")
     return out
+
+
+def _watch(w: dict | None) -> dict | None:
+    """The status file's `watch` with its maps keyed by agent and folder as lists ({"agent": id, "mode": watched |
+    polled, "since", "reason"?}): ids are data, not field names (the JSON contract's camelCase keys)."""
+    if not isinstance(w, dict):
+        return None
+    out = {k: v for k, v in w.items() if k not in ("agents", "other")}
+    out["agents"] = [{"agent": a, **v} for a, v in sorted((w.get("agents") or {}).items()) if isinstance(v, dict)]
+    out["folders"] = [{"path": p, **v} for p, v in sorted((w.get("other") or {}).items()) if isinstance(v, dict)]
+    return out
+
+
+def agent_watch(dinfo: dict, agent: str) -> dict | None:
+    """{"mode": watched | polled, "since", "reason"?} of one agent from the running daemon's status file; None when
+    no daemon runs or it has not seen the agent's folders (never "watched" for a folder nothing watches)."""
+    w = dinfo.get("watch") or {}
+    if not dinfo.get("running") or not w:
+        return None
+    return next(({k: v for k, v in x.items() if k != "agent"} for x in w.get("agents") or [] if x["agent"] == agent),
+                None)
 
 
 def status(settings, now: float | None = None, top: int = 5) -> dict:
@@ -141,6 +162,8 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
                 "breakers": [{"kind": b.kind, "state": b.state, "reason": b.reason, "openedAt": b.opened_at}
                              for b in breakers if b.agent == a["id"]],
                 "actions24h": counts.get(a["id"], {}),
+                # how the running daemon sees this agent's writes: watched or polled, since when (None: no daemon)
+                "watch": agent_watch(dinfo, a["id"]),
                 "wouldDo": [{"sessionId": w["session_id"], "kind": w["kind"], "reason": w["reason"], "ts": w["ts"]}
                             for w in would if w["agent_id"] == a["id"]][:10],
             })

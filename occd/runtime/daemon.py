@@ -42,7 +42,8 @@ from typing import Any
 
 from occd.runtime.notify import monotonic_usec, sd_notify, stop_grace_seconds, watchdog_interval
 from occd.runtime import logging_setup
-from occd.runtime.statusfile import job_times_file, read_json, write_json, write_status
+from occd.runtime.metrics import DaemonMetrics, write_daemon_textfile
+from occd.runtime.statusfile import daemon_status, job_times_file, read_json, write_json, write_status
 
 log = logging.getLogger("occd.daemon")
 
@@ -93,6 +94,7 @@ class Daemon:
         self.watcher = None      # occd.runtime.watch.Watcher (events mode) or None (polling)
         self.waker = None        # occd.runtime.watch.WakeRunner: cycles on events and on deferred decisions' due times
         self.watch_mode: tuple[str, str] = ("polling", "not started")
+        self.metrics = DaemonMetrics()  # run end -> decision latency, cycle durations (occd.runtime.metrics)
 
     # context -------------------------------------------------------------------------------------------------
     def state_dir(self) -> Path:
@@ -140,7 +142,8 @@ class Daemon:
         with self.cycle_lock:
             if self.stop.is_set():
                 return
-            self.last_cycle_mono = self.mono()
+            self.last_cycle_mono = t0 = self.mono()
+            ends = self.metrics.take_run_ends()  # the runs this cycle decides on (the watcher saw them end)
             scan = self._registered.get("scan")
             ok = True
             if scan is not None:
@@ -155,13 +158,18 @@ class Daemon:
                     log.warning("%s skipped: the scan failed", spec.name)
                     continue
                 self._run(spec, fn)
+                if spec.name == "apply":
+                    self.metrics.decided(ends, self.clock())
+                    ends = []
+            self.metrics.decided(ends, self.clock())  # no apply job ran: the cycle's end
+            self.metrics.cycle_took(self.mono() - t0)
             self.last_cycle = self.clock()
             from occd.jobs.apply import WAKE_KEY
 
             due = self.ctx.cache.pop(WAKE_KEY, None) if self.ctx is not None else None
         if due is not None and self.waker is not None:
             self.waker.request(due)  # a deferred decision becomes due then
-        self.heartbeat()
+        write_daemon_textfile(self, self.heartbeat())
         sd_notify(f"STATUS={self.status_line()}", self.env)
 
     def periodic(self, name: str) -> None:
@@ -205,27 +213,17 @@ class Daemon:
             parts.append("next " + time.strftime("%H:%M", time.localtime(nxt)))
         return ", ".join(parts)
 
-    def agent_modes(self) -> dict:
-        """The mode this daemon runs each agent in (its settings, `--act` and per-agent overrides included):
-        what `occd status` shows while it runs, instead of the config file's."""
-        scan = getattr(self.ctx, "last_scan", None) if self.ctx is not None else None
-        agents = set(getattr(scan, "agents", None) or ()) | set(self.settings.agents)
-        return {a: self.settings.policy_for(a).mode for a in sorted(agents)}
-
-    def heartbeat(self) -> None:
+    def heartbeat(self) -> dict:
+        """The status file (occd.runtime.statusfile.daemon_status) and the ledger's heartbeat; returns the former."""
         now, nxt = self.clock(), self.next_run()
-        write_status({"pid": os.getpid(), "started": self.started, "heartbeat": now, "lastCycle": self.last_cycle,
-                      "nextScan": nxt, "mode": self.settings.policy.mode, "agentModes": self.agent_modes(),
-                      "stateDir": str(self.ctx.state_dir),
-                      "scanIntervalSeconds": self.scan_interval(), "running": self.running,
-                      "watch": {"mode": self.watch_mode[0], "wakes": getattr(self.watcher, "wakes", 0),
-                                "reason": getattr(self.watcher, "reason", None) or self.watch_mode[1]},
-                      "jobs": self.last_results, "logDegraded": logging_setup.degraded()})
+        doc = daemon_status(self, now, nxt)
+        write_status(doc)
         if self.run_id is not None:
             try:
                 self.ctx.ledger.heartbeat(self.run_id, now=now, last_cycle=self.last_cycle, next_scan=nxt)
             except Exception as e:  # noqa: BLE001 - a busy or broken ledger must not stop the daemon
                 log.warning("heartbeat not recorded in the ledger: %s", str(e).splitlines()[0] if str(e) else e)
+        return doc
 
     # scheduling ----------------------------------------------------------------------------------------------
     def _due(self, name: str, secs: float, now: float, initial: bool) -> float:

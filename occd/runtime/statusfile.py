@@ -47,3 +47,35 @@ def write_status(data: dict) -> None:
 def read_status() -> dict | None:
     return read_json(status_file())
 
+
+
+def agent_modes(daemon) -> dict:
+    """The mode the daemon runs each agent in (its settings, `--act` and per-agent overrides included): what
+    `occd status` shows while it runs, instead of the config file's."""
+    scan = getattr(daemon.ctx, "last_scan", None) if daemon.ctx is not None else None
+    agents = set(getattr(scan, "agents", None) or ()) | set(daemon.settings.agents)
+    return {a: daemon.settings.policy_for(a).mode for a in sorted(agents)}
+
+
+def watch_status(daemon) -> dict:
+    """How the daemon wakes: the watcher's own account (per agent watched or polled, since when) while it
+    watches, else polling with the reason and every agent polled since the daemon started."""
+    w = daemon.watcher
+    if w is not None:
+        return w.describe()
+    return {"mode": "polling", "reason": daemon.watch_mode[1], "wakes": 0,
+            "agents": {a: {"mode": "polled", "since": daemon.started, "reason": daemon.watch_mode[1]}
+                       for a in agent_modes(daemon)}}
+
+
+def daemon_status(daemon, now: float, next_scan: float | None) -> dict:
+    """The heartbeat's document (what `occd status`, `doctor` and `occd metrics` read)."""
+    from occd.runtime import logging_setup
+
+    import os
+
+    return {"pid": os.getpid(), "started": daemon.started, "heartbeat": now, "lastCycle": daemon.last_cycle,
+            "nextScan": next_scan, "mode": daemon.settings.policy.mode, "agentModes": agent_modes(daemon),
+            "stateDir": str(daemon.ctx.state_dir), "scanIntervalSeconds": daemon.scan_interval(),
+            "running": daemon.running, "watch": watch_status(daemon), "metrics": daemon.metrics.to_status(),
+            "jobs": daemon.last_results, "logDegraded": logging_setup.degraded()}
