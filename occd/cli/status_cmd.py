@@ -60,6 +60,14 @@ def counts_summary(acts: dict) -> str:
     return "; ".join(parts) or "none"
 
 
+def outcome_word(a: dict) -> str:
+    """An action's outcome as every table shows it: observe mode's dry runs are "would" (what status counts them
+    as), not "skipped"; a dry run that failed or was deferred says so."""
+    if a.get("dry_run"):
+        return "would" if a.get("outcome") in ("ok", "skipped") else f"{a.get('outcome')} (dry run)"
+    return str(a.get("outcome"))
+
+
 def _when(ts, now_dt):
     if not ts:
         return "-"
@@ -155,9 +163,8 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
             for col in ("WHEN", "KIND", "OUTCOME", "TRIGGER", "DETAIL"):
                 t.add_column(col, no_wrap=col != "DETAIL", justify="right" if col == "WHEN" else "left")
             for a in data["actions"][:15]:
-                dry = "(dry run) " if a["dry_run"] else ""
-                t.add_row(_when(a["ts"], now_dt), a["kind"], a["outcome"], a["trigger"],
-                          dry + (a.get("reason") or a.get("error") or ""))
+                t.add_row(_when(a["ts"], now_dt), a["kind"], outcome_word(a), a["trigger"],
+                          a.get("reason") or a.get("error") or "")
             c.print(t)
         live = [x for x in data["backups"] if not x.get("pruned_at")]
         if data["backups"]:
@@ -253,7 +260,8 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
                 c.print("  ~ estimated (chars/4) after cleaning: the exact figure returns with the next reply",
                         wrap=True, indent=4)
         for w in a["wouldDo"][:5]:
-            c.print(f"  observe mode would {w['kind']} {short_id(w['sessionId'], ids)}: {w['reason'] or ''}".rstrip(": "),
+            why = (w["reason"] or "").split(" (observe mode: would ")[0]  # the line says it once
+            c.print(f"  observe mode would {w['kind']} {short_id(w['sessionId'], ids)}: {why}".rstrip(": "),
                     wrap=True, indent=4)
     lean = data.get("lean") or {}
     if lean.get("enabled"):
@@ -336,11 +344,13 @@ def stats_cmd(since, as_json):
 @click.option("--session", default=None, help="Session id, key, or a prefix.")
 @click.option("--kind", default=None, help=", ".join(ACTION_KINDS) + ", or job:NAME (a job's failure).")
 @click.option("--since", default=None, help="A duration (7d, 12h, 30m), today, yesterday, or a date (2026-11-22).")
+@click.option("--outcome", default=None, metavar="OUTCOME",
+              help="ok, failed, skipped, deferred, or would (observe mode's dry runs).")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=200, show_default=True)
 @click.option("-f", "--follow", is_flag=True, help="Then keep printing new actions as they are recorded (Ctrl-C stops).")
 @json_option
 @handle_errors
-def history_cmd(agent, session, kind, since, limit, as_json, follow=False):
+def history_cmd(agent, session, kind, since, limit, as_json, follow=False, outcome=None):
     """Actions recorded in the ledger, newest first (manual and automatic, with outcome and reason), for every
     agent unless --agent is given.
 
@@ -348,19 +358,20 @@ def history_cmd(agent, session, kind, since, limit, as_json, follow=False):
     Examples:
       occd history --since yesterday --kind strip
       occd history --session 3640 --json
+      occd history --outcome failed --since 1d
       occd history -f                              new actions as they happen
     """
     from occd.report import status as st
 
     # the ledger only: no settings to load (that import alone is most of a read command's time)
     rows, total = st.history(agent=agent, session=session, kind=kind, since=since, limit=limit,
-                             with_total=True)
+                             with_total=True, outcome=outcome)
     if as_json:
         emit_json({"actions": rows, "total": total, "limit": limit})
         return
     c = console()
     if not rows:
-        c.print("No actions recorded" + (" for that filter." if any((agent, session, kind, since)) else "."))
+        c.print("No actions recorded" + (" for that filter." if any((agent, session, kind, since, outcome)) else "."))
         if follow:
             _follow_actions(_max_action_id(), agent, session, kind)
         return
@@ -373,10 +384,8 @@ def history_cmd(agent, session, kind, since, limit, as_json, follow=False):
         t.add_column(col, no_wrap=col != "DETAIL")
     for a in rows:
         detail = a.get("reason") or a.get("error") or ""
-        if a["dry_run"]:
-            detail = "(dry run) " + detail
         t.add_row(_when(a["ts"], now_dt), a.get("agent_id") or "-", short_id(a.get("session_id"), ids), a["kind"],
-                  a["outcome"], a["trigger"], detail)
+                  outcome_word(a), a["trigger"], detail)
     c.print(t)
     if total > len(rows):
         c.print(f"(showing {len(rows)} of {total}; -n {total} shows all, --since/--kind/--session narrow it)")
@@ -400,8 +409,8 @@ def _follow_actions(after_id: int, agent, session, kind, poll: float = 2.0) -> N
             for a in st.new_actions(after_id=after_id, agent=agent, session=session, kind=kind):
                 after_id = max(after_id, a["id"])
                 when = time.strftime("%H:%M:%S", time.localtime(a["ts"]))
-                detail = ("(dry run) " if a["dry_run"] else "") + (a.get("reason") or a.get("error") or "")
+                detail = a.get("reason") or a.get("error") or ""
                 click.echo(f"{when}  {a.get('agent_id') or '-'}  {short_id(a.get('session_id'))}  {a['kind']}  "
-                           f"{a['outcome']}  {a['trigger']}  {detail}".rstrip())
+                           f"{outcome_word(a)}  {a['trigger']}  {detail}".rstrip())
     except KeyboardInterrupt:
         pass

@@ -23,11 +23,14 @@ def parse_since(text: str | None, now: float) -> float | None:
         start = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
         return start - (86400 if t == "yesterday" else 0)
     try:
-        if t[-1] in mult:
-            return now - float(t[:-1]) * mult[t[-1]]
-        return now - float(t)
+        back = float(t[:-1]) * mult[t[-1]] if t[-1] in mult else float(t)
     except (ValueError, IndexError):
-        pass
+        back = None
+    if back is not None:
+        if not back > 0:  # NaN, zero and negative durations: "since 0 ago" / "since the future" match nothing
+            raise UsageError(f"--since {text!r} is not a positive duration",
+                             "e.g. --since 7d, 12h, 30m (a time back from now), today, or 2026-11-22")
+        return now - back
     try:
         dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
         return dt.timestamp()  # naive: local time, as people mean it
@@ -316,8 +319,9 @@ def new_actions(*, after_id: int, agent=None, session=None, kind=None, limit=100
 def _history_session(led, ref: str | None, agent: str | None = None) -> str | None:
     """`--session` resolved as every command resolves a session (occd.openclaw.ids: the part a table shows, any unique
     part of 4+ characters, a prefix, an id or a key) among the sessions the ledger has actions of: the full id,
-    or the key as given. Several matches: the usual AMBIGUOUS_SESSION error. No match: the reference as given
-    (the ledger's prefix filter then says there is nothing for it)."""
+    or the key as given. Several matches: the usual AMBIGUOUS_SESSION error. No match: a session the ledger has
+    seen (scanned) without actions is itself (nothing recorded for it); anything else is SESSION_NOT_FOUND, as
+    `occd info` and `occd restore` say."""
     if not ref:
         return ref
     from occd.openclaw.ids import resolve
@@ -330,20 +334,32 @@ def _history_session(led, ref: str | None, agent: str | None = None) -> str | No
     except OccdError as e:
         if e.code == "AMBIGUOUS_SESSION":
             raise
+    seen = [(s["session_id"], s.get("session_key")) for s in led.sessions(agent) if s.get("session_id")]
+    if any(k == ref for _, k in seen):
         return ref
+    return resolve(seen, ref, id_of=lambda x: x[0], key_of=lambda x: x[1],
+                   hint_list="occd has recorded nothing for it; `occd list` shows the sessions")[0]
+
+
+HISTORY_OUTCOMES = ("ok", "failed", "skipped", "deferred", "would")  # would: observe mode's dry runs
 
 
 def history(settings=None, *, agent=None, session=None, kind=None, since=None, limit=200, now=None,
-            with_total: bool = False):
+            with_total: bool = False, outcome: str | None = None):
     """Actions newest first; with_total: (rows, how many match without the limit). An unknown kind or agent is
     an error (a typo would otherwise look like 'nothing happened'). Reads the ledger only: `settings` is not
     needed (kept for callers that pass it)."""
     now = time.time() if now is None else now
     since_ts = parse_since(since, now)
+    if outcome:
+        _check_known("outcome", outcome, HISTORY_OUTCOMES)
     led = _open_ledger()
     if led is None:
         if kind and not is_action_kind(kind):
             _check_known("kind", kind, ACTION_KINDS)
+        if session:
+            raise OccdError(f"Session '{session}' not found", "occd has recorded nothing yet (no ledger); "
+                            "`occd list` shows the sessions", code="SESSION_NOT_FOUND")
         return ([], 0) if with_total else []
     with led:
         if kind and not is_action_kind(kind):
@@ -358,11 +374,11 @@ def history(settings=None, *, agent=None, session=None, kind=None, since=None, l
                                 (f"did you mean {near[0]}? " if near else "") + "agents: " + (", ".join(known) or "none yet"),
                                 code="AGENT_NOT_FOUND")
         session = _history_session(led, session, agent)
-        rows = led.history(agent=agent, session=session, kind=kind, since=since_ts, limit=limit)
+        rows = led.history(agent=agent, session=session, kind=kind, since=since_ts, limit=limit, outcome=outcome)
         if not with_total:
             return rows
         total = len(rows) if len(rows) < limit else led.history_count(agent=agent, session=session, kind=kind,
-                                                                      since=since_ts)
+                                                                      since=since_ts, outcome=outcome)
         return rows, total
 
 

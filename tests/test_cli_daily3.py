@@ -1,0 +1,89 @@
+"""Issue 32: daily use, third pass — commands in the sequences a user types them (§11 history and --since, §12
+--quiet/--verbose/--state-dir, §15 status before the first cycle, and more)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from occd.cli.main import cli
+from tests.statefactory import FileState
+
+
+def run(*args, **kw):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False, **kw)
+
+
+def jrun(*args):
+    r = run(*args, "--json")
+    return r, (json.loads(r.stdout) if r.stdout.strip() else None)
+
+
+def _state(home: Path, **kw):
+    fs = FileState(home / ".openclaw")
+    return fs, fs.add_session(turns=kw.pop("turns", 30), seed=kw.pop("seed", 3), tools_per_turn=2, **kw)
+
+
+# ---- §11 history: "not found" like info/restore; --since positive; --outcome -----------------------------------
+
+def test_history_session_not_found_is_exit_1_like_info(isolated_env):
+    fs, s = _state(isolated_env)
+    assert run("edit", s.session_id, "--strip-tools=aggressive", "--force").exit_code == 0
+    info = run("info", "zzzz-nothing")
+    r = run("history", "--session", "zzzz-nothing")
+    assert info.exit_code == 1 and r.exit_code == 1
+    assert "not found" in r.stderr and "Traceback" not in r.output
+    r, data = jrun("history", "--session", "zzzz-nothing")
+    assert r.exit_code == 1 and data["success"] is False and data["error"]["code"] == "SESSION_NOT_FOUND"
+    # the session edited: found, its action listed
+    r, data = jrun("history", "--session", s.session_id[:8])
+    assert r.exit_code == 0 and data["total"] == 1
+
+
+def test_history_session_before_any_ledger_is_not_found(isolated_env):
+    _state(isolated_env)
+    r = run("history", "--session", "zzzz-nothing")
+    assert r.exit_code == 1 and "not found" in r.stderr
+
+
+def test_since_rejects_zero_and_negative_durations(isolated_env):
+    fs, s = _state(isolated_env)
+    assert run("edit", s.session_id, "--strip-tools=aggressive", "--force").exit_code == 0
+    for cmd in ("stats", "history"):
+        for bad in ("-3d", "0", "0h", "-5"):
+            r = run(cmd, "--since", bad)
+            assert r.exit_code == 2, (cmd, bad, r.output)
+            assert "positive" in r.stderr and "Traceback" not in r.output
+        assert run(cmd, "--since", "3d").exit_code == 0
+
+
+def test_history_outcome_filter(isolated_env):
+    fs, s = _state(isolated_env)
+    assert run("edit", s.session_id, "--strip-tools=aggressive", "--force").exit_code == 0
+    r, data = jrun("history", "--outcome", "ok")
+    assert r.exit_code == 0 and data["total"] == 1
+    r, data = jrun("history", "--outcome", "failed")
+    assert r.exit_code == 0 and data["total"] == 0
+    r = run("history", "--outcome", "failed")
+    assert r.exit_code == 0 and "No actions recorded for that filter" in r.stdout
+    r = run("history", "--outcome", "borked")
+    assert r.exit_code == 2 and "--outcome" in r.stderr
+
+
+def test_observe_mode_rows_read_would_in_history_and_status(isolated_env):
+    """A dry-run row is "would" in history (as status counts it), not "skipped (dry run)"."""
+    from occd.ledger import Ledger
+
+    fs, s = _state(isolated_env)
+    with Ledger.open() as led:
+        led.record_action("strip", "main", s.session_id, s.key, trigger="auto", outcome="skipped", dry_run=True,
+                          reason="context 80% of the window >= 60% (observe mode: would strip with preset moderate)")
+    out = run("history").stdout
+    assert "would" in out and "skipped" not in out and "(dry run)" not in out
+    r, data = jrun("history", "--outcome", "would")
+    assert data["total"] == 1
+    r, data = jrun("history", "--outcome", "skipped")
+    assert data["total"] == 0
