@@ -7,6 +7,7 @@ import json
 import os
 from pathlib import Path
 
+import click
 from click.testing import CliRunner
 
 from occd.cli.main import cli
@@ -87,3 +88,70 @@ def test_observe_mode_rows_read_would_in_history_and_status(isolated_env):
     assert data["total"] == 1
     r, data = jrun("history", "--outcome", "skipped")
     assert data["total"] == 0
+
+
+# ---- §12 one meaning for -q/--quiet and -v/--verbose on every command; --state-dir on the read commands ---------
+
+def _leaf_commands():
+    from occd.cli.main import COMMANDS, cli as root
+
+    ctx = click.Context(root)
+    for name in COMMANDS:
+        cmd = root.get_command(ctx, name)
+        if isinstance(cmd, click.Group):
+            for sub in cmd.commands.values():
+                yield f"{name} {sub.name}", sub
+        else:
+            yield name, cmd
+
+
+def test_every_command_takes_quiet_and_verbose():
+    missing = []
+    for path, cmd in _leaf_commands():
+        if path in ("completion", "mcp"):
+            continue
+        opts = {o for p in cmd.params for o in getattr(p, "opts", [])}
+        if not {"-q", "--quiet", "-v", "--verbose"} <= opts:
+            missing.append(path)
+    assert missing == []
+
+
+def test_quiet_edit_prints_nothing_and_still_works(isolated_env):
+    fs, s = _state(isolated_env)
+    size = s.path.stat().st_size
+    r = run("edit", s.session_id, "--strip-tools=aggressive", "--force", "-q")
+    assert r.exit_code == 0 and r.stdout == "" and s.path.stat().st_size < size
+    r, data = jrun("restore", s.session_id, "--force", "-q")   # --json is what a script asked for: still printed
+    assert r.exit_code == 0 and data["success"] is True
+    r = run("restore", "zzzz-nothing", "-q")                     # errors still say what went wrong
+    assert r.exit_code == 1 and "not found" in r.stderr
+    assert run("status", "-q").stdout == "" and run("status", "-q").exit_code == 0
+    r = run("edit", s.session_id, "-q", "-v")
+    assert r.exit_code == 2
+
+
+def test_quiet_and_verbose_daemon_cycle(isolated_env):
+    """`run --once -q` logs warnings only; `-v` logs at DEBUG (the flags set --log-level when it is not given)."""
+    _state(isolated_env)
+    r = run("run", "--once", "-q")
+    assert r.exit_code == 0 and " INFO " not in r.stderr and r.stdout == ""
+    r = run("run", "--once", "-v")
+    assert r.exit_code == 0 and " DEBUG " in r.stderr
+
+
+def test_read_commands_take_state_dir(isolated_env):
+    fs, s = _state(isolated_env)
+    sd = str(isolated_env / ".openclaw")
+    assert run("edit", s.session_id, "--strip-tools=aggressive", "--force", "--state-dir", sd).exit_code == 0
+    for cmd in (("status",), ("history",), ("stats",), ("list",), ("info", s.session_id)):
+        r = run(*cmd, "--state-dir", sd)
+        assert r.exit_code == 0, (cmd, r.output)
+    r = run("history", "--state-dir", str(isolated_env / "nowhere"))
+    assert r.exit_code == 1 and "does not exist" in r.stderr
+
+
+def test_backups_without_id_says_which_agent(isolated_env):
+    fs, s = _state(isolated_env)
+    assert run("edit", s.session_id, "--strip-tools=aggressive", "--force").exit_code == 0
+    out = run("backups").stdout
+    assert "agent 'main'" in out and "--agent" in out

@@ -391,6 +391,9 @@ def backups_cmd(session, agent, state_dir, as_json):
              str(b["number"]) + (" pinned" if b.get("pinned") else ""), human_bytes(b["size"]), relative_time(b["createdAt"], now), display_path(b["path"])]
             for b in out["backups"]]
     heads, right = ["SESSION", "KEY", "N", "SIZE", "AGE", "PATH"], {2, 3, 4}
+    if not session:  # which agent's: the default one unless --agent said another
+        c.print(f"Backups of agent '{out['agent']}'" + ("" if agent else " (the default agent; --agent NAME for "
+                                                              "another)") + ":")
     table = format_table(heads, rows, right)
     width = terminal_width()
     if width is not None and max(len(line) for line in table.splitlines()) > width:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import datetime, timezone
 
 import click
 
-from occd.cli.common import agent_filter_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx, use_color
+from occd.cli.common import (agent_filter_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx,
+                             state_option, use_color)
 from occd.openclaw.figure import percent_text, tokens_text
 from occd.ledger import ACTION_KINDS
 from occd.paths import display_path
@@ -41,7 +43,7 @@ def _watch(ctx, session, rotations, days, agent_filter, interval: float) -> None
             click.clear()
             click.echo(f"every {interval:g}s — {time.strftime('%H:%M:%S')} — Ctrl-C stops\n")
             ctx.invoke(status_cmd, session=session, rotations=rotations, days=days, as_json=False,
-                       agent_filter=agent_filter)
+                       agent_filter=agent_filter, state_dir=ctx.params.get("state_dir"))
             time.sleep(interval)
     except KeyboardInterrupt:
         pass
@@ -83,9 +85,11 @@ def _when(ts, now_dt):
               "breaker is open or the last scan failed; for monitoring.")
 @click.option("--watch", is_flag=True, help="Redraw every --interval seconds until Ctrl-C.")
 @click.option("--interval", type=click.FloatRange(min=0.5), default=2.0, show_default=True, help="For --watch.")
+@state_option
 @json_option
 @handle_errors
-def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False, watch=False, interval=2.0):
+def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False, watch=False, interval=2.0,
+               state_dir=None):
     """Is the daemon running, what did it see and do. With SESSION: that session's history.
 
     \b
@@ -97,7 +101,7 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
     """
     from occd.report import status as st
 
-    settings = load_settings_from_ctx()
+    settings = load_settings_from_ctx(state_dir=state_dir)
     if check:
         _check(settings, as_json)
         return
@@ -304,13 +308,14 @@ def _savings_line(sv: dict) -> str:
 
 @click.command("stats")
 @click.option("--since", default="7d", show_default=True, help="e.g. 7d, 12h, 30m.")
+@state_option
 @json_option
 @handle_errors
-def stats_cmd(since, as_json):
+def stats_cmd(since, as_json, state_dir=None):
     """What the daemon saved: context tokens removed, compactions avoided, net money with the prompt cache priced."""
     from occd.report import status as st
 
-    data = st.stats(load_settings_from_ctx(), since=since)
+    data = st.stats(load_settings_from_ctx(state_dir=state_dir), since=since)
     if as_json:
         emit_json(data)
         return
@@ -348,9 +353,10 @@ def stats_cmd(since, as_json):
               help="ok, failed, skipped, deferred, or would (observe mode's dry runs).")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=200, show_default=True)
 @click.option("-f", "--follow", is_flag=True, help="Then keep printing new actions as they are recorded (Ctrl-C stops).")
+@state_option
 @json_option
 @handle_errors
-def history_cmd(agent, session, kind, since, limit, as_json, follow=False, outcome=None):
+def history_cmd(agent, session, kind, since, limit, as_json, follow=False, outcome=None, state_dir=None):
     """Actions recorded in the ledger, newest first (manual and automatic, with outcome and reason), for every
     agent unless --agent is given.
 
@@ -363,7 +369,13 @@ def history_cmd(agent, session, kind, since, limit, as_json, follow=False, outco
     """
     from occd.report import status as st
 
-    # the ledger only: no settings to load (that import alone is most of a read command's time)
+    # the ledger only: no settings to load (that import alone is most of a read command's time); --state-dir is
+    # accepted as by every read command, and checked: the ledger holds what occd did for every state it watched
+    if state_dir is not None and not os.path.isdir(state_dir):
+        from occd.errors import OccdError
+
+        raise OccdError(f"OpenClaw state directory {state_dir} does not exist", "check the --state-dir path",
+                        code="STATE_NOT_FOUND")
     rows, total = st.history(agent=agent, session=session, kind=kind, since=since, limit=limit,
                              with_total=True, outcome=outcome)
     if as_json:
