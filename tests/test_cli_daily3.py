@@ -155,3 +155,25 @@ def test_backups_without_id_says_which_agent(isolated_env):
     assert run("edit", s.session_id, "--strip-tools=aggressive", "--force").exit_code == 0
     out = run("backups").stdout
     assert "agent 'main'" in out and "--agent" in out
+
+
+# ---- §15 status before the first cycle: what can be seen, and what is missing -----------------------------------
+
+def test_status_before_the_first_cycle_shows_the_state_and_what_is_missing(isolated_env):
+    fs, s = _state(isolated_env)
+    fs.add_session("agent:main:second", turns=4, seed=5)
+    listed = run("list").stdout
+    assert "agent:main:second" in listed and "agent:main:main" in listed
+    r = run("status")
+    assert r.exit_code == 0
+    out = r.stdout
+    assert "Agent main" in out and "2 sessions" in out
+    assert "Missing" in out and "ledger" in out and "never ran" in out and "occd run --once" in out
+    r, data = jrun("status")
+    fc = data["firstContact"]
+    assert [a["id"] for a in fc["agents"]] == ["main"] and fc["agents"][0]["sessions"] == 2
+    assert len(fc["missing"]) == 2
+    # after a cycle: the usual status, nothing missing
+    assert run("run", "--once", "-q").exit_code == 0
+    out = run("status").stdout
+    assert "Missing" not in out and "Agent main" in out

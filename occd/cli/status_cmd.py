@@ -62,6 +62,24 @@ def counts_summary(acts: dict) -> str:
     return "; ".join(parts) or "none"
 
 
+def _first_contact(c, fc: dict) -> None:
+    """Before the first cycle: the agents and sessions OpenClaw's state shows, then what is missing."""
+    if fc.get("error"):
+        c.print(f"OpenClaw state: {fc['error']}", wrap=True, indent=2, markup=False, highlight=False)
+    elif not fc["agents"]:
+        c.print(f"OpenClaw state {display_path(fc['stateDir'])}: no agents yet", markup=False, highlight=False)
+    else:
+        c.print(f"OpenClaw state {display_path(fc['stateDir'])} (read now; occd has recorded nothing yet):",
+                markup=False, highlight=False)
+    for a in fc["agents"]:
+        n = "sessions unreadable: " + a["error"] if a.get("error") else plural(a["sessions"] or 0, "session")
+        c.print(f"  Agent {a['id']} ({a.get('era') or '?'} era): {n} — `occd list --agent {a['id']}` shows them",
+                wrap=True, indent=4, markup=False, highlight=False)
+    c.print("Missing:")
+    for m in fc["missing"]:
+        c.print(f"  - {m}", wrap=True, indent=4, markup=False, highlight=False)
+
+
 def outcome_word(a: dict) -> str:
     """An action's outcome as every table shows it: observe mode's dry runs are "would" (what status counts them
     as), not "skipped"; a dry run that failed or was deferred says so."""
@@ -208,6 +226,9 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
     for p in data.get("schemaProblems") or []:  # an agent occd reads but acts on nothing for
         if p["code"] == "SCHEMA_UNVERIFIED":
             c.print(f"! {p['message']} — {p['hint']}", markup=False, highlight=False)
+    if data.get("firstContact"):
+        _first_contact(c, data["firstContact"])
+        return
     if data.get("note"):
         c.print(data["note"])
         return

@@ -95,10 +95,13 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
 
     now = time.time() if now is None else now
     led = _open_ledger()
-    if led is None:
-        return {"ledger": None, "daemon": daemon_info(None, now), "agents": [], "lastScan": None,
+    if led is None:  # before the first cycle: what OpenClaw's state shows already, and what is missing
+        from occd.report.first_contact import first_contact
+
+        d = daemon_info(None, now)
+        return {"ledger": None, "daemon": d, "agents": [], "lastScan": None,
                 "note": "no ledger yet: run `occd run --once`, `occd demo`, or install the service",
-                "schemaProblems": schema_problems(settings)}
+                "firstContact": first_contact(settings, d), "schemaProblems": schema_problems(settings)}
     with led:
         agents = []
         counts = led.action_counts_since(now - 86400)
