@@ -177,3 +177,83 @@ def test_status_before_the_first_cycle_shows_the_state_and_what_is_missing(isola
     assert run("run", "--once", "-q").exit_code == 0
     out = run("status").stdout
     assert "Missing" not in out and "Agent main" in out
+
+
+# ---- §5/§6/§9/§10 one figure per fact, labelled ----------------------------------------------------------------
+
+def _tokens(row: str) -> str:
+    """The TOKENS cell of a `list` row: "~23k" of "~23k (11%)"."""
+    import re
+
+    return re.search(r"(~?[\d.]+[kM]?) \(\d+%\)", row).group(1)
+
+
+def test_status_session_shows_the_context_after_the_strip_as_list_does(isolated_env):
+    fs, s = _state(isolated_env)
+    assert run("run", "--once", "-q").exit_code == 0      # observed before: the max is the figure before the strip
+    r, res = jrun("edit", s.session_id, "--strip-tools=extreme", "--force")
+    assert r.exit_code == 0
+    assert run("run", "--once", "-q").exit_code == 0
+    listed = run("list").stdout
+    row = next(line for line in listed.splitlines() if "agent:main:main" in line)
+    tokens = _tokens(row)
+    out = run("status", s.session_id).stdout
+    assert f"context now {tokens} (" in out and "window)" in out, (row, out)
+    assert "max" in out and "(observed)" in out   # the bigger figure from before the strip is named as a maximum
+    data = json.loads(run("status", s.session_id, "--json").stdout)
+    assert data["context"]["tokens"] < res["statistics"]["tokensBefore"]
+
+
+def test_budget_strip_reason_names_openclaws_pre_prompt_estimate(isolated_env):
+    """history's "strip to 89066 tokens (49% of 180000)" is OpenClaw's pre-prompt estimate against its budget,
+    not the context against the window that list shows: it says so."""
+    from occd.ledger import Ledger
+    from tests.test_small_window_spiral import _cycle, _state as spiral
+
+    state, _ = spiral(isolated_env)
+    with Ledger.open() as led:
+        _cycle(state, led)
+        rows = led.history(limit=50)
+    (strip,) = [a for a in rows if a["kind"] == "strip" and a["outcome"] == "ok"]
+    assert "OpenClaw's pre-prompt estimate" in strip["reason"] and "of its budget" in strip["reason"], strip["reason"]
+
+
+def test_rotations_after_undo_do_not_point_at_the_gone_archive(isolated_env):
+    fs, s = _state(isolated_env, compaction_count=4)
+    r, res = jrun("rotate", s.key, "--force")
+    assert r.exit_code == 0, r.output
+    archive = json.loads(run("status", "--rotations", "--json").stdout)["rotations"][0]["archivePath"]
+    assert Path(archive).exists()
+    assert run("rotate", "--undo", s.key).exit_code == 0
+    assert not Path(archive).exists()
+    (rot,) = json.loads(run("status", "--rotations", "--json").stdout)["rotations"]
+    assert rot["archiveExists"] is False and rot["seededArchive"] and Path(rot["seededArchive"]).exists()
+    out = run("status", "--rotations").stdout
+    assert "undone" in out and archive not in out.replace("\n", "")
+
+
+def test_archived_session_keeps_the_figure_it_had_live(isolated_env):
+    """The seeded session after `rotate --undo`: `list --archived` shows the figure `list` showed while it was
+    live (same file), not another measure read from the file alone."""
+    fs, s = _state(isolated_env, compaction_count=4)
+    r, res = jrun("rotate", s.key, "--force")
+    assert r.exit_code == 0, r.output
+    # OpenClaw's pre-prompt check after the seed turn (system prompt and tools included)
+    idx = fs.read_index()
+    idx[s.key]["contextBudgetStatus"] = {"estimatedPromptTokens": 12_345, "promptBudgetBeforeReserve": 180_000,
+                                         "contextTokenBudget": 200_000, "messageCount": 2,
+                                         "sessionId": res["newSessionId"]}
+    (fs.sessions_dir() / "sessions.json").write_text(json.dumps(idx))
+    assert run("run", "--once", "-q").exit_code == 0
+    live = _tokens(next(line for line in run("list").stdout.splitlines() if s.key in line))
+    assert run("rotate", "--undo", s.key).exit_code == 0
+    archived = run("list", "--archived").stdout
+    row = next(line for line in archived.splitlines() if res["newSessionId"][:4] in line.split()[0]
+               or line.split()[0] in res["newSessionId"])
+    assert _tokens(row) == live, (live, archived)
+
+
+def test_info_names_both_compaction_counts(isolated_env):
+    fs, s = _state(isolated_env, compaction_count=5)
+    out = run("info", s.session_id).stdout
+    assert "5 counted by OpenClaw, 0 entries in the transcript" in out, out

@@ -126,8 +126,14 @@ def info_cmd(session, agent, state_dir, as_json, verbose):
             f"{a['turnsWithTools']} of {a['turns']} turns use tools", wrap=True, indent=15)
     c.print(f"  Thinking:    {a['thinkingBlocks']} blocks   Images: {a['images']}", wrap=True, indent=15)
     comp = info.get("compactions")
-    in_file = f" ({a['compactions']} in the transcript)" if comp is not None and comp != a["compactions"] else ""
-    c.print(f"  Compactions: {comp if comp is not None else a['compactions']}{in_file}   Branches: {a['branches']}   "
+    if comp is not None and comp != a["compactions"]:
+        # two counts of different things: OpenClaw's counter (sessions.json, every compaction of this session
+        # id, reset by nothing) and the compaction entries the transcript holds now (a strip or a rotation keeps
+        # some, a restore brings others back)
+        shown = f"{comp} counted by OpenClaw, {a['compactions']} entries in the transcript"
+    else:
+        shown = str(comp if comp is not None else a["compactions"])
+    c.print(f"  Compactions: {shown}   Branches: {a['branches']}   "
             f"Entries: {a['entries']}", wrap=True, indent=15)
     ctx = info["context"]
     if ctx["tokens"] is not None:

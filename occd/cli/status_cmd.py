@@ -10,7 +10,7 @@ import click
 
 from occd.cli.common import (agent_filter_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx,
                              state_option, use_color)
-from occd.openclaw.figure import percent_text, tokens_text
+from occd.openclaw.figure import context_text, percent_text, tokens_text
 from occd.ledger import ACTION_KINDS
 from occd.paths import display_path
 from occd.cli.render import (PIPE_WIDTH, cut_path, headroom_text, human_bytes, human_tokens, plural, relative_time, short_id,
@@ -60,6 +60,14 @@ def counts_summary(acts: dict) -> str:
         order = [o for o in OUTCOME_WORDS if o in outcomes] + sorted(set(outcomes) - set(OUTCOME_WORDS))
         parts.append(f"{kind} " + ", ".join(f"{outcomes[o]} {OUTCOME_WORDS.get(o, o)}" for o in order))
     return "; ".join(parts) or "none"
+
+
+def _archive_cell(r: dict) -> str:
+    """The ARCHIVE column: the archive while it is there; after an undo, where the seeded session went."""
+    if r.get("state") == "UNDONE":
+        return f"undone; seeded session archived: {r['seededArchive']}" if r.get("seededArchive") else "undone"
+    a = r.get("archive_path") or ""
+    return a if not a or r.get("archiveExists") else f"{a} (gone)"
 
 
 def _first_contact(c, fc: dict) -> None:
@@ -146,7 +154,7 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
         for r in rows:
             t.add_row(_when(r.get("started") or r.get("updated"), now_dt), str(r.get("agent_id") or ""),
                       str(r.get("session_key") or ""), short_id(r.get("old_session_id"), ids),
-                      short_id(r.get("new_session_id"), ids), str(r.get("state")), str(r.get("archive_path") or ""))
+                      short_id(r.get("new_session_id"), ids), str(r.get("state")), _archive_cell(r))
         c.print(t)
         return
     if session:
@@ -161,6 +169,11 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
         for p in data.get("problems") or []:
             if not p.get("resolvedAt"):
                 c.print(f"  PROBLEM ({p['code']}, since {_when(p['firstSeen'], now_dt)}): {p['message']}", highlight=False)
+        cx = data.get("context")
+        if cx and cx.get("tokens") is not None:
+            c.print(f"  context now {context_text(cx['tokens'], cx.get('source'), cx.get('window'))}"
+                    + ("  (estimated after occd's strip: the exact figure returns with the next reply)"
+                       if cx.get("source") == "estimate" else ""), wrap=True, indent=4)
         b = data["buckets"]
         ascii_only = not use_color()
         if b:
@@ -169,10 +182,10 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
             top = human_tokens(max((t for t in toks if t is not None), default=None))
             now_c = comps[-1] if comps and comps[-1] is not None else "-"
             if sum(t is not None for t in toks) >= 2:  # a trend needs two points: no one-character sparkline
-                c.print(f"  context tokens  {sparkline(toks, ascii_only=ascii_only)}  max {top}")
+                c.print(f"  context tokens  {sparkline(toks, ascii_only=ascii_only)}  max {top} (observed)")
                 c.print(f"  compactions     {sparkline(comps, ascii_only=ascii_only)}  now {now_c}")
             else:
-                c.print(f"  context tokens  {top}   compactions {now_c}   (no trend yet: too few points)")
+                c.print(f"  context tokens  max {top} (observed)   compactions {now_c}   (no trend yet: too few points)")
             n_obs = len(data['observations'])
             c.print(f"  ({plural(n_obs, 'recent observation')} over the last {days:g} days)")
         else:

@@ -118,7 +118,7 @@ def run(keep: Path | None = None, cycles: int = 3, echo=print, root: Path | None
                 elif name == "rotate" and s:
                     parts.append(f"rotated {s.get('rotated', 0)}" + (f" (deferred {s['deferred']})" if s.get("deferred") else ""))
             echo(f"cycle {i}: " + "; ".join(parts))
-    echo(f"\n({time.monotonic() - t0:.1f}s) `occd status` for the demo state:\n")
+    echo(f"\n(the demo took {time.monotonic() - t0:.1f}s) `occd status` for the demo state:\n")
     return root
 
 

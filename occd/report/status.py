@@ -8,6 +8,7 @@ import time
 from occd import paths
 from occd.errors import OccdError, UsageError
 from occd.ledger import ACTION_KINDS, is_action_kind  # the ledger's one list of kinds (a newer ledger may hold more)
+from occd.report.rotations import rotations  # noqa: F401 - `occd status --rotations` (st.rotations)
 
 
 def parse_since(text: str | None, now: float) -> float | None:
@@ -279,8 +280,12 @@ def session_status(settings, ref: str, now: float | None = None, since_days: flo
                     hint_list="the ledger knows the sessions the daemon has scanned (`occd run --once` scans now)")
         buckets = led.series_buckets(s["agent_id"], s["session_id"], since=now - since_days * 86400, until=now, buckets=60)
         series = led.series(s["agent_id"], s["session_id"], since=now - since_days * 86400, limit=2000)
+        from occd.report.inspect import live_figure
+
         return {"sessionId": s["session_id"], "key": s.get("session_key"), "agent": s["agent_id"], "path": s.get("path"),
                 "firstSeen": s.get("first_seen"), "lastSeen": _last_seen(led, s), "archivedAt": s.get("archived_at"),
+                # the context now, the figure `occd list`/`info` show (after a strip: the estimate after it)
+                "context": None if s.get("archived_at") else live_figure(settings, s["agent_id"], s["session_id"]),
                 "buckets": buckets, "observations": series[-50:],
                 "actions": led.history(session=s["session_id"], limit=50),
                 "backups": led.backups(session_id=s["session_id"], include_pruned=True),
@@ -393,28 +398,6 @@ def _check_known(what: str, value: str, known) -> None:
     near = difflib.get_close_matches(value, list(known), n=1)
     raise UsageError(f"--{what} {value!r} is not one of {', '.join(sorted(set(known)))}",
                      f"did you mean {near[0]}?" if near else f"e.g. --{what} {sorted(known)[0]}")
-
-
-def _stat_obj(v):
-    """The machine's (size, mtime_ns, inode) file identity as an object for people and scripts."""
-    if isinstance(v, (list, tuple)) and len(v) == 3:
-        return {"size": v[0], "mtimeNs": v[1], "inode": v[2]}
-    return v
-
-
-def rotations(settings, now=None) -> list[dict]:
-    led = _open_ledger()
-    if led is None:
-        return []
-    with led:
-        rows = led.rotations(limit=100)
-    for r in rows:
-        d = r.get("details")
-        if isinstance(d, dict):
-            for k in ("archivedStat", "oldStat", "newStat"):
-                if k in d:
-                    d[k] = _stat_obj(d[k])
-    return rows
 
 
 def pid_alive(pid: int | None) -> bool:
