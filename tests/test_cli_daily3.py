@@ -257,3 +257,39 @@ def test_info_names_both_compaction_counts(isolated_env):
     fs, s = _state(isolated_env, compaction_count=5)
     out = run("info", s.session_id).stdout
     assert "5 counted by OpenClaw, 0 entries in the transcript" in out, out
+
+
+# ---- §7 the demo's dollars: the demo's own prices, parts that add up ------------------------------------------
+
+def _demo_savings(tmp: Path, monkeypatch, litellm_file: str | None) -> dict:
+    from occd.demo.run import run as demo_run
+    from occd.policy import savings
+
+    for k in ("OCCD_HOME", "OPENCLAW_STATE_DIR", "OCCD_POLICY__MODE"):
+        monkeypatch.setenv(k, os.environ.get(k, ""))
+    monkeypatch.setattr(savings, "litellm_cost_file", lambda: litellm_file)
+    root = demo_run(root=tmp, echo=lambda *_a, **_k: None)
+    r = run("status", "--json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["savings7d"]["usdNet"], data["savings7d"]
+    return {"total": data["savings7d"], "agents": {a["id"]: a["savings7d"] for a in data["agents"]},
+            "text": run("status").stdout, "root": root}
+
+
+def test_demo_dollars_do_not_depend_on_litellm_and_add_up(isolated_env, tmp_path, monkeypatch):
+    fake = tmp_path / "litellm_prices.json"   # a litellm price map with other prices for the demo's model
+    fake.write_text(json.dumps({"claude-opus-4-6": {"input_cost_per_token": 15e-6, "output_cost_per_token": 75e-6,
+                                                    "cache_read_input_token_cost": 1.5e-6,
+                                                    "cache_creation_input_token_cost": 18.75e-6}}))
+    without = _demo_savings(tmp_path / "a", monkeypatch, None)
+    with_it = _demo_savings(tmp_path / "b", monkeypatch, str(fake))
+    assert round(without["total"]["usdNet"], 2) == round(with_it["total"]["usdNet"], 2)
+    for d in (without, with_it):
+        parts = [a["usdNet"] for a in d["agents"].values() if a]
+        assert abs(sum(parts) - d["total"]["usdNet"]) < 1e-6
+        # the lines people read: per-agent nets add up to the total line's net, to the cent
+        import re
+
+        nets = [float(x) for x in re.findall(r"net \$(-?[\d.]+)", d["text"])]
+        assert len(nets) == len(parts) + 1 and abs(sum(nets[:-1]) - nets[-1]) < 0.011, d["text"]

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 DEMO_WINDOW = 200_000  # the demo model's context window (openclaw.json): demo_story's sessions are sized for it
+DEMO_PRICES = {"input": 5.0, "output": 25.0, "cacheRead": 0.5, "cacheWrite": 6.25}  # USD / million tokens
 
 
 def build_state(root: Path, now: float | None = None) -> dict:
@@ -23,7 +24,10 @@ def build_state(root: Path, now: float | None = None) -> dict:
     (state / "workspace" / "MEMORY.md").write_text("# Memory\n- The user prefers short answers.\n- Project: app in ~/projects/app\n")
     (state / "openclaw.json").write_text(json.dumps({
         "agents": {"defaults": {"model": {"primary": "anthropic/claude-opus-4-6"}, "workspace": str(state / "workspace")}},
-        "models": {"providers": {"anthropic": {"models": [{"id": "claude-opus-4-6", "contextWindow": DEMO_WINDOW}]}}},
+        # the demo's own prices (USD per million tokens, as OpenClaw's config states them): its dollars never
+        # depend on whether litellm's price map happens to be installed
+        "models": {"providers": {"anthropic": {"models": [{"id": "claude-opus-4-6", "contextWindow": DEMO_WINDOW,
+                                                           "cost": DEMO_PRICES}]}}},
     }, indent=2))
     made: dict = {"state": state, "sessions": {}}
     # key, topic, channel, context tokens when last measured, compactions, minutes idle, running
