@@ -293,3 +293,18 @@ def test_demo_dollars_do_not_depend_on_litellm_and_add_up(isolated_env, tmp_path
 
         nets = [float(x) for x in re.findall(r"net \$(-?[\d.]+)", d["text"])]
         assert len(nets) == len(parts) + 1 and abs(sum(nets[:-1]) - nets[-1]) < 0.011, d["text"]
+
+
+# ---- §8 config show: "file" only for what the file really sets -------------------------------------------------
+
+def test_config_show_labels_commented_defaults_as_defaults(isolated_env):
+    assert run("config", "init").exit_code == 0
+    r, data = jrun("config", "show")
+    from_file = [s["key"] for s in data["settings"] if s["source"] == "file"]
+    assert from_file == []
+    from occd import paths
+
+    cfg = paths.config_file()
+    cfg.write_text(cfg.read_text().replace("# watch = true", "watch = false"))
+    r, data = jrun("config", "show")
+    assert [s["key"] for s in data["settings"] if s["source"] == "file"] == ["daemon.watch"]
