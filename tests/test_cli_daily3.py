@@ -308,3 +308,21 @@ def test_config_show_labels_commented_defaults_as_defaults(isolated_env):
     cfg.write_text(cfg.read_text().replace("# watch = true", "watch = false"))
     r, data = jrun("config", "show")
     assert [s["key"] for s in data["settings"] if s["source"] == "file"] == ["daemon.watch"]
+
+
+# ---- §16 a kept demo state is healthy by doctor's rules --------------------------------------------------------
+
+def test_doctor_on_a_kept_demo_state_says_it_is_a_demo(tmp_path, isolated_env, monkeypatch):
+    keep = tmp_path / "demo"
+    for k in ("OCCD_HOME", "OPENCLAW_STATE_DIR", "OCCD_POLICY__MODE"):
+        monkeypatch.setenv(k, os.environ.get(k, ""))
+    r = run("demo", "--keep", str(keep), "--cycles", "1")
+    assert r.exit_code == 0, r.output
+    monkeypatch.setenv("OCCD_HOME", str(keep / "occd-home"))
+    monkeypatch.setenv("OPENCLAW_STATE_DIR", str(keep / ".openclaw"))
+    r = run("doctor")
+    assert r.exit_code == 0, r.output
+    assert "demo state" in r.output and "no stale transcript locks" in r.output, r.output
+    # an ordinary home (no demo mark) still fails without a service
+    monkeypatch.setenv("OCCD_HOME", str(tmp_path / "other-home"))
+    assert run("doctor").exit_code == 1

@@ -92,6 +92,7 @@ def run(keep: Path | None = None, cycles: int = 3, echo=print, root: Path | None
     os.environ["OCCD_POLICY__MODE"] = "act"  # the demo shows what act mode does (the default is observe)
     t0 = time.monotonic()
     made = build_state(root)
+    mark_demo(made)
     echo(f"Demo OpenClaw state: {made['state']}  ({len(made['sessions'])} sessions in 3 agents; "
          "one near its context limit, one that keeps compacting, one running)")
     echo(f"occd home (ledger, logs): {os.environ['OCCD_HOME']}\n")
@@ -124,6 +125,19 @@ def run(keep: Path | None = None, cycles: int = 3, echo=print, root: Path | None
             echo(f"cycle {i}: " + "; ".join(parts))
     echo(f"\n(the demo took {time.monotonic() - t0:.1f}s) `occd status` for the demo state:\n")
     return root
+
+
+DEMO_MARK = "demo.json"
+
+
+def mark_demo(made: dict) -> None:
+    """occd's home says it belongs to a demo state (`occd doctor` on a kept demo: no service expected, the demo's
+    own run lock is the demo's, not OpenClaw's)."""
+    from occd import paths
+
+    locks = [str(v["path"]) + ".lock" for v in made["sessions"].values() if v.get("running")]
+    paths.write_private(paths.data_dir() / DEMO_MARK, json.dumps(
+        {"demo": True, "state": str(made["state"]), "locks": locks}).encode())
 
 
 def explore_line(root: Path) -> str:

@@ -61,6 +61,18 @@ class DoctorContext:
             self.cache["daemon"] = (InstanceLock.holder(), read_status() or {})
         return self.cache["daemon"]
 
+    def demo(self) -> dict | None:
+        """The mark `occd demo` leaves in a home it made (a kept demo state), or None."""
+        if "demo" not in self.cache:
+            import json
+
+            try:
+                d = json.loads((paths.data_dir() / "demo.json").read_text())
+            except (OSError, ValueError):
+                d = None
+            self.cache["demo"] = d if isinstance(d, dict) and d.get("demo") else None
+        return self.cache["demo"]
+
     def state_dir(self) -> Path:
         from occd.openclaw.state import resolve_state_dir
 
@@ -208,6 +220,9 @@ def check_service(ctx: DoctorContext) -> Result:
     if not st.get("installed"):
         if pid:
             return Result("service", "ok", f"not installed; a foreground daemon runs (pid {pid})")
+        if ctx.demo():
+            return Result("service", "ok", "not installed, none expected: this is a demo state (`occd demo --keep`); "
+                          "`occd run --once` runs a cycle on it")
         return Result("service", "fail", "not installed and no daemon running: nothing watches the sessions",
                       "occd service install (observe mode; --act to let it act)")
     where = f"installed ({paths.display_path(st['unitPath'])})"
@@ -362,6 +377,7 @@ def check_locks(ctx: DoctorContext) -> Result | None:
     if agents is None:
         return None
     stale = []
+    demo_locks = {os.path.realpath(x) for x in (ctx.demo() or {}).get("locks") or []}  # the demo's own, not OpenClaw's
     for a in agents:
         sdir = a.dir / "sessions"
         try:
@@ -371,7 +387,7 @@ def check_locks(ctx: DoctorContext) -> Result | None:
         for n in names:
             if n.endswith(".jsonl.lock"):
                 info = read_lock(sdir / n, now=ctx.now)
-                if info is not None and not info.alive:
+                if info is not None and not info.alive and os.path.realpath(sdir / n) not in demo_locks:
                     stale.append((sdir / n, info.reason))
     if stale:
         shown = ", ".join(f"{paths.display_path(p)} ({why})" for p, why in stale[:3])
