@@ -67,7 +67,7 @@ def _archive_cell(r: dict) -> str:
     if r.get("state") == "UNDONE":
         return f"undone; seeded session archived: {r['seededArchive']}" if r.get("seededArchive") else "undone"
     a = r.get("archive_path") or ""
-    return a if not a or r.get("archiveExists") else f"{a} (gone)"
+    return a if not a or r.get("archiveExists") else f"(gone) {a}"
 
 
 def _first_contact(c, fc: dict) -> None:
@@ -185,7 +185,8 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
                 c.print(f"  context tokens  {sparkline(toks, ascii_only=ascii_only)}  max {top} (observed)")
                 c.print(f"  compactions     {sparkline(comps, ascii_only=ascii_only)}  now {now_c}")
             else:
-                c.print(f"  context tokens  max {top} (observed)   compactions {now_c}   (no trend yet: too few points)")
+                c.print(f"  context tokens  max {top} (observed)   compactions {now_c}   (no trend yet: too few "
+                        "points)", wrap=True, indent=4)
             n_obs = len(data['observations'])
             c.print(f"  ({plural(n_obs, 'recent observation')} over the last {days:g} days)")
         else:
