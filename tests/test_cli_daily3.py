@@ -326,3 +326,60 @@ def test_doctor_on_a_kept_demo_state_says_it_is_a_demo(tmp_path, isolated_env, m
     # an ordinary home (no demo mark) still fails without a service
     monkeypatch.setenv("OCCD_HOME", str(tmp_path / "other-home"))
     assert run("doctor").exit_code == 1
+
+
+# ---- §13 80 columns and colour on a terminal --------------------------------------------------------------------
+
+def _on_a_terminal(args, env, cols=80) -> tuple[int, str]:
+    """Run occd under a pseudo-terminal of `cols` columns: (exit code, what it wrote, escapes included)."""
+    import fcntl
+    import pty
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    m, s = pty.openpty()
+    fcntl.ioctl(s, termios.TIOCSWINSZ, struct.pack("HHHH", 40, cols, 0, 0))
+    p = subprocess.Popen([sys.executable, "-m", "occd", *args], stdout=s, stderr=s, stdin=s, close_fds=True,
+                         env=env)
+    os.close(s)
+    out = b""
+    while True:
+        try:
+            d = os.read(m, 65536)
+        except OSError:
+            break
+        if not d:
+            break
+        out += d
+    os.close(m)
+    return p.wait(timeout=120), out.decode("utf-8", "replace").replace("\r", "")
+
+
+def test_doctor_check_info_backups_fit_80_columns_with_colour_on_a_terminal(tmp_path, isolated_env, monkeypatch):
+    import re
+
+    keep = tmp_path / "a-rather-long-folder-name-for-the-demo-state" / "kept"
+    for k in ("OCCD_HOME", "OPENCLAW_STATE_DIR", "OCCD_POLICY__MODE"):
+        monkeypatch.setenv(k, os.environ.get(k, ""))
+    assert run("demo", "--keep", str(keep), "--cycles", "1").exit_code == 0
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "COLUMNS", "LINES")}
+    env.update(OCCD_HOME=str(keep / "occd-home"), OPENCLAW_STATE_DIR=str(keep / ".openclaw"), TERM="xterm")
+    monkeypatch.setenv("OCCD_HOME", env["OCCD_HOME"])
+    monkeypatch.setenv("OPENCLAW_STATE_DIR", env["OPENCLAW_STATE_DIR"])
+    sid = json.loads(run("list", "--json").stdout)["sessions"][0]["id"]
+    esc = re.compile(r"\x1b\[[0-9;]*m")
+    for args in (["doctor"], ["check"], ["info", sid], ["backups"], ["backups", sid]):
+        rc, out = _on_a_terminal(args, env)
+        assert "Traceback" not in out, (args, out)
+        too_long = [line for line in esc.sub("", out).split("\n") if len(line) > 80]
+        assert too_long == [], (args, too_long)
+        if args[0] in ("doctor", "check"):
+            assert esc.search(out), (args, out)                     # the marks are coloured on a terminal
+            rc, plain = _on_a_terminal(args, {**env, "NO_COLOR": "1"})
+            assert not esc.search(plain), args                      # ... not under NO_COLOR
+            r = run(*args)                                          # ... nor on a pipe
+            assert not esc.search(r.output)
+            r = run(*args, "--json")
+            assert not esc.search(r.output)
