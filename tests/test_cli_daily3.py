@@ -383,3 +383,22 @@ def test_doctor_check_info_backups_fit_80_columns_with_colour_on_a_terminal(tmp_
             assert not esc.search(r.output)
             r = run(*args, "--json")
             assert not esc.search(r.output)
+
+
+# ---- §17 session ids: occd's own are UUIDv7; OpenClaw 2026.7.35 writes v4 (crypto.randomUUID) and occd takes them
+
+def test_occd_makes_uuidv7_ids_and_takes_openclaws_v4_ids(isolated_env):
+    import uuid
+
+    from occd.openclaw import new_session_id
+
+    assert uuid.UUID(new_session_id()).version == 7
+    fs = FileState(isolated_env / ".openclaw")
+    v4 = str(uuid.uuid4())
+    s = fs.add_session("agent:main:main", session_id=v4, turns=20, seed=3, tools_per_turn=2)
+    assert run("info", v4[:8]).exit_code == 0
+    r, res = jrun("clone", v4[:8], "--strip-tools=extreme")
+    assert r.exit_code == 0 and uuid.UUID(res["clonedSessionId"]).version == 7
+    assert run("edit", v4, "--strip-tools=aggressive", "--force").exit_code == 0
+    r, data = jrun("history", "--session", v4[:8])
+    assert r.exit_code == 0 and data["total"] >= 1 and s.session_id == v4
