@@ -313,7 +313,9 @@ def _known_at(loc: list[str]) -> list[str]:
 
 def _sources(file_data: dict, cli: dict) -> dict[str, str]:
     """For each dotted setting, the source that set it: default, file, env or flag."""
-    found: dict[str, str] = {k: "file" for k in _flatten(file_data)}
+    # a table header whose lines are all commented out (`config init` writes every default so) sets nothing: an
+    # empty table is not a setting, or every setting under it would read "file"
+    found: dict[str, str] = {k: "file" for k, v in _flatten(file_data).items() if v != {}}
     try:
         env = EnvSettingsSource(Settings, env_prefix="OCCD_", env_nested_delimiter="__")()
         for k in _flatten(env):

@@ -52,8 +52,8 @@ def test_history_takes_the_id_the_tables_show(isolated_env):
         assert r.exit_code == 0 and data["total"] == 1, (ref, r.output)
         assert data["actions"][0]["sessionId"] == s.session_id
         assert "No actions recorded" not in run("history", "--session", ref).output
-    r, data = jrun("history", "--session", "ffff-ffff-nothing")
-    assert r.exit_code == 0 and data["total"] == 0
+    r, data = jrun("history", "--session", "ffff-ffff-nothing")   # issue 32 §11: not found, as info says
+    assert r.exit_code == 1 and data["error"]["code"] == "SESSION_NOT_FOUND"
 
 
 def test_history_ambiguous_part_lists_the_matches(isolated_env):

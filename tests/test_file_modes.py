@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.test_daemon_jobs import state_with
+from tests.test_lean_upgrade import oc  # noqa: F401 - the fixture (a scripted `openclaw`)
 
 KEY = "agent:main:main"
 
@@ -62,3 +63,44 @@ def test_occd_files_are_private_whatever_the_umask(isolated_env, umask):
         assert stat.S_IMODE((home / f).stat().st_mode) == 0o600, f
     c.close()
     assert _wide(state, 0o022) == []  # nothing group/other-writable in OpenClaw's state either
+
+
+# ---- issue 32 §17: every file occd creates under OCCD_HOME, the lean view's included -------------------------
+
+@pytest.mark.parametrize("umask", [0o000, 0o022])
+def test_every_file_under_occd_home_is_private_lean_view_included(oc, umask):
+    """`lean enable` (the plugin copied from the installed package, whose files are 0644/0755), a daemon cycle,
+    an edit: every folder under OCCD_HOME 0700 and every file 0600 (OpenClaw's gateway runs as the same user:
+    that is all it needs to load the plugin)."""
+    from click.testing import CliRunner
+
+    from occd import lean
+    from occd.cli.main import cli
+
+    state, _pkg = oc
+    old = os.umask(umask)
+    try:
+        runner = CliRunner()
+        for args in (["lean", "enable", "--yes", "--state-dir", str(state)], ["run", "--once"], ["status"],
+                     ["lean", "status"]):
+            r = runner.invoke(cli, args)
+            assert r.exit_code in (0, 1), (args, r.output)
+    finally:
+        os.umask(old)
+    home = Path(os.environ["OCCD_HOME"])
+    assert (lean.installed_plugin_dir() / "index.js").is_file() and lean.policy_path().is_file()
+    assert lean.marker_path().is_file()
+    wrong = []
+    for dirpath, dirnames, filenames in os.walk(home):
+        for n in dirnames:
+            m = stat.S_IMODE((Path(dirpath) / n).lstat().st_mode)
+            if m != 0o700:
+                wrong.append(f"{Path(dirpath, n).relative_to(home)}/ {oct(m)}")
+        for n in filenames:
+            p = Path(dirpath) / n
+            if p.is_symlink():
+                continue
+            m = stat.S_IMODE(p.lstat().st_mode)
+            if m != 0o600:
+                wrong.append(f"{p.relative_to(home)} {oct(m)}")
+    assert wrong == []

@@ -533,3 +533,24 @@ def test_cli_busy_exit_75(state):
     os.utime(state.transcript(), None)
     r = CliRunner().invoke(cli, ["rotate", KEY])
     assert r.exit_code == 75
+
+
+# ---- issue 32 §14: a seed never quotes OpenClaw's own replies -----------------------------------------------------
+
+def test_seed_never_quotes_openclaws_overflow_notice(tmp_path):
+    """The last exchange answered only by OpenClaw's overflow notice (api "cli", zero usage) or a refusal to
+    compact: the seed quotes the last exchange the model answered, never the notice."""
+    from occd.rotation.newsession import read_old
+    from occd.transcript.treebuilder import TreeBuilder
+
+    b = TreeBuilder()
+    b.user("what is the boiler's pressure?")
+    b.assistant("1.4 bar, within range.")
+    b.user("and the radiator valve?")
+    b.overflow_notice()
+    b.user("hello?")
+    b.overflow_notice()
+    path = b.write(tmp_path / "s.jsonl")
+    ex = read_old(path)["exchanges"]
+    assert ex and ex[-1] == ("what is the boiler's pressure?", "1.4 bar, within range.")
+    assert not any("Context overflow" in a for _, a in ex)

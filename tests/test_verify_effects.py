@@ -112,3 +112,61 @@ def test_strip_prediction_miss_is_recorded_and_shown_by_status_session(state):
     out = json.loads(run("status", sid, "--json").stdout)
     (pj,) = out["problems"]
     assert pj["code"] == "STRIP_PREDICTION_MISS" and pj["details"]["predicted"] == predicted
+
+
+# ---- issue 32 §1: a strip is compared with the next turn of the same file, or not at all --------------------------
+
+def _verify_rows():
+    from occd.ledger import Ledger
+
+    with Ledger.open() as led:
+        return led.history(kind="verify-strip"), led.open_problems()
+
+
+def test_restore_with_no_turn_since_is_not_a_prediction_miss(state):
+    """strip, restore (the old, bigger file is back), a cycle: no STRIP_PREDICTION_MISS, a skipped check that says
+    why; a turn on the restored file later changes nothing."""
+    sid = state.entry()["sessionId"]
+    _strip(state)
+    r = run("restore", sid, "--force")
+    assert r.exit_code == 0, r.output
+    _cycle()
+    (v,), problems = _verify_rows()
+    assert v["outcome"] == "skipped" and "replaced" in v["reason"] and problems == []
+    _next_turn(state.transcript(), 150_000)
+    _cycle()
+    rows, problems = _verify_rows()
+    assert len(rows) == 1 and problems == []
+    r = run("status", sid)
+    assert "STRIP_PREDICTION_MISS" not in r.stdout
+
+
+def test_file_replaced_outside_occd_is_not_compared(state):
+    """the stripped file swapped for another (a copy put back by hand): its bytes at the strip's end are not the
+    stripped file's last line, so nothing is compared."""
+    path = state.transcript()
+    original = path.read_bytes()
+    _strip(state)
+    path.write_bytes(original)   # not through occd: no restore action in the ledger
+    _next_turn(path, 150_000)
+    _cycle()
+    (v,), problems = _verify_rows()
+    assert v["outcome"] == "skipped" and problems == []
+
+
+def test_compaction_recorded_by_openclaw_after_the_strip_is_not_a_miss(state):
+    """OpenClaw compacted after the strip (sessions.json's compactionCheckpoints) and the next reply reports the
+    compacted figure: the check says it cannot compare instead of raising STRIP_PREDICTION_MISS."""
+    a = _strip(state)
+    sj = state.sessions / "sessions.json"
+    data = json.loads(sj.read_text())
+    entry = data[KEY]
+    entry["compactionCount"] = entry.get("compactionCount", 0) + 1
+    entry["compactionCheckpoints"] = [{"reason": "overflow-retry", "createdAt": int(time.time() * 1000),
+                                       "tokensBefore": 120_000, "tokensAfter": 9_000}]
+    sj.write_text(json.dumps(data))
+    _next_turn(state.transcript(), 900)   # far below the prediction: the compacted context
+    assert a["after"]["tokensAfterEstimate"] - 900 > 3 * TOLERANCE_TOKENS
+    _cycle()
+    (v,), problems = _verify_rows()
+    assert v["outcome"] == "skipped" and "compacted" in v["reason"] and problems == []

@@ -11,7 +11,9 @@ tokenizer: 25 % of them, plus 2,000 tokens. A strip OpenClaw did not see (it kep
 whole saving, which is outside the tolerance as soon as the saving exceeds a third of the turn plus ~2,700. A miss means occd's model of OpenClaw is wrong for
 this session: it is recorded as a `verify-strip` action (outcome failed) and an open warning problem, shown by
 `occd status SESSION`; an agreeing turn records `verify-strip` ok and closes the warning. A compaction between
-the strip and the reply makes the figures incomparable: recorded as skipped.
+the strip and the reply makes the figures incomparable: recorded as skipped. So does anything that replaced the
+stripped file before its next turn (`occd restore`, a rotation, an undo, or a file whose bytes at the strip's end
+are not where the stripped file ended): the check compares a strip with the next turn of the same file only.
 """
 
 from __future__ import annotations
@@ -41,18 +43,49 @@ def judge(predicted: int, growth: int, reported: int, saved: int) -> dict:
             "tolerance": round(slack), "agrees": abs(miss) <= slack}
 
 
+TAIL_PEEK = 1024 * 1024  # bytes read back from the strip's end to find the stripped file's last line
+
+
+def _leaf_at(fh, offset: int) -> str | None:
+    """The id of the entry whose line ends exactly at byte `offset` (the stripped file's last line), or None when
+    the bytes there are not the end of a complete entry (the file was replaced by another one since)."""
+    if offset <= 0:
+        return None
+    start = max(0, offset - TAIL_PEEK)
+    fh.seek(start)
+    chunk = fh.read(offset - start)
+    if not chunk.endswith(b"\n"):
+        return None
+    nl = chunk.rfind(b"\n", 0, len(chunk) - 1)
+    if nl < 0 and start > 0:
+        return None
+    try:
+        o = orjson.loads(chunk[nl + 1:])
+    except orjson.JSONDecodeError:
+        return None
+    return o.get("id") if isinstance(o, dict) and isinstance(o.get("id"), str) else None
+
+
 def next_turn(path: Path, offset: int) -> dict | None:
     """The first reply with usage after byte `offset` (where the stripped file ended): its usage and the chars/4
     estimate of what was appended up to it. None while there is none yet; {"compacted": True} when a compaction
-    came first."""
+    came first; {"replaced": True} when the file is not the stripped file grown by appends (its bytes at `offset`
+    do not end the stripped file's last entry, or the first appended entry does not continue from it)."""
     from occd.transcript.entries import entry_from_obj
 
     with open(path, "rb") as fh:
-        if os.fstat(fh.fileno()).st_size <= offset:
+        size = os.fstat(fh.fileno()).st_size
+        if size < offset:
+            return {"replaced": True}
+        leaf = _leaf_at(fh, offset)
+        if leaf is None:
+            return {"replaced": True}
+        if size == offset:
             return None
         fh.seek(offset)
         data = fh.read(MAX_READ)
     growth = 0
+    first = True
     for raw in data.split(b"\n"):
         if not raw.strip():
             continue
@@ -62,6 +95,10 @@ def next_turn(path: Path, offset: int) -> dict | None:
             continue  # a line being written
         if not isinstance(o, dict):
             continue
+        if first:
+            first = False
+            if "parentId" in o and o.get("parentId") != leaf:
+                return {"replaced": True}
         if o.get("type") == "compaction":
             return {"compacted": True}
         e = entry_from_obj(o, 0, 0, 0, 0, 3)
@@ -74,11 +111,12 @@ def next_turn(path: Path, offset: int) -> dict | None:
 
 def _pending(led, now: float) -> dict:
     """(agent, session) -> its newest real strip of the last week not yet verified."""
-    rows = led._rows("SELECT * FROM actions WHERE ts >= ? AND kind IN ('strip', 'edit', 'verify-strip') "
-                     "ORDER BY ts", (now - LOOK_BACK_S,))
+    rows = led._rows("SELECT * FROM actions WHERE ts >= ? AND kind IN ('strip', 'edit', 'verify-strip', 'restore', "
+                     "'rotate', 'rotate-undo') ORDER BY ts", (now - LOOK_BACK_S,))
     acts = [led._action_dict(r) for r in rows]
     newest: dict = {}
     verified: dict = {}
+    replaced: dict = {}
     for a in acts:
         k = (a["agent_id"], a["session_id"])
         if a["kind"] in ("strip", "edit") and a["outcome"] == "ok" and not a["dry_run"]:
@@ -86,7 +124,20 @@ def _pending(led, now: float) -> dict:
                 newest[k] = a
         elif a["kind"] == "verify-strip":
             verified[k] = max(verified.get(k, 0), a["ts"])
-    return {k: a for k, a in newest.items() if verified.get(k, -1) < a["ts"]}
+        elif a["outcome"] == "ok" and not a["dry_run"]:   # the file was replaced by occd itself
+            replaced[k] = a
+    out = {}
+    for k, a in newest.items():
+        if verified.get(k, -1) >= a["ts"]:
+            continue
+        r = replaced.get(k)
+        out[k] = dict(a, _replaced_by=r["kind"]) if r is not None and r["ts"] >= a["ts"] else a
+    return out
+
+
+def _compacted_since(obs, since: float) -> bool:
+    """OpenClaw recorded a compaction (sessions.json's compactionCheckpoints) at or after `since`."""
+    return any(at >= since for _reason, at in (obs.checkpoints or ()))
 
 
 def verify_strips(led, sessions, now: float) -> dict:
@@ -103,19 +154,31 @@ def verify_strips(led, sessions, now: float) -> dict:
         predicted, size_after = after.get("tokensAfterEstimate"), after.get("sizeAfter")
         if not isinstance(predicted, int) or not isinstance(size_after, int):
             continue
-        try:
-            turn = next_turn(Path(obs.path), size_after)
-        except OSError:
-            continue
-        if turn is None:
-            counts["waiting"] += 1
-            continue
         subject = f"strip:{obs.agent}/{obs.session_id}"
         base = {"actionId": a["id"], "stripAt": a["ts"]}
-        if turn.get("compacted"):
+        if a.get("_replaced_by"):
+            turn = {"why": f"the stripped file was replaced since (occd {a['_replaced_by']}) before a turn ran "
+                           f"on it: no next turn of the same file to compare"}
+        elif _compacted_since(obs, a["ts"]):
+            turn = {"why": "OpenClaw compacted the session after the strip: its next figure is the compacted "
+                           "one, not comparable"}
+        else:
+            try:
+                turn = next_turn(Path(obs.path), size_after)
+            except OSError:
+                continue
+            if turn is None:
+                counts["waiting"] += 1
+                continue
+            if turn.get("compacted"):
+                turn = {"why": "OpenClaw compacted before the next reply: not comparable"}
+            elif turn.get("replaced"):
+                turn = {"why": "the file is no longer the stripped file grown by new turns (replaced or "
+                               "rewritten since): no next turn of the same file to compare"}
+        if "why" in turn:
             led.record_action("verify-strip", obs.agent, obs.session_id, obs.session_key, trigger="auto",
-                              outcome="skipped", reason="OpenClaw compacted before the next reply: not comparable",
-                              before=base, now=now)
+                              outcome="skipped", reason=turn["why"], before=base, now=now)
+            led.sync_problems((SOURCE,), [], now=now, subjects=[subject])
             counts["skipped"] += 1
             continue
         before = after.get("tokensBefore")

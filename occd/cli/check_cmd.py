@@ -84,18 +84,21 @@ def _render(rep: dict, problems: list[dict]) -> None:
     form = "size, sha256 and transcript load" if rep["readData"] else "size and sha256"
     c.print(f"{n['artifacts']} artifact(s) checked ({form}), {human_bytes(rep['bytesRead'])} read; "
             f"ledger integrity {'ok' if rep['ledger']['integrity'] == 'ok' else 'FAILED'}, "
-            f"{rep['ledger']['foreignKeyViolations']} foreign-key violation(s).", highlight=False)
+            f"{rep['ledger']['foreignKeyViolations']} foreign-key violation(s).", highlight=False, wrap=True, indent=2)
     if n["hashesRecordedNow"]:
         c.print(f"{n['hashesRecordedNow']} artifact(s) made before occd recorded hashes: their size and sha256 were "
-                "recorded by this check (later checks compare against them).", highlight=False)
+                "recorded by this check (later checks compare against them).", highlight=False, wrap=True, indent=2)
     for a in rep["artifacts"]:
         if a.get("note") and a["status"] != "recorded":
-            c.print(f"  {a['id']}: {a['note']}", highlight=False)
+            c.print(f"  {a['id']}: {a['note']}", highlight=False, wrap=True, indent=4)
     if not problems:
-        c.print("OK: everything occd keeps is intact.", highlight=False)
+        c.print("OK: everything occd keeps is intact.", highlight=False, lead=(2, "bold green"))
         return
+    err = console(stderr=True)
     for p in rep["problems"]:
-        click.echo(f"PROBLEM {p['id']}: {p['message']}\n  what to do: {p['hint']}", err=True)
+        err.print(f"PROBLEM {p['id']}: {p['message']}", wrap=True, indent=2, lead=(7, "bold red"))
+        err.print(f"  what to do: {p['hint']}", wrap=True, indent=4)
     for p in rep["stillOpen"]:
-        click.echo(f"STILL OPEN {p['id']} (found by an earlier check): {p['message']}\n  what to do: {p['hint']}",
-                   err=True)
+        err.print(f"STILL OPEN {p['id']} (found by an earlier check): {p['message']}", wrap=True, indent=2,
+                  lead=(10, "bold red"))
+        err.print(f"  what to do: {p['hint']}", wrap=True, indent=4)

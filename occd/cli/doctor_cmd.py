@@ -7,6 +7,9 @@ import click
 from occd.cli.common import console, emit_json, error_line, handle_errors, json_option, use_color
 
 
+STATUS_STYLES = {"ok": "bold green", "warn": "bold yellow", "fail": "bold red"}
+
+
 @click.command("doctor")
 @click.option("--check", "only", multiple=True, metavar="NAME", help="Run only this check (repeatable).")
 @click.option("--online", is_flag=True,
@@ -45,7 +48,9 @@ def doctor_cmd(only, online, as_json):
         line = f"{marks[r.status]} {r.name:<{width}}  {r.detail}"
         if r.hint and r.status != "ok":
             line += f" — {r.hint}"
-        c.print(line, wrap=True, indent=len(marks[r.status]) + width + 3)
+        # on a colour terminal the mark is coloured (off for pipes, NO_COLOR and --json)
+        c.print(line, wrap=True, indent=len(marks[r.status]) + width + 3,
+                lead=(len(marks[r.status]), STATUS_STYLES[r.status]))
     if failed:
         c.print(f"\n{len(failed)} check{'s need' if len(failed) != 1 else ' needs'} attention.")
         click.echo(error_line(err["message"], err["hint"]), err=True)

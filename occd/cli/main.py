@@ -105,7 +105,9 @@ class LazyGroup(click.Group):
             return None
         mod_name, attr = spec[0].split(":")
         cmd = getattr(importlib.import_module(mod_name), attr)
-        self.commands[name] = cmd
+        from occd.cli.output_flags import add_output_flags
+
+        self.commands[name] = add_output_flags(cmd)  # -q/--quiet, -v/--verbose: one meaning on every command
         return cmd
 
     def resolve_command(self, ctx, args):

@@ -291,6 +291,15 @@ def wrap_text(text: str, width: int | None, indent: int = 2) -> str:
     return "\n".join(out)
 
 
+def _cut_word(word: str, width: int) -> str:
+    """A path-like word cut to `width` (cut_path), the punctuation around it kept: "(/long/…/name.toml;"."""
+    import re
+
+    m = re.match(r"^([(\[\"'`]*)(.*?)([)\]\"'`,;:.]*)$", word)
+    pre, core, post = m.groups() if m else ("", word, "")
+    return pre + cut_path(core, max(width - len(pre) - len(post), 8)) + post
+
+
 def cut_path(path: str, width: int) -> str:
     """Shorten a path to `width` keeping its file name (the part people look for): '…/archive/01a2….jsonl'."""
     if len(path) <= width:
@@ -419,27 +428,35 @@ class Console:
         self.stream = sys.stderr if stderr else sys.stdout
         self.width = terminal_width(self.stream)
 
-    def print(self, *objs, wrap: bool = False, indent: int = 0, style: str | None = None, **_) -> None:
+    def print(self, *objs, wrap: bool = False, indent: int = 0, style: str | None = None,
+              lead: tuple[int, str] | None = None, **_) -> None:
         """`wrap`: a long line is wrapped at spaces to the terminal width, continuation lines indented by `indent`
-        (without it a line is printed whole). `style`: a rich style, shown on a colour terminal only."""
+        (without it a line is printed whole); a path longer than a line is cut in the middle (its file name kept).
+        `style`: a rich style, shown on a colour terminal only; `lead` (n, style): only the first n characters
+        styled (a status mark: FAIL, WARN, OK)."""
         text = " ".join(o.render(self.width) if isinstance(o, Table) else clean(o, one_line=False) for o in objs)
         if wrap and self.width and any(len(x) > self.width for x in text.split("\n")):
-            import textwrap
+            text = "\n".join(self._wrap(x, indent) if len(x) > self.width else x for x in text.split("\n"))
+        if (style or lead) and use_color(self.stream):
+            from rich.console import Console as RichConsole
+            from rich.text import Text
 
-            lead = len(text) - len(text.lstrip("\n"))
-            body = text[lead:]
-            text = "\n" * lead + "\n".join(textwrap.wrap(body, self.width, subsequent_indent=" " * indent,
-                                                          break_long_words=False, break_on_hyphens=False))
-        if style:
-            if use_color(self.stream):
-                from rich.console import Console as RichConsole
-                from rich.text import Text
-
-                RichConsole(file=raw_stream(self.stream), width=self.width or PIPE_WIDTH, highlight=False, markup=False,
-                            emoji=False, soft_wrap=True).print(Text(text, style=style), soft_wrap=True)
-                return
+            t = Text(text, style=style or "")
+            if lead:
+                t.stylize(lead[1], 0, lead[0])
+            RichConsole(file=raw_stream(self.stream), width=self.width or PIPE_WIDTH, highlight=False, markup=False,
+                        emoji=False, soft_wrap=True, force_terminal=True).print(t, soft_wrap=True)
+            return
         self.stream.write(text + "\n")
         self.stream.flush()
+
+    def _wrap(self, line: str, indent: int) -> str:
+        import textwrap
+
+        room = max(self.width - indent, 20)
+        words = [_cut_word(w, room) if len(w) > room and "/" in w else w for w in line.split(" ")]
+        return "\n".join(textwrap.wrap(" ".join(words), self.width, subsequent_indent=" " * indent,
+                                       break_long_words=False, break_on_hyphens=False))
 
 
 def headroom_text(left: int | None) -> str:

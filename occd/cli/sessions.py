@@ -10,8 +10,8 @@ from occd.cli.common import (
     agent_option, complete_preset, complete_session, console, emit_json, handle_errors, json_option,
     load_settings_from_ctx, looks_like_session_id, ok_mark, require_session, state_option, verbose_option,
 )
-from occd.cli.render import (clean_data, headroom_text, human_bytes, human_tokens, percent_change, relative_time,
-                              short_id)
+from occd.cli.render import (clean_data, cut_path, headroom_text, human_bytes, human_tokens, percent_change,
+                              relative_time, short_id)
 from occd.openclaw.figure import percent_text, tokens_text
 from occd.paths import display_path
 
@@ -111,11 +111,12 @@ def info_cmd(session, agent, state_dir, as_json, verbose):
     info = clean_data(info)  # keys, paths, warnings from OpenClaw's files: one line each, no control characters
     a = info["analysis"]
     c.print(f"Session {info['sessionId']}  ({info.get('key') or 'no index entry'})")
-    # a path is printed whole (to be copied), the size after it only when both fit on the line
+    # the path (~ for home) with the size after it when both fit; else the size on the next line and a path
+    # longer than the line cut in the middle, its file name kept (`occd info --json` has it whole)
     where = display_path(info['path']) if info.get('path') else '(database)'
     line = f"  File:        {where}  {human_bytes(info['size'])}"
     if c.width and len(line) > c.width:
-        line = f"  File:        {where}\n{' ' * 15}{human_bytes(info['size'])}"
+        line = f"  File:        {cut_path(where, max(c.width - 15, 20))}\n{' ' * 15}{human_bytes(info['size'])}"
     c.print(line)
     if a.get("empty"):
         c.print("  Empty session: no entries yet.", wrap=True, indent=15)
@@ -126,8 +127,14 @@ def info_cmd(session, agent, state_dir, as_json, verbose):
             f"{a['turnsWithTools']} of {a['turns']} turns use tools", wrap=True, indent=15)
     c.print(f"  Thinking:    {a['thinkingBlocks']} blocks   Images: {a['images']}", wrap=True, indent=15)
     comp = info.get("compactions")
-    in_file = f" ({a['compactions']} in the transcript)" if comp is not None and comp != a["compactions"] else ""
-    c.print(f"  Compactions: {comp if comp is not None else a['compactions']}{in_file}   Branches: {a['branches']}   "
+    if comp is not None and comp != a["compactions"]:
+        # two counts of different things: OpenClaw's counter (sessions.json, every compaction of this session
+        # id, reset by nothing) and the compaction entries the transcript holds now (a strip or a rotation keeps
+        # some, a restore brings others back)
+        shown = f"{comp} counted by OpenClaw, {a['compactions']} entries in the transcript"
+    else:
+        shown = str(comp if comp is not None else a["compactions"])
+    c.print(f"  Compactions: {shown}   Branches: {a['branches']}   "
             f"Entries: {a['entries']}", wrap=True, indent=15)
     ctx = info["context"]
     if ctx["tokens"] is not None:
@@ -391,12 +398,17 @@ def backups_cmd(session, agent, state_dir, as_json):
              str(b["number"]) + (" pinned" if b.get("pinned") else ""), human_bytes(b["size"]), relative_time(b["createdAt"], now), display_path(b["path"])]
             for b in out["backups"]]
     heads, right = ["SESSION", "KEY", "N", "SIZE", "AGE", "PATH"], {2, 3, 4}
+    if not session:  # which agent's: the default one unless --agent said another
+        c.print(f"Backups of agent '{out['agent']}'" + ("" if agent else " (the default agent; --agent NAME for "
+                                                              "another)") + ":")
     table = format_table(heads, rows, right)
     width = terminal_width()
     if width is not None and max(len(line) for line in table.splitlines()) > width:
-        # a path is never cut (it is there to be copied): each on its own line, whole, under its row
+        # each path on its own line under its row, cut in the middle (its file name kept) when even that does not
+        # fit (`occd backups --json` has them whole; restore takes the number N)
         lines = format_table(heads[:-1], [r[:-1] for r in rows], right).splitlines()
-        table = "\n".join([lines[0]] + [x for line, r in zip(lines[1:], rows) for x in (line, f"    {r[-1]}")])
+        table = "\n".join([lines[0]] + [x for line, r in zip(lines[1:], rows)
+                                         for x in (line, f"    {cut_path(r[-1], max(width - 4, 20))}")])
     click.echo(table)
     n = len(out["backups"])
     tail = "; an archived session's: `occd restore SESSION --backup N -o FILE` (to a new file)" if any(

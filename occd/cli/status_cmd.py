@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import datetime, timezone
 
 import click
 
-from occd.cli.common import agent_filter_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx, use_color
-from occd.openclaw.figure import percent_text, tokens_text
+from occd.cli.common import (agent_filter_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx,
+                             state_option, use_color)
+from occd.openclaw.figure import context_text, percent_text, tokens_text
 from occd.ledger import ACTION_KINDS
 from occd.paths import display_path
 from occd.cli.render import (PIPE_WIDTH, cut_path, headroom_text, human_bytes, human_tokens, plural, relative_time, short_id,
@@ -42,7 +44,7 @@ def _watch(ctx, session, rotations, days, agent_filter, interval: float) -> None
             click.clear()
             click.echo(f"every {interval:g}s — {time.strftime('%H:%M:%S')} — Ctrl-C stops\n")
             ctx.invoke(status_cmd, session=session, rotations=rotations, days=days, as_json=False,
-                       agent_filter=agent_filter)
+                       agent_filter=agent_filter, state_dir=ctx.params.get("state_dir"))
             time.sleep(interval)
     except KeyboardInterrupt:
         pass
@@ -59,6 +61,40 @@ def counts_summary(acts: dict) -> str:
         order = [o for o in OUTCOME_WORDS if o in outcomes] + sorted(set(outcomes) - set(OUTCOME_WORDS))
         parts.append(f"{kind} " + ", ".join(f"{outcomes[o]} {OUTCOME_WORDS.get(o, o)}" for o in order))
     return "; ".join(parts) or "none"
+
+
+def _archive_cell(r: dict) -> str:
+    """The ARCHIVE column: the archive while it is there; after an undo, where the seeded session went."""
+    if r.get("state") == "UNDONE":
+        return f"undone; seeded session archived: {r['seededArchive']}" if r.get("seededArchive") else "undone"
+    a = r.get("archive_path") or ""
+    return a if not a or r.get("archiveExists") else f"(gone) {a}"
+
+
+def _first_contact(c, fc: dict) -> None:
+    """Before the first cycle: the agents and sessions OpenClaw's state shows, then what is missing."""
+    if fc.get("error"):
+        c.print(f"OpenClaw state: {fc['error']}", wrap=True, indent=2, markup=False, highlight=False)
+    elif not fc["agents"]:
+        c.print(f"OpenClaw state {display_path(fc['stateDir'])}: no agents yet", markup=False, highlight=False)
+    else:
+        c.print(f"OpenClaw state {display_path(fc['stateDir'])} (read now; occd has recorded nothing yet):",
+                markup=False, highlight=False)
+    for a in fc["agents"]:
+        n = "sessions unreadable: " + a["error"] if a.get("error") else plural(a["sessions"] or 0, "session")
+        c.print(f"  Agent {a['id']} ({a.get('era') or '?'} era): {n} — `occd list --agent {a['id']}` shows them",
+                wrap=True, indent=4, markup=False, highlight=False)
+    c.print("Missing:")
+    for m in fc["missing"]:
+        c.print(f"  - {m}", wrap=True, indent=4, markup=False, highlight=False)
+
+
+def outcome_word(a: dict) -> str:
+    """An action's outcome as every table shows it: observe mode's dry runs are "would" (what status counts them
+    as), not "skipped"; a dry run that failed or was deferred says so."""
+    if a.get("dry_run"):
+        return "would" if a.get("outcome") in ("ok", "skipped") else f"{a.get('outcome')} (dry run)"
+    return str(a.get("outcome"))
 
 
 def _when(ts, now_dt):
@@ -84,9 +120,11 @@ def _watch_text(w: dict | None, now_dt) -> str:
               "view lost OpenClaw's slot; for monitoring.")
 @click.option("--watch", is_flag=True, help="Redraw every --interval seconds until Ctrl-C.")
 @click.option("--interval", type=click.FloatRange(min=0.5), default=2.0, show_default=True, help="For --watch.")
+@state_option
 @json_option
 @handle_errors
-def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False, watch=False, interval=2.0):
+def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False, watch=False, interval=2.0,
+               state_dir=None):
     """Is the daemon running, what did it see and do. With SESSION: that session's history.
 
     \b
@@ -98,7 +136,7 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
     """
     from occd.report import status as st
 
-    settings = load_settings_from_ctx()
+    settings = load_settings_from_ctx(state_dir=state_dir)
     if check:
         _check(settings, as_json)
         return
@@ -125,7 +163,7 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
         for r in rows:
             t.add_row(_when(r.get("started") or r.get("updated"), now_dt), str(r.get("agent_id") or ""),
                       str(r.get("session_key") or ""), short_id(r.get("old_session_id"), ids),
-                      short_id(r.get("new_session_id"), ids), str(r.get("state")), str(r.get("archive_path") or ""))
+                      short_id(r.get("new_session_id"), ids), str(r.get("state")), _archive_cell(r))
         c.print(t)
         return
     if session:
@@ -140,6 +178,11 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
         for p in data.get("problems") or []:
             if not p.get("resolvedAt"):
                 c.print(f"  PROBLEM ({p['code']}, since {_when(p['firstSeen'], now_dt)}): {p['message']}", highlight=False)
+        cx = data.get("context")
+        if cx and cx.get("tokens") is not None:
+            c.print(f"  context now {context_text(cx['tokens'], cx.get('source'), cx.get('window'))}"
+                    + ("  (estimated after occd's strip: the exact figure returns with the next reply)"
+                       if cx.get("source") == "estimate" else ""), wrap=True, indent=4)
         b = data["buckets"]
         ascii_only = not use_color()
         if b:
@@ -148,10 +191,11 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
             top = human_tokens(max((t for t in toks if t is not None), default=None))
             now_c = comps[-1] if comps and comps[-1] is not None else "-"
             if sum(t is not None for t in toks) >= 2:  # a trend needs two points: no one-character sparkline
-                c.print(f"  context tokens  {sparkline(toks, ascii_only=ascii_only)}  max {top}")
+                c.print(f"  context tokens  {sparkline(toks, ascii_only=ascii_only)}  max {top} (observed)")
                 c.print(f"  compactions     {sparkline(comps, ascii_only=ascii_only)}  now {now_c}")
             else:
-                c.print(f"  context tokens  {top}   compactions {now_c}   (no trend yet: too few points)")
+                c.print(f"  context tokens  max {top} (observed)   compactions {now_c}   (no trend yet: too few "
+                        "points)", wrap=True, indent=4)
             n_obs = len(data['observations'])
             c.print(f"  ({plural(n_obs, 'recent observation')} over the last {days:g} days)")
         else:
@@ -164,9 +208,8 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
             for col in ("WHEN", "KIND", "OUTCOME", "TRIGGER", "DETAIL"):
                 t.add_column(col, no_wrap=col != "DETAIL", justify="right" if col == "WHEN" else "left")
             for a in data["actions"][:15]:
-                dry = "(dry run) " if a["dry_run"] else ""
-                t.add_row(_when(a["ts"], now_dt), a["kind"], a["outcome"], a["trigger"],
-                          dry + (a.get("reason") or a.get("error") or ""))
+                t.add_row(_when(a["ts"], now_dt), a["kind"], outcome_word(a), a["trigger"],
+                          a.get("reason") or a.get("error") or "")
             c.print(t)
         live = [x for x in data["backups"] if not x.get("pruned_at")]
         if data["backups"]:
@@ -206,6 +249,9 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
     for p in data.get("schemaProblems") or []:  # an agent occd reads but acts on nothing for
         if p["code"] == "SCHEMA_UNVERIFIED":
             c.print(f"! {p['message']} — {p['hint']}", markup=False, highlight=False)
+    if data.get("firstContact"):
+        _first_contact(c, data["firstContact"])
+        return
     if data.get("note"):
         c.print(data["note"])
         return
@@ -268,7 +314,8 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
                 c.print("  ~ estimated (chars/4) after cleaning: the exact figure returns with the next reply",
                         wrap=True, indent=4)
         for w in a["wouldDo"][:5]:
-            c.print(f"  observe mode would {w['kind']} {short_id(w['sessionId'], ids)}: {w['reason'] or ''}".rstrip(": "),
+            why = (w["reason"] or "").split(" (observe mode: would ")[0]  # the line says it once
+            c.print(f"  observe mode would {w['kind']} {short_id(w['sessionId'], ids)}: {why}".rstrip(": "),
                     wrap=True, indent=4)
     lean = data.get("lean") or {}
     if lean.get("slotLost"):
@@ -316,13 +363,14 @@ def _savings_line(sv: dict) -> str:
 
 @click.command("stats")
 @click.option("--since", default="7d", show_default=True, help="e.g. 7d, 12h, 30m.")
+@state_option
 @json_option
 @handle_errors
-def stats_cmd(since, as_json):
+def stats_cmd(since, as_json, state_dir=None):
     """What the daemon saved: context tokens removed, compactions avoided, net money with the prompt cache priced."""
     from occd.report import status as st
 
-    data = st.stats(load_settings_from_ctx(), since=since)
+    data = st.stats(load_settings_from_ctx(state_dir=state_dir), since=since)
     if as_json:
         emit_json(data)
         return
@@ -356,11 +404,14 @@ def stats_cmd(since, as_json):
 @click.option("--session", default=None, help="Session id, key, or a prefix.")
 @click.option("--kind", default=None, help=", ".join(ACTION_KINDS) + ", or job:NAME (a job's failure).")
 @click.option("--since", default=None, help="A duration (7d, 12h, 30m), today, yesterday, or a date (2026-11-22).")
+@click.option("--outcome", default=None, metavar="OUTCOME",
+              help="ok, failed, skipped, deferred, or would (observe mode's dry runs).")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=200, show_default=True)
 @click.option("-f", "--follow", is_flag=True, help="Then keep printing new actions as they are recorded (Ctrl-C stops).")
+@state_option
 @json_option
 @handle_errors
-def history_cmd(agent, session, kind, since, limit, as_json, follow=False):
+def history_cmd(agent, session, kind, since, limit, as_json, follow=False, outcome=None, state_dir=None):
     """Actions recorded in the ledger, newest first (manual and automatic, with outcome and reason), for every
     agent unless --agent is given.
 
@@ -368,19 +419,26 @@ def history_cmd(agent, session, kind, since, limit, as_json, follow=False):
     Examples:
       occd history --since yesterday --kind strip
       occd history --session 3640 --json
+      occd history --outcome failed --since 1d
       occd history -f                              new actions as they happen
     """
     from occd.report import status as st
 
-    # the ledger only: no settings to load (that import alone is most of a read command's time)
+    # the ledger only: no settings to load (that import alone is most of a read command's time); --state-dir is
+    # accepted as by every read command, and checked: the ledger holds what occd did for every state it watched
+    if state_dir is not None and not os.path.isdir(state_dir):
+        from occd.errors import OccdError
+
+        raise OccdError(f"OpenClaw state directory {state_dir} does not exist", "check the --state-dir path",
+                        code="STATE_NOT_FOUND")
     rows, total = st.history(agent=agent, session=session, kind=kind, since=since, limit=limit,
-                             with_total=True)
+                             with_total=True, outcome=outcome)
     if as_json:
         emit_json({"actions": rows, "total": total, "limit": limit})
         return
     c = console()
     if not rows:
-        c.print("No actions recorded" + (" for that filter." if any((agent, session, kind, since)) else "."))
+        c.print("No actions recorded" + (" for that filter." if any((agent, session, kind, since, outcome)) else "."))
         if follow:
             _follow_actions(_max_action_id(), agent, session, kind)
         return
@@ -393,10 +451,8 @@ def history_cmd(agent, session, kind, since, limit, as_json, follow=False):
         t.add_column(col, no_wrap=col != "DETAIL")
     for a in rows:
         detail = a.get("reason") or a.get("error") or ""
-        if a["dry_run"]:
-            detail = "(dry run) " + detail
         t.add_row(_when(a["ts"], now_dt), a.get("agent_id") or "-", short_id(a.get("session_id"), ids), a["kind"],
-                  a["outcome"], a["trigger"], detail)
+                  outcome_word(a), a["trigger"], detail)
     c.print(t)
     if total > len(rows):
         c.print(f"(showing {len(rows)} of {total}; -n {total} shows all, --since/--kind/--session narrow it)")
@@ -420,8 +476,8 @@ def _follow_actions(after_id: int, agent, session, kind, poll: float = 2.0) -> N
             for a in st.new_actions(after_id=after_id, agent=agent, session=session, kind=kind):
                 after_id = max(after_id, a["id"])
                 when = time.strftime("%H:%M:%S", time.localtime(a["ts"]))
-                detail = ("(dry run) " if a["dry_run"] else "") + (a.get("reason") or a.get("error") or "")
+                detail = a.get("reason") or a.get("error") or ""
                 click.echo(f"{when}  {a.get('agent_id') or '-'}  {short_id(a.get('session_id'))}  {a['kind']}  "
-                           f"{a['outcome']}  {a['trigger']}  {detail}".rstrip())
+                           f"{outcome_word(a)}  {a['trigger']}  {detail}".rstrip())
     except KeyboardInterrupt:
         pass

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 DEMO_WINDOW = 200_000  # the demo model's context window (openclaw.json): demo_story's sessions are sized for it
+DEMO_PRICES = {"input": 5.0, "output": 25.0, "cacheRead": 0.5, "cacheWrite": 6.25}  # USD / million tokens
 
 
 def build_state(root: Path, now: float | None = None) -> dict:
@@ -23,7 +24,10 @@ def build_state(root: Path, now: float | None = None) -> dict:
     (state / "workspace" / "MEMORY.md").write_text("# Memory\n- The user prefers short answers.\n- Project: app in ~/projects/app\n")
     (state / "openclaw.json").write_text(json.dumps({
         "agents": {"defaults": {"model": {"primary": "anthropic/claude-opus-4-6"}, "workspace": str(state / "workspace")}},
-        "models": {"providers": {"anthropic": {"models": [{"id": "claude-opus-4-6", "contextWindow": DEMO_WINDOW}]}}},
+        # the demo's own prices (USD per million tokens, as OpenClaw's config states them): its dollars never
+        # depend on whether litellm's price map happens to be installed
+        "models": {"providers": {"anthropic": {"models": [{"id": "claude-opus-4-6", "contextWindow": DEMO_WINDOW,
+                                                           "cost": DEMO_PRICES}]}}},
     }, indent=2))
     made: dict = {"state": state, "sessions": {}}
     # key, topic, channel, context tokens when last measured, compactions, minutes idle, running
@@ -88,6 +92,7 @@ def run(keep: Path | None = None, cycles: int = 3, echo=print, root: Path | None
     os.environ["OCCD_POLICY__MODE"] = "act"  # the demo shows what act mode does (the default is observe)
     t0 = time.monotonic()
     made = build_state(root)
+    mark_demo(made)
     echo(f"Demo OpenClaw state: {made['state']}  ({len(made['sessions'])} sessions in 3 agents; "
          "one near its context limit, one that keeps compacting, one running)")
     echo(f"occd home (ledger, logs): {os.environ['OCCD_HOME']}\n")
@@ -118,8 +123,21 @@ def run(keep: Path | None = None, cycles: int = 3, echo=print, root: Path | None
                 elif name == "rotate" and s:
                     parts.append(f"rotated {s.get('rotated', 0)}" + (f" (deferred {s['deferred']})" if s.get("deferred") else ""))
             echo(f"cycle {i}: " + "; ".join(parts))
-    echo(f"\n({time.monotonic() - t0:.1f}s) `occd status` for the demo state:\n")
+    echo(f"\n(the demo took {time.monotonic() - t0:.1f}s) `occd status` for the demo state:\n")
     return root
+
+
+DEMO_MARK = "demo.json"
+
+
+def mark_demo(made: dict) -> None:
+    """occd's home says it belongs to a demo state (`occd doctor` on a kept demo: no service expected, the demo's
+    own run lock is the demo's, not OpenClaw's)."""
+    from occd import paths
+
+    locks = [str(v["path"]) + ".lock" for v in made["sessions"].values() if v.get("running")]
+    paths.write_private(paths.data_dir() / DEMO_MARK, json.dumps(
+        {"demo": True, "state": str(made["state"]), "locks": locks}).encode())
 
 
 def explore_line(root: Path) -> str:

@@ -22,6 +22,8 @@ import time
 from occd import paths
 from occd.health.registry import CHECKS, DoctorContext, Result, _age, _size, check, run_checks  # noqa: F401
 
+
+
 def diagnose(now: float | None = None, only: list[str] | None = None, online: bool = False) -> list[Result]:
     from occd.config import load_settings
     from occd.errors import OccdError
@@ -108,6 +110,9 @@ def check_service(ctx: DoctorContext) -> Result:
     if not st.get("installed"):
         if pid:
             return Result("service", "ok", f"not installed; a foreground daemon runs (pid {pid})")
+        if ctx.demo():
+            return Result("service", "ok", "not installed, none expected: this is a demo state (`occd demo --keep`); "
+                          "`occd run --once` runs a cycle on it")
         return Result("service", "fail", "not installed and no daemon running: nothing watches the sessions",
                       "occd service install (observe mode; --act to let it act)")
     where = f"installed ({paths.display_path(st['unitPath'])})"
@@ -281,6 +286,7 @@ def check_locks(ctx: DoctorContext) -> Result | None:
     if agents is None:
         return None
     stale = []
+    demo_locks = {os.path.realpath(x) for x in (ctx.demo() or {}).get("locks") or []}  # the demo's own, not OpenClaw's
     for a in agents:
         sdir = a.dir / "sessions"
         try:
@@ -290,7 +296,7 @@ def check_locks(ctx: DoctorContext) -> Result | None:
         for n in names:
             if n.endswith(".jsonl.lock"):
                 info = read_lock(sdir / n, now=ctx.now)
-                if info is not None and not info.alive:
+                if info is not None and not info.alive and os.path.realpath(sdir / n) not in demo_locks:
                     stale.append((sdir / n, info.reason))
     if stale:
         shown = ", ".join(f"{paths.display_path(p)} ({why})" for p, why in stale[:3])

@@ -49,6 +49,18 @@ class DoctorContext:
             self.cache["daemon"] = (InstanceLock.holder(), read_status() or {})
         return self.cache["daemon"]
 
+    def demo(self) -> dict | None:
+        """The mark `occd demo` leaves in a home it made (a kept demo state), or None."""
+        if "demo" not in self.cache:
+            import json
+
+            try:
+                d = json.loads((paths.data_dir() / "demo.json").read_text())
+            except (OSError, ValueError):
+                d = None
+            self.cache["demo"] = d if isinstance(d, dict) and d.get("demo") else None
+        return self.cache["demo"]
+
     def state_dir(self) -> Path:
         from occd.openclaw.state import resolve_state_dir
 

@@ -13,6 +13,7 @@ from occd.errors import BusyError, OccdError
 
 log = logging.getLogger("occd.jobs.rotate")
 REPEAT_QUIET_S = 3600
+CANNOT_HELP_KEY = "rotate.cannot_help"  # (agent, key) -> the target last logged as "a fresh session would be over"
 
 
 def _state(obs):
@@ -259,10 +260,17 @@ def _cannot_help(ctx, obs, policy, now: float) -> bool:
         ev = budget.evaluate(ctx, obs, policy, now)
     except Exception:  # noqa: BLE001 - without a prediction the rotation policy decides alone
         return False
+    said = ctx.cache.setdefault(CANNOT_HELP_KEY, {})
+    k = (obs.agent, obs.session_key)
     if ev is None or ev[3] is None or ev[3] <= ev[1].target:
+        said.pop(k, None)
         return False
-    log.info("%s/%s: no rotation: a fresh session (%d tokens) would be over the target (%d) too", obs.agent,
-             obs.session_key, ev[3], ev[1].target)
+    # INFO once when a session enters this state (or its target changes), DEBUG while it lasts: the rotation
+    # job asks every wake, twice
+    level = logging.DEBUG if said.get(k) == ev[1].target else logging.INFO
+    said[k] = ev[1].target
+    log.log(level, "%s/%s: no rotation: a fresh session (%d tokens) would be over the target (%d) too", obs.agent,
+            obs.session_key, ev[3], ev[1].target)
     return True
 
 

@@ -105,6 +105,8 @@ def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: 
     finally:
         for w in getattr(store, "warnings", []) or []:
             result.errors.append(f"{agent.id}: {w}")
+        for w in getattr(store, "pending", []) or []:
+            log.debug("%s: %s", agent.id, w)
     windows: dict = {}
     marks: dict | None = None  # the ledger's post-rewrite estimates, read only when a file was read from its tail
     cfg_mtime = config_mtime(ctx.state_dir)

@@ -78,7 +78,7 @@ def write_json_atomic(p: Path, obj) -> None:
 
     paths.ensure_dir(p.parent)
     data = json.dumps(obj, indent=1, sort_keys=True).encode() + b"\n"
-    atomic_write(p, lambda fh: fh.write(data), mode=0o644)
+    atomic_write(p, lambda fh: fh.write(data), mode=0o600)  # occd's own file: its user's alone (the gateway runs as it)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -203,7 +203,19 @@ def _copy_plugin(dest: Path, env=None) -> None:
     baked = json.dumps({"policyPath": str(policy_path(env)), "statsPath": str(stats_path(env)),
                         "statePath": str(state_path(env))})
     index.write_text(code.replace(PATHS_LINE, f"const INSTALLED_PATHS = {baked}; // occd-lean:installed-paths"))
+    _make_private(tmp)
     switch_plugin(tmp, dest)
+
+
+def _make_private(root: Path) -> None:
+    """The copy is occd's own, whatever modes the installed package has (0644/0755 from pip): folders 0700, files
+    0600. OpenClaw's gateway loads it as the same user, which is all it needs."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        os.chmod(dirpath, 0o700)
+        for n in filenames:
+            p = os.path.join(dirpath, n)
+            if not os.path.islink(p):
+                os.chmod(p, 0o600)
 
 
 def broken(state_dir: Path | None, env=None) -> str | None:

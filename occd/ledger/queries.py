@@ -90,27 +90,30 @@ class LedgerQueries:
         return r
 
     @staticmethod
-    def _history_where(agent, session, kind, since) -> tuple[str, tuple]:
+    def _history_where(agent, session, kind, since, outcome=None) -> tuple[str, tuple]:
+        """`outcome`: ok, failed, skipped, deferred (of actions done), or `would` (observe mode's dry runs)."""
         since_ts = ts(since) if since is not None else None
         like = (session.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%") if session else None
         return ("(? IS NULL OR agent_id = ?) AND (? IS NULL OR kind = ?) "
                 "AND (? IS NULL OR ts >= ?) AND (? IS NULL OR session_id LIKE ? ESCAPE '\\' "
-                "OR session_key LIKE ? ESCAPE '\\')", (agent, agent, kind, kind, since_ts, since_ts, like, like, like))
+                "OR session_key LIKE ? ESCAPE '\\') "
+                "AND (? IS NULL OR (CASE WHEN dry_run AND outcome IN ('ok', 'skipped') THEN 'would' ELSE outcome END) = ?)",
+                (agent, agent, kind, kind, since_ts, since_ts, like, like, like, outcome, outcome))
 
     def history(self, agent: str | None = None, session: str | None = None, kind: str | None = None,
-                since=None, limit: int = 500, after_id: int | None = None) -> list[dict]:
+                since=None, limit: int = 500, after_id: int | None = None, outcome: str | None = None) -> list[dict]:
         """Actions newest first. `session` matches a session id or key, or a prefix of either; `after_id`: only
         actions recorded after that one (history --follow)."""
-        where, params = self._history_where(agent, session, kind, since)
+        where, params = self._history_where(agent, session, kind, since, outcome)
         where += " AND (? IS NULL OR id > ?)"
         params = (*params, after_id, after_id)
         rows = self._rows(f"SELECT * FROM actions WHERE {where} ORDER BY ts DESC, id DESC LIMIT ?", (*params, limit))
         return [self._action_dict(r) for r in rows]
 
     def history_count(self, agent: str | None = None, session: str | None = None, kind: str | None = None,
-                      since=None) -> int:
+                      since=None, outcome: str | None = None) -> int:
         """How many actions `history` with the same filters would return without a limit."""
-        where, params = self._history_where(agent, session, kind, since)
+        where, params = self._history_where(agent, session, kind, since, outcome)
         return self._rows(f"SELECT COUNT(*) AS n FROM actions WHERE {where}", params)[0]["n"]
 
     def action_for_backup(self, path: str) -> dict | None:

@@ -63,6 +63,19 @@ def tokens_text(tokens: int | None, source: str | None) -> str:
     return ("~" if est else "") + human_tokens(tokens)
 
 
+def context_text(tokens: int | None, source: str | None, window: int | None) -> str:
+    """The context figure labelled, as `status SESSION` and `info` say it: "~47k (24% of the 200k window)";
+    OpenClaw's own pre-prompt estimate (system prompt and tools included) is named as such."""
+    from occd.units import human_tokens
+
+    out = tokens_text(tokens, source)
+    if tokens is not None and window:
+        out += f" ({percent_text(percent(tokens, window))} of the {human_tokens(window)} window)"
+    if source == OPENCLAW_ESTIMATE:
+        out += ", OpenClaw's pre-prompt estimate"
+    return out
+
+
 def compaction_point(window: int | None, reserve: int | None = None) -> int | None:
     """OpenClaw's promptBudgetBeforeReserve for a window, with its default reserve."""
     if not window:

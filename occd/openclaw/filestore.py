@@ -28,6 +28,9 @@ _NOT_SESSION = re.compile(
     r"|(\.zst$)|(\.lock$)|(\.tmp$)|(\.occd-tmp$)"
     r"|(\.trajectory\.jsonl$)|(\.trajectory-path\.json$)", re.IGNORECASE)
 ARCHIVE_DIR = "archive"
+# OpenClaw writes a new session's index entry first and its transcript with the first reply, seconds later:
+# a missing transcript of an entry updated this recently is a session being born, not a problem
+NEW_TRANSCRIPT_GRACE_S = 300
 MAX_INDEX_BYTES = 256 * 1024 * 1024
 
 
@@ -199,6 +202,7 @@ class FileStore:
         self.sessions_dir = self.agent_dir / "sessions"
         self.notes: list[str] = []      # standing remarks about this store (e.g. it still needs migration)
         self.warnings: list[str] = []   # notes + what the last read found
+        self.pending: list[str] = []    # new sessions whose transcript is not written yet (not warnings)
 
     def index(self) -> dict:
         data, warnings = load_index(self.sessions_dir)
@@ -209,6 +213,8 @@ class FileStore:
         """Indexed sessions (missing transcripts reported as warnings) plus transcripts on disk that no index
         entry names (`unindexed`), newest first. File stats only; transcripts are not parsed."""
         data = self.index()
+        self.pending = []
+        now_ms = time.time() * 1000
         out: list[SessionInfo] = []
         seen: set[str] = set()
         for key, entry in data.items():
@@ -222,6 +228,10 @@ class FileStore:
                                      f"index entry {key!r} has an invalid sessionId {str(sid)[:80]!r} (skipped)")
                 continue
             if not _stat_into(info):
+                if info.status != "not-a-file" and info.updated_at is not None \
+                        and now_ms - info.updated_at < NEW_TRANSCRIPT_GRACE_S * 1000:
+                    self.pending.append(f"{key}: new session, transcript {info.path} not written yet")
+                    continue
                 self.warnings.append(f"{key}: transcript {info.path} is not a regular file (skipped)"
                                      if info.status == "not-a-file" else f"{key}: transcript {info.path} is missing")
                 continue

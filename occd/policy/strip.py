@@ -11,6 +11,12 @@ from occd.policy.types import Decision, SessionState, excluded, idle_check
 POLICY = "strip_at_context_percent"
 
 
+def pre_prompt(tokens: int, budget: int) -> str:
+    """OpenClaw's pre-prompt estimate (the whole prompt: system prompt and tools included), named as such: it is
+    not the context figure `occd list`/`info`/`status` show (last usage + chars/4 after it, against the window)."""
+    return f"OpenClaw's pre-prompt estimate {tokens} ({100.0 * tokens / budget:.0f}% of its budget {budget})"
+
+
 def due_at(s: SessionState, wait_minutes: float) -> dict:
     """{"dueAt": when a deferred gentle action becomes due} (the daemon looks again then), or {} when unknown
     or when a run is what it waits for (the run's end wakes the daemon)."""
@@ -143,11 +149,12 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
         details["emergency"] = emergency.kind
         reason = f"{emergency.kind}: {emergency.reason}"
     elif prediction.after_next_percent >= policy.strip_at_budget_percent:
-        reason = (f"OpenClaw's estimate after the next turn {prediction.after_next_percent:.0f}% of its budget "
+        reason = (f"OpenClaw's pre-prompt estimate after the next turn {prediction.after_next_percent:.0f}% of its "
+                  f"budget "
                   f">= {policy.strip_at_budget_percent:g}%")
     else:
         two = 100.0 * (prediction.predicted + 2 * prediction.growth) / prediction.budget
-        reason = f"OpenClaw's estimate after two more turns {two:.0f}% of its budget: no turn to spare"
+        reason = f"OpenClaw's pre-prompt estimate after two more turns {two:.0f}% of its budget: no turn to spare"
     # keeping all of the newest would leave OpenClaw compacting: keep as many as leave it a turn of room
     partial = not target.reachable and target.safe_keep is not None and target.safe_keep < target.floor
     # a fresh session would be over the target too (a small window whose prompt overhead dominates): a rotation
@@ -168,9 +175,8 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
         # the conversation matters more than the target, so strip the rest and keep the newest whole.
         details["keepTurnsWithTools"] = target.floor
         action, what = "strip", (f"strip every tool call older than the newest {target.floor} turns with tools, "
-                                 f"to {target.predicted_after} tokens "
-                                 f"({100.0 * target.predicted_after / prediction.budget:.0f}% of {prediction.budget}: "
-                                 f"over the target {policy.strip_target_percent:g}%, with room for the next turn)")
+                                 f"to {pre_prompt(target.predicted_after, prediction.budget)} "
+                                 f"(over the target {policy.strip_target_percent:g}%, with room for the next turn)")
     elif partial:
         # fewer of the newest than keep_recent_turns, rather than a rotation: the seed would keep only the last
         # exchanges of the conversation, a strip keeps every message and answer
@@ -181,18 +187,16 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
         details["keepTurnsWithTools"] = 0
         details["freshSessionTokens"] = fresh_session_tokens
         after = target.predicted_after if target.after_all is None else target.after_all
-        to = f", to {after} tokens ({100.0 * after / prediction.budget:.0f}% of {prediction.budget})"
+        to = f", to {pre_prompt(after, prediction.budget)}"
         action, what = "strip", (f"strip every old tool call{to}: "
                                  f"the target {policy.strip_target_percent:g}% is out of reach even for a fresh "
                                  f"session ({fresh_session_tokens} tokens), so a rotation would not help")
     elif target.reachable and not nothing:
-        action, what = "strip", (f"strip to {target.predicted_after} tokens "
-                                 f"({100.0 * target.predicted_after / prediction.budget:.0f}% of "
-                                 f"{prediction.budget}), keeping {target.keep_turns_with_tools} turns with tools")
+        action, what = "strip", (f"strip to {pre_prompt(target.predicted_after, prediction.budget)}, "
+                                 f"keeping {target.keep_turns_with_tools} turns with tools")
     else:
         action, what = "rotate", (f"rotate: even removing every tool call older than the newest {keep_floor} "
-                                  f"turns with tools leaves "
-                                  f"{100.0 * target.predicted_after / prediction.budget:.0f}% of the budget "
+                                  f"turns with tools leaves {pre_prompt(target.predicted_after, prediction.budget)} "
                                   f"(target {policy.strip_target_percent:g}%)")
     # urgent (an emergency, or OpenClaw predicted to compact within the next turn or two): as soon as the run
     # ends; gentle: once the session has been quiet longer than the prompt cache lives (the rewrite is then free)

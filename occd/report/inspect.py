@@ -145,6 +145,11 @@ def _fill_from_ledger(agent: str, rows: list[SessionRow]) -> None:
             r.label = r.label or f"{o['session_key']} (archived)"
         if r.compaction_count is None:
             r.compaction_count = o.get("compaction_count")
+        if o.get("context_tokens") is not None and o.get("size") == r.size:
+            # the same file as when it was live: the figure `occd list` showed then (the same measure for the
+            # same fact; the file alone lacks OpenClaw's index entry and reads a different figure)
+            r.tokens, r.tokens_source = o["context_tokens"], o.get("tokens_source")
+            r.context_window = o.get("context_window") or r.context_window
 
 
 def _window_lookup(state_dir: Path, agent: str):
@@ -250,3 +255,18 @@ def _more_warnings(a: dict, t, info, path: Path | None, running: bool, now: floa
             a["runState"] = "mid-run"
             w.append({"code": "mid-run", "message": f"the last {what}: a run is in progress (or crashed less than "
                                                     f"{CRASHED_RUN_IDLE_S // 60} min ago); `occd edit` waits"})
+
+
+def live_figure(settings, agent: str, session_id: str) -> dict | None:
+    """The context figure `occd list` shows for one live session now (after a strip: the estimate after it), as
+    {tokens, source, window, percent}; None when the session is not in the agent's index any more (archived)."""
+    try:
+        state_dir, aid, store = open_agent_store(settings, agent)
+        info = next((i for i in store.sessions() if i.session_id == session_id), None)
+        if info is None:
+            return None
+        row = _row(store, info, _window_lookup(state_dir, aid), rewrite_marks(aid))
+    except (OccdError, OSError):
+        return None
+    return {"tokens": row.tokens, "source": row.tokens_source, "window": row.context_window,
+            "percent": row.context_percent}

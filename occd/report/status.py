@@ -8,6 +8,7 @@ import time
 from occd import paths
 from occd.errors import OccdError, UsageError
 from occd.ledger import ACTION_KINDS, is_action_kind  # the ledger's one list of kinds (a newer ledger may hold more)
+from occd.report.rotations import rotations  # noqa: F401 - `occd status --rotations` (st.rotations)
 
 
 def parse_since(text: str | None, now: float) -> float | None:
@@ -23,11 +24,14 @@ def parse_since(text: str | None, now: float) -> float | None:
         start = datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
         return start - (86400 if t == "yesterday" else 0)
     try:
-        if t[-1] in mult:
-            return now - float(t[:-1]) * mult[t[-1]]
-        return now - float(t)
+        back = float(t[:-1]) * mult[t[-1]] if t[-1] in mult else float(t)
     except (ValueError, IndexError):
-        pass
+        back = None
+    if back is not None:
+        if not back > 0:  # NaN, zero and negative durations: "since 0 ago" / "since the future" match nothing
+            raise UsageError(f"--since {text!r} is not a positive duration",
+                             "e.g. --since 7d, 12h, 30m (a time back from now), today, or 2026-11-22")
+        return now - back
     try:
         dt = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
         return dt.timestamp()  # naive: local time, as people mean it
@@ -113,10 +117,13 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
 
     now = time.time() if now is None else now
     led = _open_ledger()
-    if led is None:
-        return {"ledger": None, "daemon": daemon_info(None, now), "agents": [], "lastScan": None,
+    if led is None:  # before the first cycle: what OpenClaw's state shows already, and what is missing
+        from occd.report.first_contact import first_contact
+
+        d = daemon_info(None, now)
+        return {"ledger": None, "daemon": d, "agents": [], "lastScan": None,
                 "note": "no ledger yet: run `occd run --once`, `occd demo`, or install the service",
-                "schemaProblems": schema_problems(settings)}
+                "firstContact": first_contact(settings, d), "schemaProblems": schema_problems(settings)}
     with led:
         agents = []
         counts = led.action_counts_since(now - 86400)
@@ -324,8 +331,12 @@ def session_status(settings, ref: str, now: float | None = None, since_days: flo
                     hint_list="the ledger knows the sessions the daemon has scanned (`occd run --once` scans now)")
         buckets = led.series_buckets(s["agent_id"], s["session_id"], since=now - since_days * 86400, until=now, buckets=60)
         series = led.series(s["agent_id"], s["session_id"], since=now - since_days * 86400, limit=2000)
+        from occd.report.inspect import live_figure
+
         return {"sessionId": s["session_id"], "key": s.get("session_key"), "agent": s["agent_id"], "path": s.get("path"),
                 "firstSeen": s.get("first_seen"), "lastSeen": _last_seen(led, s), "archivedAt": s.get("archived_at"),
+                # the context now, the figure `occd list`/`info` show (after a strip: the estimate after it)
+                "context": None if s.get("archived_at") else live_figure(settings, s["agent_id"], s["session_id"]),
                 "buckets": buckets, "observations": series[-50:],
                 "actions": led.history(session=s["session_id"], limit=50),
                 "backups": led.backups(session_id=s["session_id"], include_pruned=True),
@@ -367,8 +378,9 @@ def new_actions(*, after_id: int, agent=None, session=None, kind=None, limit=100
 def _history_session(led, ref: str | None, agent: str | None = None) -> str | None:
     """`--session` resolved as every command resolves a session (occd.openclaw.ids: the part a table shows, any unique
     part of 4+ characters, a prefix, an id or a key) among the sessions the ledger has actions of: the full id,
-    or the key as given. Several matches: the usual AMBIGUOUS_SESSION error. No match: the reference as given
-    (the ledger's prefix filter then says there is nothing for it)."""
+    or the key as given. Several matches: the usual AMBIGUOUS_SESSION error. No match: a session the ledger has
+    seen (scanned) without actions is itself (nothing recorded for it); anything else is SESSION_NOT_FOUND, as
+    `occd info` and `occd restore` say."""
     if not ref:
         return ref
     from occd.openclaw.ids import resolve
@@ -381,20 +393,32 @@ def _history_session(led, ref: str | None, agent: str | None = None) -> str | No
     except OccdError as e:
         if e.code == "AMBIGUOUS_SESSION":
             raise
+    seen = [(s["session_id"], s.get("session_key")) for s in led.sessions(agent) if s.get("session_id")]
+    if any(k == ref for _, k in seen):
         return ref
+    return resolve(seen, ref, id_of=lambda x: x[0], key_of=lambda x: x[1],
+                   hint_list="occd has recorded nothing for it; `occd list` shows the sessions")[0]
+
+
+HISTORY_OUTCOMES = ("ok", "failed", "skipped", "deferred", "would")  # would: observe mode's dry runs
 
 
 def history(settings=None, *, agent=None, session=None, kind=None, since=None, limit=200, now=None,
-            with_total: bool = False):
+            with_total: bool = False, outcome: str | None = None):
     """Actions newest first; with_total: (rows, how many match without the limit). An unknown kind or agent is
     an error (a typo would otherwise look like 'nothing happened'). Reads the ledger only: `settings` is not
     needed (kept for callers that pass it)."""
     now = time.time() if now is None else now
     since_ts = parse_since(since, now)
+    if outcome:
+        _check_known("outcome", outcome, HISTORY_OUTCOMES)
     led = _open_ledger()
     if led is None:
         if kind and not is_action_kind(kind):
             _check_known("kind", kind, ACTION_KINDS)
+        if session:
+            raise OccdError(f"Session '{session}' not found", "occd has recorded nothing yet (no ledger); "
+                            "`occd list` shows the sessions", code="SESSION_NOT_FOUND")
         return ([], 0) if with_total else []
     with led:
         if kind and not is_action_kind(kind):
@@ -409,11 +433,11 @@ def history(settings=None, *, agent=None, session=None, kind=None, since=None, l
                                 (f"did you mean {near[0]}? " if near else "") + "agents: " + (", ".join(known) or "none yet"),
                                 code="AGENT_NOT_FOUND")
         session = _history_session(led, session, agent)
-        rows = led.history(agent=agent, session=session, kind=kind, since=since_ts, limit=limit)
+        rows = led.history(agent=agent, session=session, kind=kind, since=since_ts, limit=limit, outcome=outcome)
         if not with_total:
             return rows
         total = len(rows) if len(rows) < limit else led.history_count(agent=agent, session=session, kind=kind,
-                                                                      since=since_ts)
+                                                                      since=since_ts, outcome=outcome)
         return rows, total
 
 
@@ -425,28 +449,6 @@ def _check_known(what: str, value: str, known) -> None:
     near = difflib.get_close_matches(value, list(known), n=1)
     raise UsageError(f"--{what} {value!r} is not one of {', '.join(sorted(set(known)))}",
                      f"did you mean {near[0]}?" if near else f"e.g. --{what} {sorted(known)[0]}")
-
-
-def _stat_obj(v):
-    """The machine's (size, mtime_ns, inode) file identity as an object for people and scripts."""
-    if isinstance(v, (list, tuple)) and len(v) == 3:
-        return {"size": v[0], "mtimeNs": v[1], "inode": v[2]}
-    return v
-
-
-def rotations(settings, now=None) -> list[dict]:
-    led = _open_ledger()
-    if led is None:
-        return []
-    with led:
-        rows = led.rotations(limit=100)
-    for r in rows:
-        d = r.get("details")
-        if isinstance(d, dict):
-            for k in ("archivedStat", "oldStat", "newStat"):
-                if k in d:
-                    d[k] = _stat_obj(d[k])
-    return rows
 
 
 def pid_alive(pid: int | None) -> bool:

@@ -90,6 +90,22 @@ def read_old(source: Path | bytes, n: int = 5) -> dict:
         window *= 4
 
 
+def openclaw_notice(m: dict) -> bool:
+    """An assistant message OpenClaw wrote itself, not the model: its overflow notice ("Context overflow: prompt
+    too large for the model. Try /reset ..."), a refusal to compact, or another error reply of its own — all-zero
+    usage with api "cli", or all-zero usage and an overflow/refusal text. Never quoted as a reply in a seed."""
+    from occd.policy.emergency import OVERFLOW_MARKERS, REFUSAL_MARKERS
+    from occd.transcript.entries import _usage_tokens
+
+    u = m.get("usage")
+    if isinstance(u, dict) and _usage_tokens(u) is not None:
+        return False  # a model's reply: real usage
+    if m.get("api") == "cli":
+        return True
+    text = _text(m.get("content")).lower()
+    return any(k.lower() in text for k in OVERFLOW_MARKERS + REFUSAL_MARKERS)
+
+
 def _carry_over(header: dict, chain: list[dict], n: int) -> dict:
     out = {"header": header, "exchanges": [], "model": None, "compactions": 0, "openCall": False}
     turns: list[list[dict]] = []
@@ -119,7 +135,7 @@ def _carry_over(header: dict, chain: list[dict], n: int) -> dict:
         if is_seed_text(user):  # an earlier rotation's seed and its reply: not an exchange (no nested seeds)
             continue
         answer = [_text(m.get("content")) for m in turn[1:] if m.get("role") == "assistant"
-                  and m.get("stopReason") not in ("error", "aborted")]
+                  and m.get("stopReason") not in ("error", "aborted") and not openclaw_notice(m)]
         a = "\n".join(x for x in answer if x.strip())
         if user.strip() and a.strip():
             out["exchanges"].append((user, a))
