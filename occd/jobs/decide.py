@@ -29,9 +29,14 @@ def decide_session(ctx, obs, policy, now, times=(), *, priced: bool = True):
     (lossy) `openclaw sessions compact`, earlier than OpenClaw itself would compact.
 
     `priced`: a strip acts only when it pays once the prompt cache is priced (occd.policy.cost; the lean job
-    turns this off: turning the lean view on rewrites nothing, its plugin moves its boundary on its own terms)."""
-    from occd.policy.strip import decide_budget_strip, decide_strip
+    turns this off: turning the lean view on rewrites nothing, its plugin moves its boundary on its own terms).
 
+    Only a session in use (active within policy.active_within_hours) gets a decision: None for the rest."""
+    from occd.policy.strip import decide_budget_strip, decide_strip
+    from occd.policy.types import in_use
+
+    if not in_use(_state(obs), policy.active_within_hours, now):
+        return None  # history, not a to-do list: only sessions in use are stripped, rotated or put in the lean view
     db = obs.era == "db"
     if obs.prompt_budget and (db or (obs.era == "file" and obs.path is not None)):
         from occd.jobs import budget
