@@ -11,7 +11,9 @@ tokenizer: 25 % of them, plus 2,000 tokens. A strip OpenClaw did not see (it kep
 whole saving, which is outside the tolerance as soon as the saving exceeds a third of the turn plus ~2,700. A miss means occd's model of OpenClaw is wrong for
 this session: it is recorded as a `verify-strip` action (outcome failed) and an open warning problem, shown by
 `occd status SESSION`; an agreeing turn records `verify-strip` ok and closes the warning. A compaction between
-the strip and the reply makes the figures incomparable: recorded as skipped.
+the strip and the reply makes the figures incomparable: recorded as skipped. Each record also says whether the
+whole next turn (up to the next user message, or the end of its run) ran without a compaction
+(`nextTurnCompacted`): what occd.policy.savings counts as a compaction avoided.
 """
 
 from __future__ import annotations
@@ -43,8 +45,10 @@ def judge(predicted: int, growth: int, reported: int, saved: int) -> dict:
 
 def next_turn(path: Path, offset: int) -> dict | None:
     """The first reply with usage after byte `offset` (where the stripped file ended): its usage and the chars/4
-    estimate of what was appended up to it. None while there is none yet; {"compacted": True} when a compaction
-    came first."""
+    estimate of what was appended up to it, and whether the rest of that turn (up to the next user message)
+    holds a compaction (`compactedInTurn`: a run of many tool calls can outgrow the budget after its first
+    reply) and has ended (`turnEnded`: the next user message is there). None while there is no reply yet;
+    {"compacted": True} when a compaction came first."""
     from occd.transcript.entries import entry_from_obj
 
     with open(path, "rb") as fh:
@@ -53,6 +57,8 @@ def next_turn(path: Path, offset: int) -> dict | None:
         fh.seek(offset)
         data = fh.read(MAX_READ)
     growth = 0
+    found: dict | None = None
+    users = 0
     for raw in data.split(b"\n"):
         if not raw.strip():
             continue
@@ -63,13 +69,25 @@ def next_turn(path: Path, offset: int) -> dict | None:
         if not isinstance(o, dict):
             continue
         if o.get("type") == "compaction":
-            return {"compacted": True}
+            if found is None:
+                return {"compacted": True}
+            found["compactedInTurn"] = True
+            return found
         e = entry_from_obj(o, 0, 0, 0, 0, 3)
+        if e.type == "message" and e.role == "user":
+            users += 1
+            if found is not None and users > 1:
+                found["turnEnded"] = True  # the turn after it began: this one ran to its end
+                return found
+        if found is not None:
+            continue
         if e.type in ("message", "custom_message"):
             growth += e.est_tokens
         if e.type == "message" and e.role == "assistant" and e.usage_tokens is not None:
-            return {"reported": e.usage_tokens, "growth": growth}
-    return None
+            found = {"reported": e.usage_tokens, "growth": growth, "compactedInTurn": False, "turnEnded": False}
+            if users == 0:
+                users = 1  # a reply without its user message in range: the next user message starts a new turn
+    return found
 
 
 def _pending(led, now: float) -> dict:
@@ -115,13 +133,21 @@ def verify_strips(led, sessions, now: float) -> dict:
         if turn.get("compacted"):
             led.record_action("verify-strip", obs.agent, obs.session_id, obs.session_key, trigger="auto",
                               outcome="skipped", reason="OpenClaw compacted before the next reply: not comparable",
-                              before=base, now=now)
+                              before=base, after={"nextTurnCompacted": True}, now=now)
             counts["skipped"] += 1
             continue
+        compacted = turn["compactedInTurn"]
+        if not turn["turnEnded"] and not compacted:
+            if obs.running:
+                counts["waiting"] += 1  # the run goes on: whether it compacts is known at its end
+                continue
+            at_strip = (a.get("before") or {}).get("compactionCount")  # OpenClaw's own count (sessions.json)
+            compacted = isinstance(at_strip, int) and (obs.compaction_count or 0) > at_strip
         before = after.get("tokensBefore")
         saved = before - predicted if isinstance(before, int) else predicted
         j = judge(predicted, turn["growth"], turn["reported"], saved)
         j["saved"] = saved
+        j["nextTurnCompacted"] = bool(compacted)  # occd.policy.savings: a compaction avoided only when False
         if j["agrees"]:
             led.record_action("verify-strip", obs.agent, obs.session_id, obs.session_key, trigger="auto",
                               outcome="ok", reason=f"the next turn reported {j['reported']} tokens, "

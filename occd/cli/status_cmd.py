@@ -225,8 +225,10 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
             c.print(f"  {e['kind']} {short_id(e['sessionId'] or '', ids)} ({e.get('key') or '-'}): "
                     f"{e['action']} {_when(e.get('ts'), now_dt)} — {e.get('reason') or ''}", wrap=True, indent=4)
         sv = a.get("savings7d")
-        if sv and (sv["strips"] or sv["rotations"]):
+        if sv and (sv["strips"] or sv["rotations"] or sv.get("undone")):
             c.print("  saved (7 days): " + _savings_line(sv), wrap=True, indent=4)
+        if (a.get("idle") or {}).get("sessions"):
+            c.print("  " + _idle_line(a["idle"]), wrap=True, indent=4)
         if a["biggest"]:
             t = Table(show_edge=False, box=None)
             for col, j in (("SESSION", "left"), ("KEY", "left"), ("CONTEXT", "right"), ("TO COMPACT", "right"),
@@ -266,7 +268,7 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
     if data.get("llmSpendToday"):
         c.print(f"\nModel spend today: ${data['llmSpendToday']:.4f}")
     sv = data.get("savings7d")
-    if sv and (sv["strips"] or sv["rotations"]):
+    if sv and (sv["strips"] or sv["rotations"] or sv.get("undone")):
         c.print("\nSaved in the last 7 days: " + _savings_line(sv) + "  (`occd stats` for details)", wrap=True,
                 indent=2)
 
@@ -289,9 +291,37 @@ def _savings_line(sv: dict) -> str:
              f" + compactions {_money(sv.get('usdCompactionsAvoided', 0.0))} {writes_part})" if priced > 0 else "")
     em = f", {plural(sv['emergencies'], 'emergency', 'emergencies')} handled" if sv.get("emergencies") else ""
     moves = f", {plural(sv['leanMoves'], 'lean-view boundary move')}" if sv.get("leanMoves") else ""
+    waiting = (f" ({sv['awaitingNextTurn']} more awaiting the next turn)" if sv.get("awaitingNextTurn") else "")
+    undone = (f"; {sv['undone']} undone (`occd restore`, `rotate --undo`): not counted" if sv.get("undone") else "")
     return (f"{human_tokens(sv['tokensRemoved'])} context tokens removed by {plural(sv['strips'], 'strip')}, "
-            f"{plural(sv['compactionsAvoided'], 'compaction')} avoided{money}; "
-            f"{plural(sv['rotations'], 'rotation')}{moves}{em}")
+            f"{plural(sv['compactionsAvoided'], 'compaction')} avoided{waiting}{money}; "
+            f"{plural(sv['rotations'], 'rotation')}{moves}{em}{undone}")
+
+
+def _idle_line(idle: dict) -> str:
+    """The sessions occd leaves alone and what acts on them (issue 29: history is not a to-do list)."""
+    arch = (f"; the idle-archive (idle > {idle['archiveAfterDays']:g} days, relevance < "
+            f"{idle['archiveBelowRelevance']:g}) archived {idle['archived7d']} in 7 days"
+            + (f", {idle['archivePending']} next" if idle.get("archivePending") else ""))
+    return (f"left alone: {plural(idle['sessions'], 'idle session')} (no activity in {idle['activeWithinHours']:g} h:"
+            f" never stripped or rotated automatically){arch}; on request: `{idle['commands'][0]}`, then "
+            f"`{idle['commands'][1]}`")
+
+
+def _saved_text(sv: dict | None) -> str:
+    """One action's savings for `occd history` (the same figures `occd stats` adds up)."""
+    if not sv:
+        return ""
+    if sv.get("undone"):
+        return " [undone: savings withdrawn]"
+    parts = [f"-{human_tokens(sv['tokensRemoved'])} tokens"] if sv.get("tokensRemoved") else []
+    if sv.get("compactionsAvoided"):
+        parts.append("compaction avoided")
+    elif sv.get("awaitingNextTurn"):
+        parts.append("awaiting the next turn")
+    if sv.get("priced"):
+        parts.append(f"net {_money(sv.get('usdNet', 0.0))}")
+    return f" [{', '.join(parts)}]" if parts else ""
 
 
 @click.command("stats")
@@ -372,7 +402,7 @@ def history_cmd(agent, session, kind, since, limit, as_json, follow=False):
     for col in ("WHEN", "AGENT", "SESSION", "KIND", "OUTCOME", "TRIGGER", "DETAIL"):
         t.add_column(col, no_wrap=col != "DETAIL")
     for a in rows:
-        detail = a.get("reason") or a.get("error") or ""
+        detail = (a.get("reason") or a.get("error") or "") + _saved_text(a.get("saved"))
         if a["dry_run"]:
             detail = "(dry run) " + detail
         t.add_row(_when(a["ts"], now_dt), a.get("agent_id") or "-", short_id(a.get("session_id"), ids), a["kind"],
