@@ -108,3 +108,26 @@ def test_in_use_and_the_compactions_a_rotation_counts():
     assert compactions_counted(7, 4, [], now=now, window_s=w) == 3                       # three while it watched
     assert compactions_counted(5, 5, [now - 3600, now - 7200], now=now, window_s=w) == 2  # two within the window
     assert compactions_counted(5, None, [], now=now, window_s=w) == 0
+
+
+def test_the_idle_archive_is_bounded_per_cycle(isolated_env):
+    """Idle sessions are the idle-archive's: a handful per agent and run (occd.jobs.score.ARCHIVES_PER_CYCLE),
+    each recorded; the next run takes the next ones."""
+    from occd.jobs import JobContext
+    from occd.jobs import score as score_job
+    from test_relevance import make_file_agent
+
+    now = time.time()
+    state = isolated_env / ".openclaw"
+    make_file_agent(state, "main", [
+        {"sid": "active", "users": ["refactor the webhook handler"], "cwd": str(isolated_env), "mtime": now - 60},
+        *[{"sid": f"old-{i}", "users": [f"plan the holiday rota {i}"], "cwd": str(isolated_env),
+           "mtime": now - 30 * DAY} for i in range(5)]])
+    s = load_settings({"policy": {"mode": "act"}})
+    with Ledger.open() as led:
+        ctx = JobContext(settings=s, ledger=led, state_dir=state, clock=lambda: now)
+        out = score_job.run(ctx)
+        assert out["archived"] == score_job.ARCHIVES_PER_CYCLE == 3 and out["held"] == 2, out
+        out = score_job.run(ctx)
+        assert out["archived"] == 2 and out["held"] == 0, out
+        assert len([r for r in led.history(kind="archive") if r["outcome"] == "ok"]) == 5

@@ -183,6 +183,8 @@ def _budget_records(obs: SessionObs, info, cfg: dict | None, reserve_cap: float 
 
     entry = info.entry or {}
     st = entry.get("contextBudgetStatus")
+    if isinstance(st, dict) and st.get("sessionId") not in (None, info.session_id):
+        st = None  # recorded for the key's previous session (a rotation): not this session's last turn
     obs.budget_status = st if isinstance(st, dict) else None
     obs.checkpoints = checkpoints_from_entry(entry)
     obs.model = getattr(info, "model", None)
