@@ -56,8 +56,8 @@ def cost_assumptions(settings, sources: list) -> dict:
     from occd.policy import cost as cm
 
     c = settings.cost
-    return {"usdNet": ("per action: the cache reads the smaller prompt saves on the following turns + a prevented "
-                       "compaction's summary call and rebuilt prompt - the cache write the rewrite causes "
+    return {"usdNet": ("per action: the cache reads the smaller prompt saves on the following turns + an avoided "
+                       "compaction's summary call and rebuilt prompt (only where one is counted avoided) - the cache write the rewrite causes "
                        "(none once the cache expired); negative when it cost more than it saved"),
             "priceSources": sources, "defaultPrices": dict(cm.DEFAULT_PRICES),
             "priceOrder": ["openclaw.json models.providers.*.models[].cost", "litellm price map (JSON file)", "defaults"],
