@@ -8,6 +8,7 @@ Per-agent overrides live under [agents.<id>] and are merged over [policy] by `po
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,6 +34,7 @@ class BaseModel(_PydanticModel):
 class PresetConfig(BaseModel):
     keep_turns_with_tools: int = Field(ge=0)
     truncate_percent: float = Field(0, ge=0, le=100)
+    keep_tool_results: int | None = Field(None, ge=0, description="instead of whole turns, keep the newest this many tool calls with their results (a turn of many calls is cut between its calls)")
 
 
 class BreakerSettings(BaseModel):
@@ -59,11 +61,12 @@ class PolicySettings(BaseModel):
     mode: Literal["observe", "act"] = Field("observe", description="observe records what it would do; act does it")
     strip_preset: str = Field("default", description="preset the daemon strips with")
     strip_at_context_percent: float = Field(60, description="strip a session when its context use reaches this share of the window (sessions without OpenClaw's budget figures: database era)")
-    strip_at_budget_percent: float = Field(80, gt=0, description="strip when OpenClaw's predicted pre-prompt estimate after one more turn (the growth learned from recent turns) reaches this share of its compaction budget (window - reserve)")
+    strip_at_budget_percent: float = Field(80, gt=0, description="strip when OpenClaw's predicted pre-prompt estimate after one more turn (the growth learned from recent turns) reaches this share of its compaction budget (window - reserve); where the session's runs are known: when its estimate reaches this share, or its large run would reach the budget")
     strip_target_percent: float = Field(50, gt=0, description="strip down to this share of OpenClaw's compaction budget (the gentlest strip that gets there); rotate when no strip can")
     compact_db_sessions: bool = Field(False, description="database era without the lean view: let the budget trigger ask OpenClaw to compact (a lossy summary, earlier than OpenClaw would make it); off: occd records that it would, and `occd lean enable` is the lossless way")
     cache_ttl_minutes: float = Field(5, ge=0, description="how long the provider keeps a prompt cache (Anthropic 5 min or 1 h, OpenAI ~5-10 min): gentle actions (nothing compacts soon) wait until the session has been quiet this long, so the rewrite costs no cache write; urgent ones (OpenClaw predicted to compact within the next turn or two, a spiral, a blocked session) happen as soon as the run ends")
     keep_recent_turns: int = Field(5, ge=0, description="the newest turns with tool calls whose results a strip never removes (what the model just read); when the target cannot be reached while keeping them, a rotation if a fresh session would reach it, else they stay and the rest is stripped")
+    keep_recent_results: int = Field(5, ge=0, description="the newest tool results (calls, not turns: a run of 4 calls makes 4) a strip by the session's runs keeps whole; it goes no shallower, so the next strip (a prompt-cache break) comes as late as possible, and keeps fewer only when the session's large run would not fit otherwise")
     min_idle_minutes: float | None = Field(None, ge=0, description="deprecated: a fixed wait before gentle actions instead of cache_ttl_minutes (unset: cache_ttl_minutes)")
     max_actions_per_hour: int = Field(60, description="automatic actions per agent per hour (emergencies are not counted; the breaker still applies)")
     exclude: list[str] = Field(default_factory=list, description="session key globs never touched")
@@ -142,6 +145,7 @@ class AgentOverrides(BaseModel):
     min_idle_minutes: float | None = None
     cache_ttl_minutes: float | None = None
     keep_recent_turns: int | None = None
+    keep_recent_results: int | None = None
     max_actions_per_hour: int | None = None
     exclude: list[str] | None = None
     archive_after_days: float | None = None
@@ -322,15 +326,36 @@ def _sources(file_data: dict, cli: dict) -> dict[str, str]:
 
 
 def effective_items(s: Settings) -> list[tuple[str, Any, str]]:
-    """(dotted key, value, source) for every setting, for `occd config show`."""
+    """(dotted key, value, source) for every setting, for `occd config show`; credentials redacted (`redact`)."""
     flat = _flatten(s.model_dump(mode="json"))
     rows = []
     for k in sorted(flat):
         src = s._sources.get(k)
         if src is None:  # a parent dict set as a whole (e.g. presets.gentle)
             src = next((v for kk, v in s._sources.items() if k.startswith(kk + ".")), "default")
-        rows.append((k, flat[k], src))
+        rows.append((k, redact(flat[k]), src))
     return rows
+
+
+_SECRET_WORDS = r"[\w.-]*(?:key|token|secret|passw(?:or)?d|pwd|sig(?:nature)?|auth|credential)[\w.-]*"
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]+:/{1,2})[^/\s?#@]+(?:@[^/\s?#@]*)*@")  # (a path: one slash)
+_QUERY = re.compile(r"(?i)([?&;]" + _SECRET_WORDS + r"=|\b(?:api[_-]?key|access[_-]?token|password|secret)=)"
+                    r"[^&#\s'\",;)]+")
+
+
+def redact(value: Any) -> Any:
+    """The one redaction of what occd prints of settings, errors and logs: credentials in URLs (the user:password@
+    of https://user:secret@host/v1, and ?key= / api_key= / token= query values) become ***. Strings anywhere in
+    lists and dicts; other values as they are."""
+    if isinstance(value, str):
+        if ":/" not in value and "=" not in value:
+            return value
+        return _QUERY.sub(r"\1***", _USERINFO.sub(r"\1***@", value))
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact(v) for v in value)
+    if isinstance(value, dict):
+        return {k: redact(v) for k, v in value.items()}
+    return value
 
 
 def descriptions(model: Any = None, prefix: str = "") -> dict[str, str]:

@@ -262,7 +262,7 @@ def test_readme_demo_sample_is_what_the_demo_prints(isolated_env, monkeypatch, t
         return re.sub(r"\b[1-9]\d* bytes read", "… bytes read", line)
 
     ran = [norm(x) for x in lines if x.startswith("cycle ")]
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "guide.md").read_text()
     sample = readme.split("## What `occd demo` shows", 1)[1].split("```", 2)[1].strip().splitlines()
     assert sample == ran
     stripped = int(re.search(r"stripped (\d+)", ran[0]).group(1))

@@ -1,4 +1,4 @@
-"""The JSON contract: every command's `--json` prints one envelope (README, "JSON output").
+"""The JSON contract: every command's `--json` prints one envelope (docs/guide.md, "JSON output").
 
 The commands are found by walking the CLI, not listed here: a command added later is run too, and fails this
 test until its --json output conforms, or until it is named in NO_JSON with the reason it has no JSON form.

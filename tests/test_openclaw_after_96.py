@@ -199,7 +199,7 @@ def test_the_daemon_acts_on_nothing_for_an_unverified_agent(isolated_env, tmp_pa
     assert "schema 29 (2026.9.6) is unverified" in r.output and "acts on nothing" in r.output
     r = CliRunner().invoke(cli, ["status", "--check", "--json"])
     assert r.exit_code == 1
-    probs = json.loads(r.output)
+    probs = json.loads(r.stdout)  # (the one error line goes to stderr)
     codes = [p["code"] for p in (probs.get("data") or probs).get("problems", [])] if isinstance(probs, dict) else []
     assert "SCHEMA_UNVERIFIED" in codes or "SCHEMA_UNVERIFIED" in r.output
     r = CliRunner().invoke(cli, ["doctor", "--check", "openclaw-db"])

@@ -42,6 +42,23 @@ def is_backup_name(name: str) -> bool:
     return bool(_BACKUP_RE.match(name))
 
 
+def backup_files(state_dir: Path | None) -> list[Path]:
+    """Every backup file in every agent's sessions folder (what `occd check` holds against the ledger's record)."""
+    root = Path(state_dir) / "agents" if state_dir is not None else None
+    out: list[Path] = []
+    try:
+        agents = sorted(os.listdir(root)) if root is not None else []
+    except OSError:
+        return out
+    for a in agents:
+        sdir = root / a / "sessions"
+        try:
+            out += [sdir / n for n in sorted(os.listdir(sdir)) if is_backup_name(n)]
+        except OSError:
+            continue
+    return out
+
+
 def list_backups(transcript: Path) -> list[Backup]:
     """Backups of this transcript, oldest first."""
     stem = _stem(transcript)

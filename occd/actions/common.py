@@ -9,6 +9,7 @@ record in the ledger. A crash at any instant leaves the old file or the new one,
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import time
 from dataclasses import dataclass
@@ -249,6 +250,42 @@ def ensure_idle(path: Path, idle_seconds: float, force: bool, now: float | None 
                             "is idle, or pass --force")
 
 
+LEDGER_RESERVE = 256 << 10  # bytes free beside the ledger that a change's record needs, with room to spare
+
+
+def ensure_recordable() -> None:
+    """Refuse a change whose record the ledger could not take (OCCD_HOME full, read-only, gone): LEDGER_RESERVE
+    bytes are reserved beside the ledger (a file allocated, then removed) before anything is written."""
+    import secrets
+
+    from occd import paths
+
+    d = paths.ledger_path().parent
+    probe = d / f".occd-reserve.{os.getpid()}.{secrets.token_hex(4)}"
+    try:
+        paths.ensure_dir(d)
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            try:
+                os.posix_fallocate(fd, 0, LEDGER_RESERVE)
+            except (AttributeError, OSError) as e:  # a file system without fallocate: write the bytes
+                if isinstance(e, OSError) and e.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
+                    raise
+                os.write(fd, b"\0" * LEDGER_RESERVE)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise OccdError(f"Failed to write {paths.display_path(d)} ({e.strerror or e}): the change would not be "
+                        "recorded in the ledger, so it was not made", "check disk space and permissions of OCCD_HOME "
+                        "(`occd db path`), then try again", code="LEDGER_UNWRITABLE") from None
+    finally:
+        try:
+            probe.unlink()
+        except OSError:
+            pass
+
+
 def replace_with_backup(path: Path, write_fn: Callable, expect_stat, keep: int, *, verify=None, scanned: dict | None = None,
                         pin: bool = False):
     """Write the new content via write_fn(fh) into a temp file beside `path` and atomically replace `path`,
@@ -265,6 +302,7 @@ def replace_with_backup(path: Path, write_fn: Callable, expect_stat, keep: int, 
     from occd.actions import backups
     from occd.transcript import atomic_write, check_invariants, scan
 
+    ensure_recordable()  # a change the ledger could not record is not made
     st = path.stat()
     taken: dict = {}
 

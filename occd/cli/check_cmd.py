@@ -49,7 +49,7 @@ def check_cmd(read_data, forget_id, as_json):
             else:
                 click.echo(f"Forgotten {res['forgotten']} ({res['path']}): {res['note']}.")
             return
-        rep = chk.run_check(led, read_data=read_data)
+        rep = chk.run_check(led, read_data=read_data, backup_files=_backup_files())
     problems = rep["problems"] + rep["stillOpen"]
     if as_json:
         err = None
@@ -61,6 +61,19 @@ def check_cmd(read_data, forget_id, as_json):
         _render(rep, problems)
     if problems:
         raise SystemExit(1)
+
+
+def _backup_files():
+    """The backup files in OpenClaw's state (None when it cannot be found: then no file is called unrecorded)."""
+    from occd.actions.backups import backup_files
+    from occd.cli.common import load_settings_from_ctx
+    from occd.errors import OccdError
+    from occd.openclaw.state import resolve_state_dir
+
+    try:
+        return backup_files(resolve_state_dir(state_dir=load_settings_from_ctx().state_dir))
+    except OccdError:
+        return None
 
 
 def _render(rep: dict, problems: list[dict]) -> None:

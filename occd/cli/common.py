@@ -4,6 +4,7 @@ errors become stderr lines and exit codes. Keep this module light: it is importe
 
 from __future__ import annotations
 
+import errno
 import functools
 import os
 import sys
@@ -71,7 +72,7 @@ def complete_preset(ctx, param, incomplete: str):
 
 def json_option(f):
     return click.option("--json", "as_json", is_flag=True,
-                        help="Machine-readable: one JSON object (the envelope in the README) on stdout, nothing else.")(f)
+                        help="Machine-readable: one JSON object (the envelope of docs/guide.md) on stdout, nothing else.")(f)
 
 
 def verbose_option(f):
@@ -248,6 +249,19 @@ def emit_json(obj: Any, *, key: str = "items", success: bool = True, error: dict
     data = envelope(obj, success=success, key=key, error=error)
     sys.stdout.buffer.write(_json_bytes(data) + b"\n")
     sys.stdout.flush()
+    if not success and error:  # every --json failure: the same one line on stderr as an error's (README)
+        click.echo(error_line(error.get("message") or "", error.get("hint")), err=True)
+
+
+def error_line(message: str, hint: str | None) -> str:
+    """The one stderr line of a failure: `Error: MESSAGE (hint: HINT)`, with and without --json."""
+    from occd.cli.render import clean
+    from occd.config import redact
+
+    line = f"Error: {clean(redact(message))}"
+    if hint:
+        line += f" (hint: {clean(redact(hint))})"
+    return line
 
 
 def _json_bytes(data) -> bytes:
@@ -265,6 +279,9 @@ def _json_bytes(data) -> bytes:
 
 def ok_mark() -> str:
     return "✓" if use_color() else "OK"
+
+
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}  # a full or read-only disk: the contract's "cannot write"
 
 
 def handle_errors(f: Callable) -> Callable:
@@ -302,6 +319,12 @@ def handle_errors(f: Callable) -> Callable:
                 _fail(f"A file vanished while occd was working: {e.filename}",
                       "another process (OpenClaw or another occd) changed it meanwhile; run the command again",
                       "FILE_VANISHED", EXIT_TEMPFAIL, as_json, None)
+            if isinstance(e, OSError) and e.errno in _WRITE_ERRNOS:  # a full or read-only disk is no bug
+                from occd import paths
+
+                where = e.filename or paths.state_dir()
+                _fail(f"Failed to write {paths.display_path(where)}: {e.strerror}", "check disk space and permissions"
+                      " (occd's own files: `occd db path`)", "WRITE_FAILED", EXIT_USER, as_json, None)
             msg = f"Internal error: {type(e).__name__}: {e}".splitlines()[0]
             path = ctx.command_path.split(" ", 1)[-1] if ctx and " " in ctx.command_path else "COMMAND"
             _fail(msg, f"`occd --debug {path} ...` shows the traceback; please report it", "INTERNAL", EXIT_USER,
@@ -312,16 +335,13 @@ def handle_errors(f: Callable) -> Callable:
 
 def _fail(message, hint, code, exit_code, as_json, details):
     if as_json:
-        err = {"code": code, "message": message, "hint": hint}
+        from occd.config import redact
+
+        err = {"code": code, "message": redact(message), "hint": redact(hint)}
         if details:
             err["details"] = details
         data = envelope(None, success=False, error=err)
         sys.stdout.buffer.write(_json_bytes(data) + b"\n")
         sys.stdout.flush()
-    from occd.cli.render import clean
-
-    line = f"Error: {clean(message)}"
-    if hint:
-        line += f" (hint: {clean(hint)})"
-    click.echo(line, err=True)
+    click.echo(error_line(message, hint), err=True)
     sys.exit(exit_code)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from occd.cli.common import console, emit_json, handle_errors, json_option, use_color
+from occd.cli.common import console, emit_json, error_line, handle_errors, json_option, use_color
 
 
 @click.command("doctor")
@@ -30,11 +30,11 @@ def doctor_cmd(only, online, as_json):
 
     results = diagnose(only=list(only) or None, online=online)
     failed = [r for r in results if r.status == "fail"]
+    err = None
+    if failed:  # one line on stderr, the same with and without --json
+        err = {"code": "DOCTOR_FAILED", "message": f"{len(failed)} check(s) failed: "
+               + ", ".join(r.name for r in failed), "hint": failed[0].hint or failed[0].detail}
     if as_json:
-        err = None
-        if failed:
-            err = {"code": "DOCTOR_FAILED", "message": f"{len(failed)} check(s) failed: "
-                   + ", ".join(r.name for r in failed), "hint": failed[0].hint or failed[0].detail}
         emit_json({"checks": [r.to_json() for r in results], "failed": len(failed)}, success=not failed, error=err)
         raise SystemExit(1 if failed else 0)
     tty = use_color()
@@ -48,4 +48,5 @@ def doctor_cmd(only, online, as_json):
         c.print(line, wrap=True, indent=len(marks[r.status]) + width + 3)
     if failed:
         c.print(f"\n{len(failed)} check{'s need' if len(failed) != 1 else ' needs'} attention.")
+        click.echo(error_line(err["message"], err["hint"]), err=True)
         raise SystemExit(1)

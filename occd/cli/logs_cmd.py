@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from occd.cli.common import emit_json, handle_errors, json_option
+from occd.config import redact  # credentials in URLs never printed
 
 _TS = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
 
@@ -102,10 +103,10 @@ def logs_cmd(lines, follow, since, journal, as_json):
     if since_ts is None or lines != 50:
         out = out[-lines:] if lines else []
     if as_json:
-        emit_json({"source": str(base), "entries": [log_entry(x) for x in out]})
+        emit_json({"source": str(base), "entries": [redact(log_entry(x)) for x in out]})
         return
     for line in out:
-        click.echo(line)
+        click.echo(redact(line))
     if follow:
         _follow(base)
 
@@ -136,10 +137,10 @@ def _journal(lines: int | None, follow: bool, since: float | None, as_json: bool
         first = next((x for x in (r.stderr or "").splitlines() if x.strip()), f"exit code {r.returncode}")
         raise OccdError(f"journalctl failed: {first}", "`occd logs` without --journal reads occd's own log file")
     if as_json:
-        emit_json({"source": "journal", "entries": [{"time": None, "level": None, "logger": None, "message": x}
-                                                    for x in r.stdout.splitlines()]})
+        emit_json({"source": "journal", "entries": [{"time": None, "level": None, "logger": None,
+                                                     "message": redact(x)} for x in r.stdout.splitlines()]})
         return
-    click.echo(r.stdout, nl=False)
+    click.echo(redact(r.stdout), nl=False)
 
 
 def _follow(path: Path, poll: float = 0.5) -> None:
@@ -162,7 +163,7 @@ def _follow(path: Path, poll: float = 0.5) -> None:
             if fh is not None:
                 chunk = fh.read()
                 if chunk:
-                    click.echo(chunk, nl=False)
+                    click.echo(redact(chunk), nl=False)
             time.sleep(poll)
     except KeyboardInterrupt:
         pass

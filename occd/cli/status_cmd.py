@@ -16,9 +16,9 @@ from occd.cli.render import (PIPE_WIDTH, cut_path, headroom_text, human_bytes, h
 
 
 def _check(settings, as_json: bool) -> None:
-    from occd.report import status as st
+    from occd.report.health import health_problems
 
-    problems = st.health_problems(settings)
+    problems = health_problems(settings)
     if as_json:
         err = None
         if problems:
@@ -27,7 +27,8 @@ def _check(settings, as_json: bool) -> None:
         emit_json({"healthy": not problems, "problems": problems}, success=not problems, error=err)
     elif problems:
         for p in problems:
-            click.echo(f"CRITICAL {p['message']} (hint: {p['hint']})", err=True)
+            level = "WARNING" if p.get("severity") == "warn" else "CRITICAL"
+            click.echo(f"{level} {p['message']} (hint: {p['hint']})", err=True)
     else:
         click.echo("OK occd is running and healthy")
     if problems:
@@ -72,7 +73,8 @@ def _when(ts, now_dt):
 @click.option("--days", type=float, default=30, show_default=True, help="History window for SESSION.")
 @click.option("-a", "--agent", "agent_filter", metavar="AGENT", default=None, help="Only this agent (default: all).")
 @click.option("--check", is_flag=True, help="Exit 1 (one line per problem) when the daemon is down or stale, a "
-              "breaker is open or the last scan failed; for monitoring.")
+              "breaker is open, the last scan failed, a problem is open, an emergency is not ended or the lean "
+              "view lost OpenClaw's slot; for monitoring.")
 @click.option("--watch", is_flag=True, help="Redraw every --interval seconds until Ctrl-C.")
 @click.option("--interval", type=click.FloatRange(min=0.5), default=2.0, show_default=True, help="For --watch.")
 @json_option
@@ -200,8 +202,13 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
     if data.get("note"):
         c.print(data["note"])
         return
-    ls = data.get("lastScan")
-    if ls:
+    ls, sf = data.get("lastScan"), data.get("scanFailure")
+    if sf:  # the figures below are the scan before's: never its "0 errors" as if it were now
+        c.print(f"Last scan: FAILED {_when(sf['ts'], now_dt)}: {sf.get('error') or '?'} — `occd logs --since 1h`",
+                markup=False, highlight=False)
+        if ls:
+            c.print(f"  the figures below are from the scan before, {_when(ls['started'], now_dt)}", highlight=False)
+    elif ls:
         c.print(f"Last scan: {_when(ls['started'], now_dt)}, {plural(ls['sessions_seen'], 'session')}, "
                 f"{ls['sessions_changed']} changed, {human_bytes(ls['bytes_read'])} read, {ls['duration_s']:.2f}s, "
                 f"{plural(ls['errors'], 'error')}")
@@ -258,7 +265,12 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
             c.print(f"  observe mode would {w['kind']} {short_id(w['sessionId'], ids)}: {w['reason'] or ''}".rstrip(": "),
                     wrap=True, indent=4)
     lean = data.get("lean") or {}
-    if lean.get("enabled"):
+    if lean.get("slotLost"):
+        from occd.lean.check import SLOT_LOST_HINT
+
+        c.print(f"\nLean view: enabled, but OpenClaw's context-engine slot is {lean['slotLost']}: it covers no "
+                f"session — {SLOT_LOST_HINT}", wrap=True, markup=False, highlight=False)
+    elif lean.get("enabled"):
         on = [k for k, v in lean["sessions"].items() if v["active"]]
         saved = sum(v.get("tokensSaved", 0) for v in lean["sessions"].values() if v["active"])
         c.print(f"\nLean view: on for {plural(len(on), 'session')}, the model is sent ~{human_tokens(saved)} fewer tokens per turn "

@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from occd import paths
 from occd.checks import CheckResult
+from occd.config import redact
 
 Result = CheckResult  # the name checks registered here use (see above)
 
@@ -99,7 +100,9 @@ def run_checks(ctx: DoctorContext, only: list[str] | None = None) -> list[Result
                          getattr(e, "hint", None))
         if res is None:
             continue
-        out.extend(res if isinstance(res, list) else [res])
+        for r in res if isinstance(res, list) else [res]:  # settings in a line (llm.api_base): credentials redacted
+            r.detail, r.hint = redact(r.detail), redact(r.hint)
+            out.append(r)
     return out
 
 
@@ -309,6 +312,14 @@ def check_scan(ctx: DoctorContext) -> Result | None:
     if led is None:
         return None
     ls = led.last_scan()
+    try:
+        failed = led.scan_failure()
+    except Exception:  # noqa: BLE001 - an older ledger: the ledger check says to upgrade
+        failed = None
+    if failed:  # the scan job failed after the last recorded scan: its figures are stale
+        return Result("scan", "fail", f"the last scan failed {_age(ctx.now - failed['ts'])} ago: "
+                      f"{(failed.get('error') or '?')[:160]}" + (f" (the figures are from the scan "
+                      f"{_age(ctx.now - ls['started'])} ago)" if ls else ""), "`occd logs --since 1h` shows why")
     if not ls:
         return Result("scan", "warn", "no scan recorded yet")
     if ls.get("errors"):
@@ -340,7 +351,7 @@ def check_problems(ctx: DoctorContext) -> Result | None:
     if led is None:
         return None
     try:
-        open_ = led.open_problems(severity="fail")
+        open_ = led.open_problems()  # fail and warn: what `status SESSION` shows and `status --check` fails on
         last = led.last_check_run()
     except Exception:  # noqa: BLE001 - an older ledger: the ledger check says to upgrade
         return None
@@ -434,6 +445,12 @@ def check_openclaw_plugins(ctx: DoctorContext):
     if why:
         out.append(Result("lean-view", "fail", f"the lean view is enabled but broken: {why}",
                           "`occd lean enable` again (or `occd lean disable`)"))
+    from occd.lean.check import SLOT_LOST_HINT, slot_lost
+
+    lost = slot_lost(state, ctx.env)
+    if lost:
+        out.append(Result("lean-slot", "fail", f"the lean view is enabled but OpenClaw's context-engine slot is "
+                          f"{lost}: it covers no session", SLOT_LOST_HINT))
     return out or None
 
 

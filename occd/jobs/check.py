@@ -12,7 +12,10 @@ log = logging.getLogger("occd.jobs.check")
 def run_form(ctx, read_data: bool) -> dict:
     from occd.ledger.check import run_check
 
-    rep = run_check(ctx.ledger, read_data=read_data, trigger="auto", now=ctx.now(), stop=ctx.stop)
+    from occd.actions.backups import backup_files
+
+    rep = run_check(ctx.ledger, read_data=read_data, trigger="auto", now=ctx.now(), stop=ctx.stop,
+                    backup_files=backup_files(ctx.state_dir))
     for p in rep["problems"]:
         log.warning("check: %s (%s)", p["message"], p["hint"])
     return {"artifacts": rep["counts"]["artifacts"], "problems": len(rep["problems"]),

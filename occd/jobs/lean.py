@@ -79,6 +79,16 @@ def run(ctx) -> dict:
     ctx.cache[CACHE_KEY] = set()
     if not lean.is_enabled(ctx.state_dir):
         return {"enabled": False}
+    from occd.lean.check import slot_lost
+
+    lost = slot_lost(ctx.state_dir)
+    if lost is not None:  # OpenClaw no longer calls the plugin: no session is covered (apply protects them all)
+        key = f"lean.slotLost:{lost}"
+        if key not in ctx.cache:
+            ctx.cache[key] = True
+            log.warning("lean view enabled but OpenClaw's context-engine slot is %s: the daemon strips and rotates "
+                        "as if it were off until `occd lean enable` selects it again", lost)
+        return {"enabled": True, "slotLost": lost}
     upgraded = _after_upgrade(ctx)
     scan = ensure_scan(ctx)
     s = ctx.settings

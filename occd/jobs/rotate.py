@@ -313,7 +313,7 @@ def scheduled(ctx, obs, now: float) -> bool:
 
 def _cannot_help(ctx, obs, policy, now: float) -> bool:
     """A fresh session would be over the strip target too (a small window whose prompt overhead dominates): a
-    rotation cannot help, and the budget policy does the strongest strip instead (README, the budget trigger)."""
+    rotation cannot help, and the budget policy does the strongest strip instead (docs/guide.md, the budget trigger)."""
     from occd.jobs import budget
 
     try:

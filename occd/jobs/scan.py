@@ -194,7 +194,8 @@ def _budget_records(obs: SessionObs, info, cfg: dict | None, reserve_cap: float 
             obs.prompt_budget = b
             return
     if obs.context_window:
-        comp = ((cfg or {}).get("agents") or {}).get("defaults") or {}
+        agents = (cfg or {}).get("agents")
+        comp = agents.get("defaults") if isinstance(agents, dict) else None
         comp = comp.get("compaction") if isinstance(comp, dict) else None
         comp = comp if isinstance(comp, dict) else {}
 
@@ -330,6 +331,14 @@ def run(ctx) -> dict:
         except OSError as e:
             result.errors.append(f"{agent.id}: {e.strerror or e}")
             _note(ctx, notes, f"agent:{agent.id}", logging.WARNING, f"{agent.id}: cannot read its sessions: {e}")
+            result.agents.setdefault(agent.id, agent.era)
+            complete = False
+        except Exception as e:  # noqa: BLE001 - what OpenClaw wrote that occd did not expect: this agent's scan
+            # failed, recorded and said (status, status --check, doctor); the other agents are still scanned
+            said = f"{agent.id}: scan failed: {type(e).__name__}: {e}".splitlines()[0][:300]
+            result.errors.append(said)
+            _note(ctx, notes, f"agent:{agent.id}", logging.ERROR, said)
+            log.debug("scan of %s", agent.id, exc_info=True)
             result.agents.setdefault(agent.id, agent.era)
             complete = False
     if ctx.stop.is_set():

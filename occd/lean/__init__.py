@@ -290,7 +290,8 @@ def enable(settings, state_dir: Path, *, confirm: Callable[[str], bool] | None =
 def disable(settings, state_dir: Path, *, env: Mapping[str, str] | None = None) -> dict:
     """Uninstall the plugin (OpenClaw puts the slot back to legacy) and remove occd's copy and rules."""
     config = _load_config(state_dir)
-    entries = ((config.get("plugins") or {}).get("entries") or {}) if isinstance(config.get("plugins"), dict) else {}
+    entries = config["plugins"].get("entries") if isinstance(config.get("plugins"), dict) else None
+    entries = entries if isinstance(entries, dict) else {}
     installed = slot_owner(config) == PLUGIN_ID or PLUGIN_ID in entries
     if installed:
         oc = _OpenClaw(state_dir, openclaw_bin(env), env)

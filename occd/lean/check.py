@@ -179,3 +179,25 @@ def verify_lean(ctx, sessions, is_seed=None) -> dict:
     if dirty:
         lean.write_json_atomic(checked_p, checked)
     return counts
+
+
+def slot_lost(state_dir: Path | None, env=None) -> str | None:
+    """occd enabled the lean view for this state, but OpenClaw's context-engine slot names another engine now (an
+    upgrade, `openclaw doctor --fix`, a hand edit): what the slot holds ('legacy' when unset), else None. While it
+    is so, no session counts as covered by the lean view (the apply job protects them as if it were off), and
+    `status --check` and `doctor` name it."""
+    from occd import lean
+    from occd.errors import OccdError
+    from occd.openclaw.state import load_openclaw_config
+
+    if state_dir is None or not lean.is_enabled(state_dir, env):
+        return None
+    try:
+        owner = lean.slot_owner(load_openclaw_config(state_dir))
+    except OccdError:  # a config that cannot be read says nothing about the slot (the scan names the file)
+        return None
+    return None if owner == lean.PLUGIN_ID else (owner or "legacy")
+
+
+SLOT_LOST_HINT = "`occd lean enable` selects it again (or `occd lean disable`); meanwhile the daemon strips and " \
+                 "rotates those sessions as if the lean view were off"

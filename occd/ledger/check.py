@@ -132,6 +132,7 @@ def verify(led, a: Artifact, read_data: bool) -> int:
         a.problems.append(_problem(a, "ARTIFACT_MISSING", f"{a.kind} {a.id} is not a regular file: "
                                    f"{paths.display_path(p)}"))
         return 0
+    read_extra = 0
     try:
         size, sha, pre = digest_with_prefix(p, a.size if a.sha256 else None)
     except OSError as e:
@@ -151,11 +152,19 @@ def verify(led, a: Artifact, read_data: bool) -> int:
         pass
     elif a.kind != "backup" and a.size is not None and size > a.size and pre == a.sha256:
         # an archive only ever grows at its end (lines occd absorbed after the rotation): the bytes it was made
-        # with are intact
-        if a.table == "sessions":
-            led.set_archive_fingerprint(a.pk, size, sha, a.sha256_source or "creation")
-        a.note = f"grew by {size - a.size} bytes at its end; the {a.size} bytes recorded are intact"
-        a.size, a.sha256 = size, sha
+        # with are intact, and the growth is accepted only as whole JSON lines (else the fingerprint stays)
+        why, n = growth_problem(p, a.size, size)
+        read_extra = n
+        if why is not None:
+            a.status = "changed"
+            a.problems.append(_problem(a, "ARTIFACT_CHANGED", f"{a.kind} {a.id} grew by {size - a.size} bytes at its "
+                                       f"end that are not whole JSON lines ({why}): {paths.display_path(p)}",
+                                       recordedSize=a.size, size=size, recordedSha256=a.sha256, sha256=sha))
+        else:
+            if a.table == "sessions":
+                led.set_archive_fingerprint(a.pk, size, sha, a.sha256_source or "creation")
+            a.note = f"grew by {size - a.size} bytes at its end (whole JSON lines); the {a.size} bytes recorded are intact"
+            a.size, a.sha256 = size, sha
     else:
         a.status = "changed"
         what = (f"size {size} bytes, {a.size} recorded" if size != a.size
@@ -170,8 +179,105 @@ def verify(led, a: Artifact, read_data: bool) -> int:
             a.problems.append(_problem(a, "ARTIFACT_DAMAGED", f"{a.kind} {a.id} does not load as the transcript "
                                        f"of session {a.session_id or '?'}: {'; '.join(why[:3])}", SOURCE_DATA,
                                        invariants=why[:20]))
-        return 2 * size
-    return size
+        return 2 * size + read_extra
+    return size + read_extra
+
+
+MAX_GROWTH = 32 << 20  # the most of an archive's growth a check reads (lines absorbed after a rotation are far less)
+
+
+def growth_problem(p: Path, start: int, size: int) -> tuple[str | None, int]:
+    """(why the bytes after `start` are not whole, parseable JSON object lines or None, bytes read). A bounded
+    read: a growth beyond MAX_GROWTH is not accepted unread."""
+    import orjson
+
+    n = size - start
+    if n > MAX_GROWTH:
+        return f"more than the {MAX_GROWTH >> 20} MB a check reads of a growth", 0
+    try:
+        with open(p, "rb") as fh:
+            if start > 0:
+                fh.seek(start - 1)
+                if fh.read(1) != b"\n":
+                    return "the bytes recorded did not end a line", 1
+            data = fh.read(n)
+    except OSError as e:
+        return f"cannot be read: {e.strerror or e}", 0
+    if len(data) < n:
+        return "the file shrank while it was read", len(data)
+    if not data.endswith(b"\n"):
+        return "it ends inside a line" + (" (NUL bytes)" if b"\0" in data else ""), n
+    for i, line in enumerate(data[:-1].split(b"\n"), 1):
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return f"appended line {i} is not JSON" + (" (NUL bytes)" if b"\0" in line else ""), n
+        if not isinstance(obj, dict):
+            return f"appended line {i} is not a JSON object", n
+    return None, n
+
+
+def still_recorded(led, a: Artifact) -> bool:
+    """Is the artifact still one the ledger keeps? Read again before a problem is called: a prune, a restore or an
+    undo that removed the file and recorded it while this check ran is not an alarm."""
+    if a.path in led.forgotten_paths():
+        return False
+    if a.table == "backups":
+        rows = led._rows("SELECT path FROM backups WHERE id = ? AND pruned_at IS NULL", (a.pk,))
+    elif a.table == "sessions":
+        rows = led._rows("SELECT archive_path AS path FROM sessions WHERE id = ? AND archived_at IS NOT NULL", (a.pk,))
+    else:
+        rows = [{"path": r["archive_path"]} for r in _rotation_archives(led) if f"rotation:{r['id']}" == a.id]
+    return any(r["path"] == a.path for r in rows)
+
+
+SETTLE_S = 1.0  # a prune deletes the file, then records it: how long a check waits once for that record
+
+
+def settle(led, arts: list[Artifact]) -> None:
+    """Drop the problems of artifacts the ledger no longer keeps (read again now, and once more after SETTLE_S
+    for a missing file whose removal may not be recorded yet)."""
+    waited = False
+    for a in arts:
+        if not a.problems:
+            continue
+        gone = not still_recorded(led, a)
+        if not gone and a.status == "missing" and not waited:
+            time.sleep(SETTLE_S)
+            waited = True
+            gone = not still_recorded(led, a)
+        if gone:
+            a.problems, a.status = [], "released"
+            a.note = "removed and recorded meanwhile (pruned, restored or undone): no longer kept"
+
+
+UNRECORDED_GRACE_S = 120.0  # a backup this new (its inode changed since) may be a change still being recorded
+
+
+def unrecorded(led, files) -> list[dict]:
+    """Backup files on disk the ledger does not know (an edit whose record could not be written: a full
+    OCCD_HOME), each a problem naming the file."""
+    import os
+
+    known = {r["path"] for r in led._rows("SELECT path FROM backups WHERE pruned_at IS NULL")} | led.forgotten_paths()
+    known |= {os.path.realpath(k) for k in known}
+    out = []
+    now = time.time()
+    for f in sorted(str(x) for x in files):
+        if f in known or os.path.realpath(f) in known:
+            continue
+        try:  # pruned meanwhile, or made a moment ago by a change that is recording it right now: not judged
+            if now - os.stat(f).st_ctime < UNRECORDED_GRACE_S:
+                continue
+        except OSError:
+            continue
+        name = os.path.basename(f)
+        out.append({"source": SOURCE, "subject": f"file:{name}", "code": "BACKUP_UNRECORDED", "severity": "fail",
+                    "path": f, "message": f"backup {paths.display_path(f)} is not in the ledger: the change that made "
+                    "it was not recorded (was OCCD_HOME full?)",
+                    "hint": f"`occd backups` lists it; keep it or delete it; `occd check --forget file:{name}` "
+                            "accepts it unrecorded"})
+    return out
 
 
 def ledger_problems(led) -> tuple[dict, list[dict]]:
@@ -202,8 +308,9 @@ def ledger_problems(led) -> tuple[dict, list[dict]]:
 
 
 def run_check(led, *, read_data: bool = False, trigger: str = "manual", now: float | None = None,
-              stop=None) -> dict:
-    """Check everything, record the run and its problems in the ledger, return the report."""
+              stop=None, backup_files=None) -> dict:
+    """Check everything, record the run and its problems in the ledger, return the report. `backup_files`: the
+    backup files on disk (occd.actions.backups.backup_files), to find those the ledger does not know."""
     t0 = time.monotonic()
     started = time.time() if now is None else now
     linfo, found = ledger_problems(led)
@@ -213,7 +320,11 @@ def run_check(led, *, read_data: bool = False, trigger: str = "manual", now: flo
         if stop is not None and stop.is_set():
             break
         read += verify(led, a, read_data)
+    settle(led, arts)
+    for a in arts:
         found.extend(a.problems)
+    orphans = unrecorded(led, backup_files) if backup_files is not None else []
+    found.extend(orphans)
     sources = (SOURCE, SOURCE_DATA) if read_data else (SOURCE,)
     led.sync_problems(sources, found, now=started)
     still = [p for p in led.open_problems() if p["source"] in (SOURCE, SOURCE_DATA)]
@@ -223,7 +334,7 @@ def run_check(led, *, read_data: bool = False, trigger: str = "manual", now: flo
         "artifacts": [{k: v for k, v in asdict(a).items() if k not in ("pk", "table", "problems", "sha256_source")}
                       | {"hashRecordedBy": a.sha256_source} for a in arts],
         "counts": {"artifacts": len(arts), "ok": sum(1 for a in arts if a.status == "ok"),
-                   "hashesRecordedNow": recorded, "problems": len(found)},
+                   "hashesRecordedNow": recorded, "problems": len(found), "unrecorded": len(orphans)},
         "problems": [_public(p) for p in found],
         # open problems this run did not look at (a --read-data problem after a cheap run)
         "stillOpen": [_public(p) for p in still if (p["source"], p["subject"], p["code"]) not in

@@ -165,6 +165,16 @@ class LedgerQueries:
         rows = self._rows("SELECT * FROM scan_runs ORDER BY started DESC LIMIT 1")
         return rows[0] if rows else None
 
+    def scan_failure(self) -> dict | None:
+        """The scan job's newest failure (an action `job:scan`, failed) when it came after the last recorded scan:
+        the figures the ledger holds are then stale, whatever that scan record says. None otherwise."""
+        rows = self._rows("SELECT ts, error FROM actions WHERE kind = 'job:scan' AND outcome = 'failed' "
+                          "ORDER BY ts DESC, id DESC LIMIT 1")
+        if not rows:
+            return None
+        last = self.last_scan()
+        return rows[0] if last is None or rows[0]["ts"] > last["started"] else None
+
     def scans(self, since=None, limit: int = 100) -> list[dict]:
         since_ts = ts(since) if since is not None else None
         return self._rows("SELECT * FROM scan_runs WHERE (? IS NULL OR started >= ?) ORDER BY started DESC LIMIT ?",

@@ -134,6 +134,12 @@ def _dict(v) -> dict:
     return v if isinstance(v, dict) else {}
 
 
+def _list(v) -> list:
+    """A config value that should be a list, or [] (a half-edited openclaw.json is read as OpenClaw's loader reads
+    it: the part of the wrong type is skipped, the rest is kept)."""
+    return v if isinstance(v, list) else []
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Context window
 # --------------------------------------------------------------------------------------------------------------
@@ -149,7 +155,7 @@ def _window_in_providers(providers: dict, model: str, provider: str | None) -> i
     order = [provider] if provider in providers else []
     order += [p for p in providers if p not in order]
     for pname in order:
-        for m in _dict(providers.get(pname)).get("models") or []:
+        for m in _list(_dict(providers.get(pname)).get("models")):
             if isinstance(m, dict) and m.get("id") == model:
                 cw = m.get("contextWindow")
                 if isinstance(cw, int) and not isinstance(cw, bool) and cw > 0:
@@ -180,7 +186,7 @@ def default_model(config: dict, agent: str | None = None) -> str | None:
     """The agent's configured model (`agents.list[].model`, else `agents.defaults.model`; a string or
     {"primary": ...}), as "provider/model"."""
     agents = _dict(config.get("agents"))
-    cands = [a.get("model") for a in agents.get("list") or [] if isinstance(a, dict) and a.get("id") == agent]
+    cands = [a.get("model") for a in _list(agents.get("list")) if isinstance(a, dict) and a.get("id") == agent]
     cands.append(_dict(agents.get("defaults")).get("model"))
     for m in cands:
         m = m.get("primary") if isinstance(m, dict) else m
@@ -218,11 +224,11 @@ def workspace_dir(state_dir: Path, agent: str, config: dict | None = None, env: 
     env = _env(env)
     cfg = load_openclaw_config(state_dir, env) if config is None else config
     agents = _dict(cfg.get("agents"))
-    for a in agents.get("list") or []:
-        if isinstance(a, dict) and a.get("id") == agent and a.get("workspace"):
+    for a in _list(agents.get("list")):
+        if isinstance(a, dict) and a.get("id") == agent and isinstance(a.get("workspace"), str) and a["workspace"]:
             return expand_user_path(str(a["workspace"]), env)
     defaults = _dict(agents.get("defaults"))
-    if defaults.get("workspace"):
+    if isinstance(defaults.get("workspace"), str) and defaults["workspace"]:
         base = expand_user_path(str(defaults["workspace"]), env)
         return base if agent == "main" else base.parent / f"{base.name}-{agent}"
     return state_dir / ("workspace" if agent == "main" else f"workspace-{agent}")

@@ -70,7 +70,7 @@ def from_openclaw(cfg: dict | None, model: str | None) -> Prices | None:
         return None
     ids = _ids(model)
     for p in provs.values():
-        for m in (p.get("models") or []) if isinstance(p, dict) else []:
+        for m in (p.get("models") if isinstance(p, dict) and isinstance(p.get("models"), list) else []):
             if isinstance(m, dict) and m.get("id") in ids and isinstance(m.get("cost"), dict):
                 c = m["cost"]
                 inp = _num(c.get("input"))

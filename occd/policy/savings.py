@@ -58,7 +58,7 @@ def price_from_openclaw(cfg: dict | None, model: str | None) -> float | None:
         return None
     ids = _model_ids(model)
     for p in provs.values():
-        for m in (p or {}).get("models") or [] if isinstance(p, dict) else []:
+        for m in (p.get("models") if isinstance(p, dict) and isinstance(p.get("models"), list) else []):
             if isinstance(m, dict) and m.get("id") in ids and isinstance(m.get("cost"), dict):
                 v = m["cost"].get("input")
                 if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0:

@@ -119,6 +119,7 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
                 return (100.0 * o["context_tokens"] / o["context_window"]) if o.get("context_tokens") and o.get("context_window") else -1
 
             biggest = sorted(obs, key=pct, reverse=True)[:top]
+            obs_of = {o["session_id"]: o for o in obs}
             entries = _index_entries(settings, a["id"], {o["session_id"] for o in biggest})
             policy = settings.policy_for(a["id"])
             # the running daemon's mode (its flags and overrides), else the config's
@@ -126,7 +127,8 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
             agents.append({
                 "id": a["id"], "era": a.get("era"), "sessions": len(obs), "mode": mode or policy.mode,
                 "modeSource": "daemon" if mode else "config",
-                "emergencies": [e for e in emergencies if e["agent"] == a["id"]],
+                "emergencies": [{**e, "current": _current(e, obs_of.get(e["sessionId"], {})) is not None}
+                                for e in emergencies if e["agent"] == a["id"]],
                 "savings7d": saved["agents"].get(a["id"]),
                 "compactionsTotal": sum(o.get("compaction_count") or 0 for o in obs),
                 "biggest": [{"sessionId": o["session_id"], "key": o.get("session_key"),
@@ -144,11 +146,12 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
                             for w in would if w["agent_id"] == a["id"]][:10],
             })
         out = {"ledger": str(led.path), "daemon": dinfo, "lastScan": led.last_scan(), "agents": agents,
+               "scanFailure": _scan_failure(led),
                "savings7d": saved["total"], "schemaProblems": schema_problems(settings),
                "costAssumptions": cost_assumptions(settings, saved.get("priceSources") or [])}
         from occd.lean import sessions_summary  # the lean view per session: on or not, and what it saves
 
-        out["lean"] = sessions_summary()
+        out["lean"] = _lean_summary(settings, sessions_summary())
         bypassed = {}
         try:  # open problems (a damaged backup, turns that bypassed the lean view, ...): named, never silent
             open_ = led.open_problems(severity="fail")
@@ -187,6 +190,30 @@ def idle_summary(obs: list[dict], policy, now: float, archives: list[dict], agen
     return {"sessions": len(idle), "activeWithinHours": hours, "archived7d": done, "archivePending": pending,
             "archiveAfterDays": policy.archive_after_days, "archiveBelowRelevance": policy.archive_below_relevance,
             "commands": ["occd rotate SESSION --dry-run", "occd rotate SESSION"]}
+
+
+def _scan_failure(led) -> dict | None:
+    try:
+        return led.scan_failure()
+    except Exception:  # noqa: BLE001 - an older ledger
+        return None
+
+
+def _lean_summary(settings, lean: dict) -> dict:
+    """The lean view per session; while OpenClaw's slot is not occd's, no session counts as covered by it."""
+    if not lean.get("enabled"):
+        return lean
+    from occd.lean.check import slot_lost
+    from occd.openclaw.state import resolve_state_dir
+
+    try:
+        lost = slot_lost(resolve_state_dir(state_dir=getattr(settings, "state_dir", None)))
+    except OccdError:
+        lost = None
+    if lost is None:
+        return lean
+    return {**lean, "slotLost": lost, "sessions": {k: {**v, "active": False, "slotLost": lost}
+                                                   for k, v in lean["sessions"].items()}}
 
 
 def _headroom(obs: dict, entry: dict | None) -> dict:
@@ -240,7 +267,8 @@ def _emergencies(actions: list[dict]) -> list[dict]:
         done = a["kind"] if not a.get("dry_run") and a.get("outcome") == "ok" else \
             ("would " + a["kind"] if a.get("dry_run") else f"{a['kind']} {a.get('outcome')}")
         out[key] = {"agent": key[0], "sessionId": key[1], "key": a.get("session_key"), "kind": kind,
-                    "reason": a.get("reason"), "action": done, "ts": a.get("ts")}
+                    "reason": a.get("reason"), "action": done, "ts": a.get("ts"),
+                    "ended": not a.get("dry_run") and a.get("outcome") == "ok"}
     return list(out.values())
 
 
@@ -433,49 +461,3 @@ def schema_problems(settings) -> list[dict]:
                 out.append({"code": "SCHEMA_UNVERIFIED" if level == "unverified" else "SCHEMA_UNREADABLE",
                             "message": c.detail, "hint": c.hint})
     return out
-
-
-def health_problems(settings, now: float | None = None) -> list[dict]:
-    """What `occd status --check` fails on: the daemon down or stale, an open breaker, a failed last scan.
-    Each problem is {code, message, hint}; an empty list is healthy."""
-    now = time.time() if now is None else now
-    data = status(settings, now=now)
-    d = data["daemon"]
-    interval = settings.daemon.scan_interval_seconds
-    out = []
-    if not d["running"]:
-        out.append({"code": "DAEMON_DOWN", "message": "the daemon is not running",
-                    "hint": "occd service install (or systemctl --user start occd)"})
-    else:
-        last = d.get("lastCycle") or d.get("started")
-        if last is None or now - last > 3 * interval:
-            age = "never" if last is None else f"{(now - last) / 60:.0f} min ago"
-            out.append({"code": "DAEMON_STALE", "message": f"the daemon's last cycle was {age} "
-                        f"(scan every {interval}s)", "hint": "occd logs; systemctl --user restart occd"})
-    for a in data["agents"]:
-        for b in a["breakers"]:
-            if b["state"] != "closed":
-                out.append({"code": "BREAKER_OPEN", "message": f"breaker {a['id']}/{b['kind']} is {b['state']}"
-                            + (f": {b['reason']}" if b.get("reason") else ""), "hint": f"occd breaker reset {a['id']}"})
-    out += schema_problems(settings)
-    ls = data.get("lastScan")
-    if ls and ls.get("errors"):
-        out.append({"code": "SCAN_FAILED", "message": f"the last scan had {ls['errors']} error(s)",
-                    "hint": "occd logs --since 1h"})
-    out.extend(recorded_problems())
-    return out
-
-
-def recorded_problems() -> list[dict]:
-    """Open problems recorded in the ledger by `occd check` and by the verifications of what occd did
-    (severity fail): each stays until a later check passes or the artifact is forgotten."""
-    led = _open_ledger()
-    if led is None:
-        return []
-    with led:
-        try:
-            rows = led.open_problems(severity="fail")
-        except Exception:  # noqa: BLE001 - a ledger without the table (older schema): nothing recorded
-            return []
-    return [{"code": p["code"], "message": f"{p['subject']}: {p['message']}", "hint": p.get("hint") or "occd check",
-             "subject": p["subject"], "source": p["source"]} for p in rows]

@@ -39,8 +39,12 @@ class InstanceLock:
             raise BusyError(f"occd is already running (pid {holder})",
                             "`occd scan-now` asks it to scan now; `occd status` shows what it is doing (to stop it: "
                             "`systemctl --user stop occd` or kill that pid)", code="ALREADY_RUNNING") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as e:  # a full OCCD_HOME: the lock is let go, the caller says "Failed to write <lock>"
+            os.close(fd)
+            raise OSError(e.errno, e.strerror, str(self.path)) from None
         self.fd = fd
         return self
 

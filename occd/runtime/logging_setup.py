@@ -77,6 +77,17 @@ def level_of(name: str | int | None) -> int:
     return value if isinstance(value, int) else logging.INFO
 
 
+def _redact(record: logging.LogRecord) -> bool:
+    """Credentials in URLs never reach the log (occd.config.redact: the one redaction)."""
+    from occd.config import redact
+
+    msg = record.getMessage()
+    clean = redact(msg)
+    if clean != msg:
+        record.msg, record.args = clean, None
+    return True
+
+
 def setup(level: str = "INFO", *, quiet_stderr: bool = False, env=None, stream=None) -> None:
     """(Re)configure occd's loggers; safe to call more than once (handlers are replaced, not added)."""
     env = os.environ if env is None else env
@@ -101,6 +112,8 @@ def setup(level: str = "INFO", *, quiet_stderr: bool = False, env=None, stream=N
             if env.get("XPC_SERVICE_NAME", "0") not in ("0", ""):  # launchd: the log file has everything
                 sh.setLevel(logging.WARNING)
         handlers.append(sh)
+    for h in handlers:
+        h.addFilter(_redact)
     for name in LOGGERS:
         lg = logging.getLogger(name)
         for h in list(lg.handlers):
