@@ -39,8 +39,15 @@ def state_with(home: Path, sessions: dict, agent="main", window=100_000) -> Path
         os.utime(info.path, (old, old))
         index[key] = {"sessionId": info.id, "sessionFile": str(info.path), "updatedAt": int(old * 1000),
                       "compactionCount": comp, "model": "claude-opus-4-6", "modelProvider": "anthropic"}
+        if comp:  # compactions of the last hour, as OpenClaw records them (a rotation counts only recent ones)
+            index[key]["compactionCheckpoints"] = recent_checkpoints(comp, old)
     idx_path.write_text(json.dumps(index, indent=2))
     return state
+
+
+def recent_checkpoints(n: int, before: float) -> list[dict]:
+    """OpenClaw's compactionCheckpoints for `n` compactions in the minutes before `before`."""
+    return [{"reason": "threshold", "createdAt": int((before - 60 * (n - i)) * 1000)} for i in range(n)]
 
 
 def ctx_for(state: Path, led, **policy) -> JobContext:

@@ -126,7 +126,7 @@ class NotifySocket:
 # ------------------------------------------------------------------------------------------- registry
 def test_registry_default_jobs_and_order():
     names = [s.name for s in jobs_mod.JOBS]
-    assert names == ["scan", "lean", "apply", "rotate", "verify", "prune", "maintain", "score", "check",
+    assert names == ["scan", "verify", "lean", "apply", "rotate", "prune", "maintain", "score", "check",
                      "check-data"]
     s = load_settings()
     by = {x.name: x for x in jobs_mod.JOBS}

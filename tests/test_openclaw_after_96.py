@@ -6,6 +6,7 @@ documented table missing) is read and NOTHING is done for that agent, and `statu
 from __future__ import annotations
 
 import json
+import time
 import os
 import sys
 
@@ -168,9 +169,13 @@ def _busy_state(state_dir, schema: int | None):
                    message("assistant", f"a{i}", id=f"a{i}", parent=f"c{i}",
                            usage={"input": 120000, "output": 5, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 120005})]
         parent = f"a{i}"
-    db.add_session("agent:main:main", events=events, updated_at=1_700_000_000_000,
+    # in use: ten minutes ago (a session idle for longer than policy.active_within_hours is left alone)
+    db.add_session("agent:main:main", events=events, updated_at=int((time.time() - 600) * 1000),
                    entry={"compactionCount": 40, "totalTokens": 126000, "totalTokensFresh": True,
-                          "contextTokens": 128000})
+                          "contextTokens": 128000,  # the last eight compactions within the hour
+                          "compactionCheckpoints": [{"reason": "threshold",
+                                                     "createdAt": int((time.time() - 60 * (8 - i)) * 1000)}
+                                                    for i in range(8)]})
     return db
 
 

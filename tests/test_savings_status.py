@@ -65,10 +65,14 @@ def test_savings_summary_counts_only_real_automatic_strips(isolated_env):
         _strip(led, now - 70, size_before=100_000, size_after=0, outcome="failed")
         _strip(led, now - 60, size_before=100_000, size_after=0, trigger="manual")
         _strip(led, now - 10 * 86400, size_before=100_000, size_after=0)                   # too old for 7d
+        # the first strip's next turn ran without a compaction; the second's has not come yet (issue 30.4)
+        first = led.history(kind="strip", since=now - 101, limit=100)[-1]
+        led.record_action("verify-strip", "main", SID, "agent:main:main", trigger="auto", outcome="ok",
+                          before={"actionId": first["id"]}, after={"nextTurnCompacted": False}, now=now - 50)
         rows = led.history(limit=100)
     s = savings.summarize([r for r in rows if r["ts"] >= now - 7 * 86400])["total"]
     assert s["strips"] == 2 and s["tokensRemoved"] == 90_000 + 10_000
-    assert s["compactionsAvoided"] == 2 and s["emergencies"] == 1
+    assert s["compactionsAvoided"] == 1 and s["awaitingNextTurn"] == 1 and s["emergencies"] == 1
     # no prompt size recorded with these strips: counted, not priced (tests/test_cost.py prices them)
     assert s["unpriced"] == 2 and s["usdNet"] == 0
     r = run("stats", "--since", "7d", "--json")

@@ -166,7 +166,8 @@ def restore_session(settings, *, agent=None, ref=None, force=False, trigger="man
     _record_restored_figure(target, path, source.path, ledger)
     record_action("restore", target, outcome="ok", trigger=trigger,
                   before={"size": size_before, **figure, "newerEntries": entries, "newerTurns": turns},
-                  after={"size": res.size_after, "restoredFrom": str(source.path), "pinnedBackup": pin},
+                  after={"size": res.size_after, "restoredFrom": str(source.path), "pinnedBackup": pin,
+                         "undoes": _undone(target, source.path, ledger)},
                   backup_path=backup_path, pruned=pruned, duration_ms=(time.monotonic() - t0) * 1000, ledger=ledger)
     return res
 
@@ -183,6 +184,30 @@ def _current_figure(target, path) -> dict:
     except OSError:
         return {}
     return {"tokens": fig.tokens, "tokensSource": fig.source}
+
+
+def _undone(target, backup_path, ledger) -> list[int]:
+    """The ledger ids of the edits and strips this restore takes back: the one that made the backup put back and
+    every later one of the session (their savings are withdrawn, occd.policy.savings). [] when unknown."""
+    own = ledger is None
+    try:
+        if own:
+            from occd.ledger import Ledger
+
+            ledger = Ledger.open()
+        try:
+            made = ledger.action_for_backup(str(backup_path))
+            if made is None:
+                return []
+            rows = ledger.history(agent=target.agent, session=target.session_id, since=made["ts"], limit=10_000)
+        finally:
+            if own:
+                ledger.close()
+    except Exception:  # noqa: BLE001 - the restore is done; the withdrawal then falls back to the backup's name
+        return []
+    return sorted(a["id"] for a in rows if a["kind"] in ("strip", "edit") and a["outcome"] == "ok"
+                  and not a["dry_run"] and a["session_id"] == target.session_id
+                  and (a["ts"], a["id"]) >= (made["ts"], made["id"]))
 
 
 def _backup_figure(backup_path, size: int, ledger) -> tuple[int, str] | None:

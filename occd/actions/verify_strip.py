@@ -14,6 +14,8 @@ this session: it is recorded as a `verify-strip` action (outcome failed) and an 
 the strip and the reply makes the figures incomparable: recorded as skipped. So does anything that replaced the
 stripped file before its next turn (`occd restore`, a rotation, an undo, or a file whose bytes at the strip's end
 are not where the stripped file ended): the check compares a strip with the next turn of the same file only.
+Each record also says whether the whole next turn (up to the next user message, or the end of its run) ran
+without a compaction (`nextTurnCompacted`): what occd.policy.savings counts as a compaction avoided.
 """
 
 from __future__ import annotations
@@ -68,9 +70,12 @@ def _leaf_at(fh, offset: int) -> str | None:
 
 def next_turn(path: Path, offset: int) -> dict | None:
     """The first reply with usage after byte `offset` (where the stripped file ended): its usage and the chars/4
-    estimate of what was appended up to it. None while there is none yet; {"compacted": True} when a compaction
-    came first; {"replaced": True} when the file is not the stripped file grown by appends (its bytes at `offset`
-    do not end the stripped file's last entry, or the first appended entry does not continue from it)."""
+    estimate of what was appended up to it, and whether the rest of that turn (up to the next user message)
+    holds a compaction (`compactedInTurn`: a run of many tool calls can outgrow the budget after its first
+    reply) and has ended (`turnEnded`: the next user message is there). None while there is no reply yet;
+    {"compacted": True} when a compaction came first; {"replaced": True} when the file is not the stripped file
+    grown by appends (its bytes at `offset` do not end the stripped file's last entry, or the first appended
+    entry does not continue from it)."""
     from occd.transcript.entries import entry_from_obj
 
     with open(path, "rb") as fh:
@@ -86,6 +91,8 @@ def next_turn(path: Path, offset: int) -> dict | None:
         data = fh.read(MAX_READ)
     growth = 0
     first = True
+    found: dict | None = None
+    users = 0
     for raw in data.split(b"\n"):
         if not raw.strip():
             continue
@@ -100,13 +107,25 @@ def next_turn(path: Path, offset: int) -> dict | None:
             if "parentId" in o and o.get("parentId") != leaf:
                 return {"replaced": True}
         if o.get("type") == "compaction":
-            return {"compacted": True}
+            if found is None:
+                return {"compacted": True}
+            found["compactedInTurn"] = True
+            return found
         e = entry_from_obj(o, 0, 0, 0, 0, 3)
+        if e.type == "message" and e.role == "user":
+            users += 1
+            if found is not None and users > 1:
+                found["turnEnded"] = True  # the turn after it began: this one ran to its end
+                return found
+        if found is not None:
+            continue
         if e.type in ("message", "custom_message"):
             growth += e.est_tokens
         if e.type == "message" and e.role == "assistant" and e.usage_tokens is not None:
-            return {"reported": e.usage_tokens, "growth": growth}
-    return None
+            found = {"reported": e.usage_tokens, "growth": growth, "compactedInTurn": False, "turnEnded": False}
+            if users == 0:
+                users = 1  # a reply without its user message in range: the next user message starts a new turn
+    return found
 
 
 def _pending(led, now: float) -> dict:
@@ -161,7 +180,7 @@ def verify_strips(led, sessions, now: float) -> dict:
                            f"on it: no next turn of the same file to compare"}
         elif _compacted_since(obs, a["ts"]):
             turn = {"why": "OpenClaw compacted the session after the strip: its next figure is the compacted "
-                           "one, not comparable"}
+                           "one, not comparable", "compacted": True}
         else:
             try:
                 turn = next_turn(Path(obs.path), size_after)
@@ -171,20 +190,29 @@ def verify_strips(led, sessions, now: float) -> dict:
                 counts["waiting"] += 1
                 continue
             if turn.get("compacted"):
-                turn = {"why": "OpenClaw compacted before the next reply: not comparable"}
+                turn = {"why": "OpenClaw compacted before the next reply: not comparable", "compacted": True}
             elif turn.get("replaced"):
                 turn = {"why": "the file is no longer the stripped file grown by new turns (replaced or "
                                "rewritten since): no next turn of the same file to compare"}
         if "why" in turn:
             led.record_action("verify-strip", obs.agent, obs.session_id, obs.session_key, trigger="auto",
-                              outcome="skipped", reason=turn["why"], before=base, now=now)
+                              outcome="skipped", reason=turn["why"], before=base,
+                              after={"nextTurnCompacted": True} if turn.get("compacted") else None, now=now)
             led.sync_problems((SOURCE,), [], now=now, subjects=[subject])
             counts["skipped"] += 1
             continue
+        compacted = turn["compactedInTurn"]
+        if not turn["turnEnded"] and not compacted:
+            if obs.running:
+                counts["waiting"] += 1  # the run goes on: whether it compacts is known at its end
+                continue
+            at_strip = (a.get("before") or {}).get("compactionCount")  # OpenClaw's own count (sessions.json)
+            compacted = isinstance(at_strip, int) and (obs.compaction_count or 0) > at_strip
         before = after.get("tokensBefore")
         saved = before - predicted if isinstance(before, int) else predicted
         j = judge(predicted, turn["growth"], turn["reported"], saved)
         j["saved"] = saved
+        j["nextTurnCompacted"] = bool(compacted)  # occd.policy.savings: a compaction avoided only when False
         if j["agrees"]:
             led.record_action("verify-strip", obs.agent, obs.session_id, obs.session_key, trigger="auto",
                               outcome="ok", reason=f"the next turn reported {j['reported']} tokens, "

@@ -16,7 +16,7 @@ def parse_duration(text: str) -> int:
 
 # ------------------------------------------------------------------------------------------------------ run
 @click.command("run")
-@click.option("--once", is_flag=True, help="Run one full cycle (scan, lean, apply, rotate, verify, prune, maintain, score) and exit.")
+@click.option("--once", is_flag=True, help="Run one full cycle (scan, verify, lean, apply, rotate, prune, maintain, score) and exit.")
 @click.option("--act", is_flag=True, help="Act (policy.mode = act) instead of only observing.")
 @click.option("--interval", default=None, help="Scan interval, e.g. 30s, 5m (default: daemon.scan_interval_seconds).")
 @state_option

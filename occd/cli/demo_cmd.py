@@ -45,7 +45,8 @@ def demo_cmd(keep, cycles, as_json):
         return
     root = demo.run(keep=keep, cycles=cycles, echo=click.echo)
     try:
-        from occd.cli.status_cmd import history_cmd, status_cmd
+        from occd.cli.history_cmd import history_cmd
+        from occd.cli.status_cmd import status_cmd
 
         ctx = click.get_current_context()
         ctx.invoke(status_cmd, session=None, rotations=False, days=30, as_json=False)

@@ -1,17 +1,15 @@
-"""`occd status [SESSION] [--rotations]` and `occd history`: the ledger, for people and for scripts."""
+"""`occd status [SESSION] [--rotations]`: the ledger, for people and for scripts (history and stats: history_cmd.py)."""
 
 from __future__ import annotations
 
-import os
 import time
 from datetime import datetime, timezone
 
 import click
 
-from occd.cli.common import (agent_filter_option, console, emit_json, handle_errors, json_option, load_settings_from_ctx,
+from occd.cli.common import (console, emit_json, handle_errors, json_option, load_settings_from_ctx,
                              state_option, use_color)
 from occd.openclaw.figure import context_text, percent_text, tokens_text
-from occd.ledger import ACTION_KINDS
 from occd.paths import display_path
 from occd.cli.render import (PIPE_WIDTH, cut_path, headroom_text, human_bytes, human_tokens, plural, relative_time, short_id,
                               sparkline)
@@ -286,8 +284,10 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
             c.print(f"  {e['kind']} {short_id(e['sessionId'] or '', ids)} ({e.get('key') or '-'}): "
                     f"{e['action']} {_when(e.get('ts'), now_dt)} — {e.get('reason') or ''}", wrap=True, indent=4)
         sv = a.get("savings7d")
-        if sv and (sv["strips"] or sv["rotations"]):
+        if sv and (sv["strips"] or sv["rotations"] or sv.get("undone")):
             c.print("  saved (7 days): " + _savings_line(sv), wrap=True, indent=4)
+        if (a.get("idle") or {}).get("sessions"):
+            c.print("  " + _idle_line(a["idle"]), wrap=True, indent=4)
         if a["biggest"]:
             t = Table(show_edge=False, box=None)
             for col, j in (("SESSION", "left"), ("KEY", "left"), ("CONTEXT", "right"), ("TO COMPACT", "right"),
@@ -333,7 +333,7 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
     if data.get("llmSpendToday"):
         c.print(f"\nModel spend today: ${data['llmSpendToday']:.4f}")
     sv = data.get("savings7d")
-    if sv and (sv["strips"] or sv["rotations"]):
+    if sv and (sv["strips"] or sv["rotations"] or sv.get("undone")):
         c.print("\nSaved in the last 7 days: " + _savings_line(sv) + "  (`occd stats` for details)", wrap=True,
                 indent=2)
 
@@ -356,128 +356,34 @@ def _savings_line(sv: dict) -> str:
              f" + compactions {_money(sv.get('usdCompactionsAvoided', 0.0))} {writes_part})" if priced > 0 else "")
     em = f", {plural(sv['emergencies'], 'emergency', 'emergencies')} handled" if sv.get("emergencies") else ""
     moves = f", {plural(sv['leanMoves'], 'lean-view boundary move')}" if sv.get("leanMoves") else ""
+    waiting = (f" ({sv['awaitingNextTurn']} more awaiting the next turn)" if sv.get("awaitingNextTurn") else "")
+    undone = (f"; {sv['undone']} undone (`occd restore`, `rotate --undo`): not counted" if sv.get("undone") else "")
     return (f"{human_tokens(sv['tokensRemoved'])} context tokens removed by {plural(sv['strips'], 'strip')}, "
-            f"{plural(sv['compactionsAvoided'], 'compaction')} avoided{money}; "
-            f"{plural(sv['rotations'], 'rotation')}{moves}{em}")
+            f"{plural(sv['compactionsAvoided'], 'compaction')} avoided{waiting}{money}; "
+            f"{plural(sv['rotations'], 'rotation')}{moves}{em}{undone}")
 
 
-@click.command("stats")
-@click.option("--since", default="7d", show_default=True, help="e.g. 7d, 12h, 30m.")
-@state_option
-@json_option
-@handle_errors
-def stats_cmd(since, as_json, state_dir=None):
-    """What the daemon saved: context tokens removed, compactions avoided, net money with the prompt cache priced."""
-    from occd.report import status as st
-
-    data = st.stats(load_settings_from_ctx(state_dir=state_dir), since=since)
-    if as_json:
-        emit_json(data)
-        return
-    c = console()
-    if data.get("note"):
-        c.print(data["note"])
-        return
-    c.print(f"Since {since}: " + _savings_line(data["total"]), wrap=True, indent=2)
-    if data["sessions"]:
-        from occd.cli.render import Table
-
-        t = Table(show_edge=False, box=None)
-        for col, j in (("AGENT", "left"), ("SESSION", "left"), ("STRIPS", "right"), ("TOKENS REMOVED", "right"),
-                       ("COMPACTIONS AVOIDED", "right"), ("NET", "right"), ("ROTATIONS", "right")):
-            t.add_column(col, justify=j)
-        for r in sorted(data["sessions"], key=lambda r: -r["tokensRemoved"]):
-            t.add_row(r["agent"] or "-", short_id(r["sessionId"] or "-"), str(r["strips"]),
-                      human_tokens(r["tokensRemoved"]), str(r["compactionsAvoided"]),
-                      _money(r["usdNet"]) if _priced(r) > 0 else "-",
-                      str(r["rotations"]))
-        c.print(t)
-    a = data["assumptions"]
-    ttl = ", ".join(f"{k} {v:g}s" for k, v in a["cacheTtlSeconds"].items())
-    c.print(f"tokens removed: {a['tokensRemoved']}; compactions avoided: {a['compactionsAvoided']}; "
-            f"money: {a['usdNet']}; prices from {', '.join(a['priceSources']) or 'nothing priced yet'}; cache lifetime "
-            f"{ttl}; {a['turnsAssumed']} following turns at most", style="dim", wrap=True, indent=2)
+def _idle_line(idle: dict) -> str:
+    """The sessions occd leaves alone and what acts on them (issue 29: history is not a to-do list)."""
+    arch = (f"; the idle-archive (idle > {idle['archiveAfterDays']:g} days, relevance < "
+            f"{idle['archiveBelowRelevance']:g}) archived {idle['archived7d']} in 7 days"
+            + (f", {idle['archivePending']} next" if idle.get("archivePending") else ""))
+    return (f"left alone: {plural(idle['sessions'], 'idle session')} (no activity in {idle['activeWithinHours']:g} h:"
+            f" never stripped or rotated automatically){arch}; on request: `{idle['commands'][0]}`, then "
+            f"`{idle['commands'][1]}`")
 
 
-@click.command("history")
-@agent_filter_option
-@click.option("--session", default=None, help="Session id, key, or a prefix.")
-@click.option("--kind", default=None, help=", ".join(ACTION_KINDS) + ", or job:NAME (a job's failure).")
-@click.option("--since", default=None, help="A duration (7d, 12h, 30m), today, yesterday, or a date (2026-11-22).")
-@click.option("--outcome", default=None, metavar="OUTCOME",
-              help="ok, failed, skipped, deferred, or would (observe mode's dry runs).")
-@click.option("-n", "--limit", type=click.IntRange(min=1), default=200, show_default=True)
-@click.option("-f", "--follow", is_flag=True, help="Then keep printing new actions as they are recorded (Ctrl-C stops).")
-@state_option
-@json_option
-@handle_errors
-def history_cmd(agent, session, kind, since, limit, as_json, follow=False, outcome=None, state_dir=None):
-    """Actions recorded in the ledger, newest first (manual and automatic, with outcome and reason), for every
-    agent unless --agent is given.
-
-    \b
-    Examples:
-      occd history --since yesterday --kind strip
-      occd history --session 3640 --json
-      occd history --outcome failed --since 1d
-      occd history -f                              new actions as they happen
-    """
-    from occd.report import status as st
-
-    # the ledger only: no settings to load (that import alone is most of a read command's time); --state-dir is
-    # accepted as by every read command, and checked: the ledger holds what occd did for every state it watched
-    if state_dir is not None and not os.path.isdir(state_dir):
-        from occd.errors import OccdError
-
-        raise OccdError(f"OpenClaw state directory {state_dir} does not exist", "check the --state-dir path",
-                        code="STATE_NOT_FOUND")
-    rows, total = st.history(agent=agent, session=session, kind=kind, since=since, limit=limit,
-                             with_total=True, outcome=outcome)
-    if as_json:
-        emit_json({"actions": rows, "total": total, "limit": limit})
-        return
-    c = console()
-    if not rows:
-        c.print("No actions recorded" + (" for that filter." if any((agent, session, kind, since, outcome)) else "."))
-        if follow:
-            _follow_actions(_max_action_id(), agent, session, kind)
-        return
-    from occd.cli.render import Table
-
-    now_dt = datetime.now(timezone.utc)
-    ids = [a["session_id"] for a in rows if a.get("session_id")]
-    t = Table(show_edge=False, box=None)
-    for col in ("WHEN", "AGENT", "SESSION", "KIND", "OUTCOME", "TRIGGER", "DETAIL"):
-        t.add_column(col, no_wrap=col != "DETAIL")
-    for a in rows:
-        detail = a.get("reason") or a.get("error") or ""
-        t.add_row(_when(a["ts"], now_dt), a.get("agent_id") or "-", short_id(a.get("session_id"), ids), a["kind"],
-                  outcome_word(a), a["trigger"], detail)
-    c.print(t)
-    if total > len(rows):
-        c.print(f"(showing {len(rows)} of {total}; -n {total} shows all, --since/--kind/--session narrow it)")
-    if follow:
-        _follow_actions(max((a["id"] for a in rows), default=0), agent, session, kind)
-
-
-def _max_action_id() -> int:
-    from occd.report import status as st
-
-    rows = st.new_actions(after_id=0, limit=1)
-    return rows[-1]["id"] if rows else 0
-
-
-def _follow_actions(after_id: int, agent, session, kind, poll: float = 2.0) -> None:
-    from occd.report import status as st
-
-    try:
-        while True:
-            time.sleep(poll)
-            for a in st.new_actions(after_id=after_id, agent=agent, session=session, kind=kind):
-                after_id = max(after_id, a["id"])
-                when = time.strftime("%H:%M:%S", time.localtime(a["ts"]))
-                detail = a.get("reason") or a.get("error") or ""
-                click.echo(f"{when}  {a.get('agent_id') or '-'}  {short_id(a.get('session_id'))}  {a['kind']}  "
-                           f"{outcome_word(a)}  {a['trigger']}  {detail}".rstrip())
-    except KeyboardInterrupt:
-        pass
+def _saved_text(sv: dict | None) -> str:
+    """One action's savings for `occd history` (the same figures `occd stats` adds up)."""
+    if not sv:
+        return ""
+    if sv.get("undone"):
+        return " [undone: savings withdrawn]"
+    parts = [f"-{human_tokens(sv['tokensRemoved'])} tokens"] if sv.get("tokensRemoved") else []
+    if sv.get("compactionsAvoided"):
+        parts.append("compaction avoided")
+    elif sv.get("awaitingNextTurn"):
+        parts.append("awaiting the next turn")
+    if sv.get("priced"):
+        parts.append(f"net {_money(sv.get('usdNet', 0.0))}")
+    return f" [{', '.join(parts)}]" if parts else ""

@@ -66,6 +66,11 @@ def build_state(root: Path, now: float | None = None) -> dict:
                           "sessionStartedAt": started_ms, "compactionCount": info.compactions,
                           "model": "claude-opus-4-6", "modelProvider": "anthropic", "chatType": CHANNELS[channel][1],
                           "lastChannel": channel if channel not in ("main", "cron") else "webchat"}
+            if info.compactions:  # OpenClaw records each compaction (when: a rotation counts only recent ones)
+                span = int(t * 1000) - started_ms
+                index[key]["compactionCheckpoints"] = [
+                    {"reason": "threshold", "createdAt": started_ms + span * (k + 1) // (info.compactions + 1)}
+                    for k in range(info.compactions)]
             if running:  # a run in progress: OpenClaw's transcript lock, held by a live process (this one)
                 lock = Path(str(info.path) + ".lock")
                 lock.write_text(json.dumps({"pid": os.getpid(), "createdAt": "2026-11-22T10:00:00.000Z",

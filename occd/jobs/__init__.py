@@ -75,10 +75,12 @@ class JobSpec:
 
 JOBS: tuple[JobSpec, ...] = (
     JobSpec("scan", "occd.jobs.scan", lambda s: s.daemon.scan_interval_seconds),
+    # did the strips and the lean view take effect? Before apply: a strip's next turn is judged before the
+    # next strip of that session replaces its file (occd.policy.savings counts only verified avoided compactions)
+    JobSpec("verify", "occd.jobs.verify", AFTER_SCAN),
     JobSpec("lean", "occd.jobs.lean", AFTER_SCAN),
     JobSpec("apply", "occd.jobs.apply", AFTER_SCAN),
     JobSpec("rotate", "occd.jobs.rotate", AFTER_SCAN),
-    JobSpec("verify", "occd.jobs.verify", AFTER_SCAN),  # did the strips and the lean view take effect?
     JobSpec("prune", "occd.jobs.prune", lambda s: s.daemon.prune_interval_hours * 3600),
     JobSpec("maintain", "occd.jobs.maintain", lambda s: s.daemon.maintenance_interval_hours * 3600),
     JobSpec("score", "occd.jobs.score", lambda s: s.daemon.score_interval_seconds),

@@ -285,6 +285,7 @@ def _details(ctx, obs, d) -> dict | None:
     except Exception:  # noqa: BLE001 - the price is informative only
         out["inputUsdPerMTok"] = None
     out["model"] = obs.model
+    out["compactionCount"] = obs.compaction_count  # the verify job compares it after the next turn
     return out
 
 

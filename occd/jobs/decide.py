@@ -17,7 +17,7 @@ def _state(obs):
                         running=obs.running)
 
 
-def decide_session(ctx, obs, policy, now, times=(), *, priced: bool = True):
+def decide_session(ctx, obs, policy, now, times=(), *, priced: bool = True, in_use_checked: bool = False):
     """The decision for one session: on OpenClaw's own budget (file era: the transcript's context; database era:
     the same read from the read-only database, from the last reset marker on; both with the spiral/blocked
     observations); else by the model's reported context use as a share of the window
@@ -29,9 +29,15 @@ def decide_session(ctx, obs, policy, now, times=(), *, priced: bool = True):
     (lossy) `openclaw sessions compact`, earlier than OpenClaw itself would compact.
 
     `priced`: a strip acts only when it pays once the prompt cache is priced (occd.policy.cost; the lean job
-    turns this off: turning the lean view on rewrites nothing, its plugin moves its boundary on its own terms)."""
-    from occd.policy.strip import budget_fires, decide_budget_strip, decide_strip
+    turns this off: turning the lean view on rewrites nothing, its plugin moves its boundary on its own terms).
 
+    Only a session in use (active within policy.active_within_hours) gets a decision: None for the rest
+    (`in_use_checked`: the caller checked it on the session's real activity)."""
+    from occd.policy.strip import budget_fires, decide_budget_strip, decide_strip
+    from occd.policy.types import in_use
+
+    if not in_use_checked and not in_use(_state(obs), policy.active_within_hours, now):
+        return None  # history, not a to-do list: only sessions in use are stripped, rotated or put in the lean view
     db = obs.era == "db"
     if obs.prompt_budget and (db or (obs.era == "file" and obs.path is not None)):
         from occd.jobs import budget

@@ -16,13 +16,38 @@ REPEAT_QUIET_S = 3600
 CANNOT_HELP_KEY = "rotate.cannot_help"  # (agent, key) -> the target last logged as "a fresh session would be over"
 
 
-def _state(obs):
+def _state(obs, compactions: int | None = None):
     from occd.policy.types import SessionState
 
     return SessionState(agent=obs.agent, session_key=obs.session_key, session_id=obs.session_id,
                         context_tokens=obs.context_tokens, context_window=obs.context_window,
-                        compaction_count=obs.compaction_count or 0, last_activity=obs.last_activity,
-                        running=obs.running)
+                        compaction_count=obs.compaction_count or 0 if compactions is None else compactions,
+                        last_activity=obs.last_activity, running=obs.running)
+
+
+def counted_compactions(ctx, obs, policy, now: float) -> int | None:
+    """The compactions the scheduled rotation counts for a session in use (occd.policy.rotation.compactions_counted:
+    while occd watched or within policy.active_within_hours), None when it is not due: not in use, or fewer than
+    rotate_at_compactions. Reads the ledger only for sessions past the cheap tests."""
+    from occd.policy.rotation import compactions_counted
+    from occd.policy.types import in_use
+
+    threshold = policy.rotation.rotate_at_compactions
+    if (obs.compaction_count or 0) < threshold or not in_use(_state(obs), policy.active_within_hours, now):
+        return None
+    window_s = policy.active_within_hours * 3600
+    baseline = ctx.ledger.compaction_baseline(obs.agent, obs.session_id, now - window_s)
+    n = compactions_counted(obs.compaction_count or 0, baseline, [t for _, t in getattr(obs, "checkpoints", ())],
+                            now=now, window_s=window_s)
+    return n if n >= threshold else None
+
+
+def window_confirmed(obs) -> bool:
+    """Whether the session's window is the one OpenClaw used at its last turn (or the config's where it recorded
+    none): not when the config was edited since that turn (occd.openclaw.figure.window_choice "config-edit")."""
+    from occd.openclaw.figure import WINDOW_CONFIG_EDIT
+
+    return getattr(obs, "window_source", None) != WINDOW_CONFIG_EDIT
 
 
 def _history(led, agent: str, key: str) -> list[dict]:
@@ -58,7 +83,8 @@ def assess(ctx, obs_by_id: dict) -> int:
 
     led, n = ctx.ledger, 0
     for r in led.rotations(states=("COOLDOWN", "IDLE"), limit=200):
-        if r.get("health") or r.get("error") or not r.get("new_session_id"):
+        details = r.get("details") if isinstance(r.get("details"), dict) else {}
+        if (r.get("health") and NEXT_TURN in details) or r.get("error") or not r.get("new_session_id"):
             continue
         obs = obs_by_id.get(r["new_session_id"])
         if obs is None:
@@ -71,11 +97,41 @@ def assess(ctx, obs_by_id: dict) -> int:
             continue
         if first is None and (obs.compaction_count or 0) > 0 and r.get("era") == "db":
             first = turns  # the database era reports the compaction count; the turn is at most this one
+        fields: dict = {}
+        clean = next_turn_clean(first, turns, obs.running)
+        if clean is not None and NEXT_TURN not in details:
+            fields["details"] = {**details, NEXT_TURN: clean}
         h = assess_health(first, turns, ctx.settings.policy_for(r["agent_id"]).rotation)
-        if h:
-            led.rotation_upsert(r["id"], health=h)
+        if h and not r.get("health"):
+            fields["health"] = h
+        if fields:
+            led.rotation_upsert(r["id"], **fields)
             n += 1
     return n
+
+
+NEXT_TURN = "nextTurnClean"  # rotation details: the new session's first turn after the seed ran without a compaction
+
+
+def next_turn_clean(first_compaction: int | None, turns: int, running: bool) -> bool | None:
+    """Whether the new session's first turn after the seed ran without a compaction (what occd.policy.savings
+    counts as a compaction avoided): False once one came in it, True once that turn is over (a second turn
+    began, or the run ended) without one, None before."""
+    if first_compaction is not None and first_compaction <= 1:
+        return False
+    if turns >= 2 or (turns == 1 and not running):
+        return True
+    return None
+
+
+def rotation_turns(led, since=None) -> dict:
+    """rotation id -> nextTurnClean for the rotations that have one (occd.policy.savings.effects' input)."""
+    out = {}
+    for r in led.rotations(since=since, limit=100_000):
+        d = r.get("details") if isinstance(r.get("details"), dict) else {}
+        if isinstance(d.get(NEXT_TURN), bool):
+            out[r["id"]] = d[NEXT_TURN]
+    return out
 
 
 def end_cooldowns(ctx, now: float) -> int:
@@ -119,7 +175,8 @@ def run(ctx) -> dict:
             continue
         now = ctx.now()
         policy = s.policy_for(obs.agent)
-        if obs.compaction_count < policy.rotation.rotate_at_compactions:
+        counted = counted_compactions(ctx, obs, policy, now)  # in use, and compactions while occd watched
+        if counted is None:
             continue
         from occd.jobs.decide import decided_this_cycle
 
@@ -132,7 +189,8 @@ def run(ctx) -> dict:
         st = brk.BreakerState(**asdict(rec))
         bset = brk.rotation_breaker_settings(policy)
         recent = led.action_times(obs.agent, "rotate", now - bset.window_minutes * 60, trigger="auto")
-        d = decide_rotation(_state(obs), policy, now=now, history=hist, breaker=st, recent_rotations=recent)
+        d = decide_rotation(_state(obs, counted), policy, now=now, history=hist, breaker=st, recent_rotations=recent,
+                            window_confirmed=window_confirmed(obs))
         if d is None:
             continue
         if "breaker" in d.details and (d.act or d.blocked):
@@ -174,7 +232,8 @@ def rotate_now(ctx, obs, reason: str, *, emergency: str | None = None, decision=
     recent = led.action_times(obs.agent, "rotate", now - bset.window_minutes * 60, trigger="auto")
     d = decide_rotation(_state(obs), policy, now=now, history=hist, breaker=st, recent_rotations=recent,
                         force_reason=reason, emergency=bool(emergency),
-                        urgent=bool(decision is not None and (decision.details or {}).get("urgency")))
+                        urgent=bool(decision is not None and (decision.details or {}).get("urgency")),
+                        window_confirmed=window_confirmed(obs))
     if d is None:
         return None
     if "breaker" in d.details and (d.act or d.blocked):
@@ -238,7 +297,8 @@ def scheduled(ctx, obs, now: float) -> bool:
     from occd.policy.rotation import PastRotation, decide_rotation
 
     policy = ctx.settings.policy_for(obs.agent)
-    if not obs.session_key or obs.compaction_count < policy.rotation.rotate_at_compactions:
+    counted = counted_compactions(ctx, obs, policy, now) if obs.session_key else None
+    if counted is None:
         return False
     if _cannot_help(ctx, obs, policy, now):
         return False
@@ -247,7 +307,8 @@ def scheduled(ctx, obs, now: float) -> bool:
     st = brk.BreakerState(**asdict(led.get_breaker(obs.agent, "rotate")))
     bset = brk.rotation_breaker_settings(policy)
     recent = led.action_times(obs.agent, "rotate", now - bset.window_minutes * 60, trigger="auto")
-    d = decide_rotation(_state(obs), policy, now=now, history=hist, breaker=st, recent_rotations=recent)
+    d = decide_rotation(_state(obs, counted), policy, now=now, history=hist, breaker=st, recent_rotations=recent,
+                        window_confirmed=window_confirmed(obs))
     return d is not None and (d.act or d.would_do)
 
 

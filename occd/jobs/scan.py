@@ -22,7 +22,7 @@ from occd.errors import OccdError
 from occd.jobs import scanstate
 from occd.jobs.scanstate import ScanResult, SessionObs
 from occd.openclaw import config_mtime
-from occd.openclaw.figure import compactions as count_compactions, rewrite_marks, session_figure, session_window, stale_estimate
+from occd.openclaw.figure import compactions as count_compactions, rewrite_marks, session_figure, stale_estimate, window_choice
 from occd.openclaw.state import DEFAULT_CONTEXT_WINDOW
 
 log = logging.getLogger("occd.jobs.scan")
@@ -116,8 +116,8 @@ def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: 
         wkey = (getattr(info, "model", None), getattr(info, "model_provider", None))
         if wkey not in windows:
             windows[wkey] = _window(ctx, cfg, agent.id, info)
-        window = session_window(info.entry, windows[wkey], cfg_mtime,
-                                None if cfg is None else DEFAULT_CONTEXT_WINDOW)  # the one rule (occd.openclaw.figure)
+        window, wsource = window_choice(info.entry, windows[wkey], cfg_mtime,  # the one rule (occd.openclaw.figure)
+                                        None if cfg is None else DEFAULT_CONTEXT_WINDOW, info.session_id)
         if info.path is None:  # database era: figures from OpenClaw's own entry, no transcript read
             fig = session_figure(entry=info.entry, window=window, session_id=info.session_id)
             obs = SessionObs(
@@ -125,6 +125,7 @@ def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: 
                 count_compactions(info.compaction_count, indexed=bool(info.key)) or 0,
                 fig.tokens, fig.source, window, None,
                 (info.updated_at or 0) / 1000 or None, running=store.is_running(info))
+            obs.window_source = wsource
             _budget_records(obs, info, cfg, reserve_cap=_db_reserve_cap(store))
             result.sessions.append(obs)
             continue
@@ -158,6 +159,7 @@ def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: 
         last = max(st.st_mtime, state.get("last_ts") or 0)
         obs = SessionObs(agent.id, era, info.session_id, info.key, path, st.st_size, compactions, tokens, source,
                          window, state.get("entries"), last, running=store.is_running(info))
+        obs.window_source = wsource
         _budget_records(obs, info, cfg)
         result.sessions.append(obs)
 
@@ -183,6 +185,8 @@ def _budget_records(obs: SessionObs, info, cfg: dict | None, reserve_cap: float 
 
     entry = info.entry or {}
     st = entry.get("contextBudgetStatus")
+    if isinstance(st, dict) and st.get("sessionId") not in (None, info.session_id):
+        st = None  # recorded for the key's previous session (a rotation): not this session's last turn
     obs.budget_status = st if isinstance(st, dict) else None
     obs.checkpoints = checkpoints_from_entry(entry)
     obs.model = getattr(info, "model", None)

@@ -36,6 +36,10 @@ class SessionObs:
     checkpoints: tuple = ()             # compactionCheckpoints as (reason, createdAt seconds)
     prompt_budget: int | None = None    # promptBudgetBeforeReserve for this session's window
     model: str | None = None
+    # where the window came from (occd.openclaw.figure.window_choice): "config-edit" is a figure that changed
+    # without a turn (the config was edited since the session's last turn): re-checked at its next turn before
+    # anything is rotated
+    window_source: str | None = None
 
     def ledger_row(self) -> dict:
         return dict(agent=self.agent, session_id=self.session_id, session_key=self.session_key,

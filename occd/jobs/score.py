@@ -137,6 +137,9 @@ def _recently_recorded(ledger, d, now: float, *, dry_run: bool, outcome: str) ->
     return False
 
 
+ARCHIVES_PER_CYCLE = 3  # idle sessions the idle-archive archives per agent and run, at most
+
+
 def act_on(ctx, report: ScoreReport) -> dict:
     """Carry out act-mode archive decisions through occd.actions (file era) behind the breaker; record the
     others. Returns counts."""
@@ -144,7 +147,9 @@ def act_on(ctx, report: ScoreReport) -> dict:
     from occd.jobs import breakers
 
     s, led = ctx.settings, ctx.ledger
-    counts = {"archived": 0, "wouldArchive": 0, "deferred": 0, "blocked": 0, "failed": 0, "unsupported": 0}
+    counts = {"archived": 0, "wouldArchive": 0, "deferred": 0, "blocked": 0, "failed": 0, "unsupported": 0,
+              "held": 0}
+    done: dict[str, int] = {}
     for d in report.decisions:
         if ctx.stop.is_set():
             break
@@ -164,6 +169,9 @@ def act_on(ctx, report: ScoreReport) -> dict:
                                          "(database era: `openclaw sessions archive`)", outcome="skipped",
                                   before=d.details, now=now)
             continue
+        if done.get(d.agent, 0) >= ARCHIVES_PER_CYCLE:
+            counts["held"] += 1  # bounded per cycle: the next run takes the next ones (an old history is not a
+            continue             # to-do list to empty at once)
         policy = s.policy_for(d.agent)
         g = breakers.gate(led, d.agent, "archive", policy.breaker, now)
         if not g.allowed:
@@ -179,6 +187,7 @@ def act_on(ctx, report: ScoreReport) -> dict:
             archive_session(s, agent=d.agent, ref=d.session_id, trigger="auto", policy=d.policy, reason=d.reason,
                             ledger=led, now=now)
             counts["archived"] += 1
+            done[d.agent] = done.get(d.agent, 0) + 1
             ok = True
             log.info("%s/%s: archived: %s", d.agent, d.session_id[:13], d.reason)
         except BusyError as e:

@@ -59,6 +59,18 @@ class LedgerQueries:
         rows = self._rows(sql, (agent, session_id, since_ts, since_ts))
         return rows[-limit:] if limit else rows
 
+    def compaction_baseline(self, agent: str, session_id: str, at) -> int | None:
+        """The session's compaction count at time `at` (the newest observation at or before it), else when occd
+        first observed it (its oldest observation); None when the ledger has none: what a scheduled rotation
+        counts from (compactions while occd watched or within the activity window, not the whole past)."""
+        sub = "(SELECT id FROM sessions WHERE agent_id = ? AND session_id = ?)"
+        rows = self._rows(f"SELECT compaction_count FROM observations WHERE session_pk = {sub} AND ts <= ? "
+                          "ORDER BY ts DESC, id DESC LIMIT 1", (agent, session_id, ts(at)))
+        if not rows:
+            rows = self._rows(f"SELECT compaction_count FROM observations WHERE session_pk = {sub} "
+                              "ORDER BY ts, id LIMIT 1", (agent, session_id))
+        return rows[0]["compaction_count"] if rows and rows[0]["compaction_count"] is not None else None
+
     def series_buckets(self, agent: str, session_id: str, since, until=None, buckets: int = 60) -> list[dict]:
         """A session's history squeezed into `buckets` equal time slices (for a sparkline): per slice the
         highest context tokens and compaction count, and how many observations fell in it. Empty slices are

@@ -48,7 +48,8 @@ def context_window_for_session(state_dir: Path, agent: str, info, config: dict |
 
     named = context_window(state_dir, agent=agent, model=getattr(info, "model", None),
                            provider=getattr(info, "model_provider", None), config=config, default=None)
-    return session_window(getattr(info, "entry", None), named, config_mtime(state_dir), DEFAULT_CONTEXT_WINDOW)
+    return session_window(getattr(info, "entry", None), named, config_mtime(state_dir), DEFAULT_CONTEXT_WINDOW,
+                          getattr(info, "session_id", None))
 
 
 __all__ = ["Agent", "FileStore", "Release", "config_path", "release_evidence", "LockInfo", "SessionInfo", "context_window", "context_window_for_session",

@@ -91,24 +91,42 @@ def _pos_int(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
-def session_window(entry: dict | None, named: int | None, config_mtime: float | None = None,
-                   default: int | None = None) -> int | None:
-    """The session's context window, one rule for every command (list, info, status, sessions, the daemon):
-    the window OpenClaw recorded for the session (`contextTokens`, resolved at its last turn, else the window of
-    its last pre-prompt check, `contextBudgetStatus.contextTokenBudget`), unless OpenClaw's
-    config changed after that record (openclaw.json newer than the entry's `updatedAt`) and names a window for
-    the model: then that one, which the next turn uses. `named`: occd.openclaw.context_window(default=None) for
-    the session's model (the catalog's or the config's window; None when neither names one); `default`:
-    OpenClaw's default window, for a session without a record and a model nothing names."""
+# where a session's window came from (window_choice)
+WINDOW_RECORDED, WINDOW_CONFIG_EDIT, WINDOW_NAMED, WINDOW_DEFAULT = "openclaw", "config-edit", "config", "default"
+
+
+def window_choice(entry: dict | None, named: int | None, config_mtime: float | None = None,
+                  default: int | None = None, session_id: str | None = None) -> tuple[int | None, str | None]:
+    """(window, source): the session's context window, one rule for every command (list, info, status, sessions,
+    the daemon).
+
+    1. The budget OpenClaw itself recorded for the session's last turn (`contextBudgetStatus.contextTokenBudget`,
+       when it is this session's), else the window it resolved at that turn (`contextTokens`): source `openclaw`.
+    2. ... unless OpenClaw's config changed after that turn (openclaw.json newer than the entry's `updatedAt`) and
+       names another window for the model: then that one, which the next turn uses, source `config-edit`: a
+       figure that changed without a turn, re-checked at the next turn before anything is rotated.
+    3. No record: `named`, the catalog's or the config's window (occd.openclaw.context_window(default=None):
+       a catalog older than the config it derives from is not used), source `config`; else `default`
+       (OpenClaw's default window), source `default`."""
     e = entry if isinstance(entry, dict) else {}
     cbs = e.get("contextBudgetStatus") if isinstance(e.get("contextBudgetStatus"), dict) else {}
-    ct = _pos_int(e.get("contextTokens")) or _pos_int(cbs.get("contextTokenBudget"))  # OpenClaw's records
+    if session_id and cbs.get("sessionId") not in (None, session_id):
+        cbs = {}  # recorded for another session (a rotation moved the key)
+    ct = _pos_int(cbs.get("contextTokenBudget")) or _pos_int(e.get("contextTokens"))  # OpenClaw's records
     if ct is None:
-        return named if named is not None else default
+        if named is not None:
+            return named, WINDOW_NAMED
+        return default, (WINDOW_DEFAULT if default is not None else None)
     upd = e.get("updatedAt")
-    newer_config = (named is not None and config_mtime is not None and isinstance(upd, (int, float))
-                    and not isinstance(upd, bool) and config_mtime * 1000 > upd)
-    return named if newer_config else ct
+    newer_config = (named is not None and named != ct and config_mtime is not None
+                    and isinstance(upd, (int, float)) and not isinstance(upd, bool) and config_mtime * 1000 > upd)
+    return (named, WINDOW_CONFIG_EDIT) if newer_config else (ct, WINDOW_RECORDED)
+
+
+def session_window(entry: dict | None, named: int | None, config_mtime: float | None = None,
+                   default: int | None = None, session_id: str | None = None) -> int | None:
+    """The session's context window (window_choice without its source)."""
+    return window_choice(entry, named, config_mtime, default, session_id)[0]
 
 
 def compactions(index_count, file_count=None, *, indexed: bool = False) -> int | None:

@@ -163,12 +163,20 @@ def _window_in_providers(providers: dict, model: str, provider: str | None) -> i
     return None
 
 
-def _catalog(agent_dir: Path | None) -> dict:
-    """The agent's generated model catalog (`agents/<id>/agent/models.json`), when the release writes one."""
+def _catalog(agent_dir: Path | None, config_file: Path | None = None) -> dict:
+    """The agent's generated model catalog (`agents/<id>/agent/models.json`), when the release writes one and it
+    is not older than the config it derives from (`config_file`): OpenClaw regenerates it from openclaw.json, and
+    until it does, a window raised or lowered in the config is not in it (the config then wins)."""
     if agent_dir is None:
         return {}
     p = agent_dir / "agent" / "models.json"
     try:
+        if config_file is not None:
+            try:
+                if os.stat(p).st_mtime < os.stat(config_file).st_mtime:
+                    return {}  # stale: the config changed after OpenClaw wrote the catalog
+            except FileNotFoundError:
+                pass  # no config file: the catalog stands (a missing catalog fails below)
         return _dict(_dict(loads_json5(p.read_text(encoding="utf-8"))).get("providers"))
     except (OSError, ValueError, UnicodeDecodeError):
         return {}
@@ -190,7 +198,8 @@ def default_model(config: dict, agent: str | None = None) -> str | None:
 def context_window(state_dir: Path, *, agent: str | None = None, model: str | None = None,
                    provider: str | None = None, config: dict | None = None, default: int | None = DEFAULT_CONTEXT_WINDOW):
     """The model's context window as OpenClaw resolves it: the model catalog's `contextWindow`, else the configured
-    `models.providers.<p>.models[]` entry, else `agents.defaults.contextTokens`, else 200000. Without a model
+    `models.providers.<p>.models[]` entry, else `agents.defaults.contextTokens`, else 200000 (a catalog older than
+    openclaw.json is not read: the config wins until OpenClaw regenerates it). Without a model
     (a session reset in place records none) the agent's configured model is used, as `openclaw sessions list`
     does."""
     cfg = load_openclaw_config(state_dir) if config is None else config
@@ -198,7 +207,7 @@ def context_window(state_dir: Path, *, agent: str | None = None, model: str | No
         model, provider = default_model(cfg, agent), None
     model, provider = _split_model(model, provider)
     if model:
-        for providers in (_catalog(state_dir / "agents" / agent if agent else None),
+        for providers in (_catalog(state_dir / "agents" / agent if agent else None, config_path(state_dir)),
                           _dict(_dict(cfg.get("models")).get("providers"))):
             cw = _window_in_providers(providers, model, provider)
             if cw:

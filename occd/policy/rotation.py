@@ -38,6 +38,18 @@ class PastRotation:
                    seed_budget_percent=row.get("seed_budget_percent"), health=row.get("health"))
 
 
+def compactions_counted(current: int, baseline: int | None, checkpoint_times=(), *, now: float,
+                        window_s: float) -> int:
+    """The compactions a scheduled rotation counts (issue 29): those that happened while occd watched or within
+    the activity window, not a session's whole past. `baseline`: the session's compaction count when occd began
+    to watch it or at the window's start (the ledger's observation then; None: unknown, nothing counted from it);
+    `checkpoint_times`: when OpenClaw recorded each compaction (compactionCheckpoints' createdAt), of which those
+    within `window_s` of `now` count."""
+    watched = max(0, current - baseline) if baseline is not None else 0
+    recent = sum(1 for t in checkpoint_times if isinstance(t, (int, float)) and now - window_s <= t <= now + 60)
+    return min(current, max(watched, recent))
+
+
 def seed_ladder(base: float) -> tuple[float, float, float]:
     """15 → 10 → 5 for the default base of 15."""
     return (base, round(base * 2 / 3, 2), round(base / 3, 2))
@@ -71,7 +83,8 @@ def next_seed_budget(history: Sequence[PastRotation], settings: RotationSettings
 def decide_rotation(s: SessionState, policy: PolicySettings, *, now: float, history: Sequence[PastRotation] = (),
                     breaker: brk.BreakerState | None = None,
                     recent_rotations: Sequence[tuple[float, str]] = (), force_reason: str | None = None,
-                    emergency: bool = False, urgent: bool = False) -> Decision | None:
+                    emergency: bool = False, urgent: bool = False,
+                    window_confirmed: bool = True) -> Decision | None:
     """Rotate this session now? `history`: earlier rotations of this session key, newest first;
     `breaker`: the agent's rotation breaker; `recent_rotations`: the agent's automatic rotations as (ts, outcome).
 
@@ -81,7 +94,11 @@ def decide_rotation(s: SessionState, policy: PolicySettings, *, now: float, hist
 
     `force_reason`: the strip-to-target policy asks for a rotation (no strip reaches its target): the compaction
     threshold does not apply; with `emergency` (a spiral or a blocked session) the cooldown does not either, the
-    in-progress check, the backoff and the breaker still do."""
+    in-progress check, the backoff and the breaker still do.
+
+    `window_confirmed` False: the session's figure changed without a turn (OpenClaw's config was edited since its
+    last turn, occd.openclaw.figure.window_choice): no rotation on it until the next turn confirms it (blocked,
+    so the caller's strip fallback still applies)."""
     r = policy.rotation
     if not r.enabled or s.archived or excluded(s.session_key, policy.exclude):
         return None
@@ -90,6 +107,10 @@ def decide_rotation(s: SessionState, policy: PolicySettings, *, now: float, hist
     base = dict(action="rotate", agent=s.agent, session_id=s.session_id, session_key=s.session_key)
     details: dict = {"compactions": s.compaction_count, "threshold": r.rotate_at_compactions}
     reason = force_reason or f"{s.compaction_count} compactions >= {r.rotate_at_compactions}"
+    if not window_confirmed:
+        return Decision(**base, policy="window_unconfirmed", blocked=True, details={**details, "windowUnconfirmed": True},
+                        reason=f"{reason}; the context window changed with a config edit since the session's last "
+                               "turn: re-checked at its next turn before it is rotated")
     last = history[0] if history else None
     if last is not None and last.state in UNFINISHED:
         return Decision(**base, policy=POLICY, reason=f"{reason}; a rotation of this key is in progress ({last.state})",

@@ -87,3 +87,11 @@ def idle_check(s: SessionState, min_idle_minutes: float, now: float) -> str | No
     if idle < min_idle_minutes:
         return f"idle {idle:.0f} min < {min_idle_minutes:g} min"
     return None
+
+
+def in_use(s: SessionState, active_within_hours: float, now: float) -> bool:
+    """Whether a session is in use: active within `active_within_hours` (policy.active_within_hours). Strips,
+    rotations and the lean view touch only these; history (a session idle for weeks) is never a to-do list. A
+    session whose last activity is unknown is not in use."""
+    idle = s.idle_minutes(now)
+    return idle is not None and idle <= active_within_hours * 60

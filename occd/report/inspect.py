@@ -172,7 +172,8 @@ def _window_lookup(state_dir: Path, agent: str):
                 cache[k] = context_window(state_dir, agent=agent, model=model, provider=provider, default=None)
             except Exception:  # noqa: BLE001 - informative only
                 cache[k] = None
-        return session_window(getattr(info, "entry", None), cache[k], mtime, DEFAULT_CONTEXT_WINDOW)
+        return session_window(getattr(info, "entry", None), cache[k], mtime, DEFAULT_CONTEXT_WINDOW,
+                              getattr(info, "session_id", None))
 
     return window_for
 

@@ -9,6 +9,7 @@ from occd import paths
 from occd.errors import OccdError, UsageError
 from occd.ledger import ACTION_KINDS, is_action_kind  # the ledger's one list of kinds (a newer ledger may hold more)
 from occd.report.rotations import rotations  # noqa: F401 - `occd status --rotations` (st.rotations)
+from occd.report.savings import action_savings, cost_assumptions, savings_since  # noqa: F401 (cost_assumptions: re-exported)
 
 
 def parse_since(text: str | None, now: float) -> float | None:
@@ -133,12 +134,11 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
             by_agent.setdefault(o["agent"], []).append(o)
         breakers = led.breakers()
         day = led.history(since=now - 86400, limit=5000)
+        week = led.history(kind="archive", since=now - 7 * 86400, limit=100_000)
         would = open_would(day)
         emergencies = _emergencies(day)
         marks = {(e["agent"], e["sessionId"]): e for e in emergencies}
-        from occd.policy.savings import summarize
-
-        saved = summarize(led.history(since=now - 7 * 86400, limit=100000), horizon=settings.cost.horizon_turns)
+        saved = savings_since(led, settings, now - 7 * 86400)  # the one sum `occd stats` shows too
         dinfo = daemon_info(led, now)
         for a in led.agents():
             obs = by_agent.get(a["id"], [])
@@ -168,6 +168,7 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
                              "emergency": _current(marks.get((a["id"], o["session_id"])), o)} for o in biggest],
                 "breakers": [{"kind": b.kind, "state": b.state, "reason": b.reason, "openedAt": b.opened_at}
                              for b in breakers if b.agent == a["id"]],
+                "idle": idle_summary(obs, policy, now, week, a["id"]),
                 "actions24h": counts.get(a["id"], {}),
                 # how the running daemon sees this agent's writes: watched or polled, since when (None: no daemon)
                 "watch": agent_watch(dinfo, a["id"]),
@@ -204,6 +205,21 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
         except Exception:  # noqa: BLE001
             pass
         return out
+
+
+def idle_summary(obs: list[dict], policy, now: float, archives: list[dict], agent: str) -> dict:
+    """The agent's sessions occd leaves alone (issue 29): not in use (no activity within
+    policy.active_within_hours), so never stripped, rotated or put in the lean view automatically; what the
+    idle-archive did with them in the last 7 days and would do next; the commands that act on request."""
+    hours = policy.active_within_hours
+    idle = [o for o in obs if o.get("last_activity") is None or now - o["last_activity"] > hours * 3600]
+    mine = [x for x in archives if x.get("agent_id") == agent and x.get("trigger") == "auto"]
+    done = sum(1 for x in mine if x["outcome"] == "ok" and not x["dry_run"])
+    pending = len({x["session_id"] for x in open_would(mine)} | {
+        x["session_id"] for x in mine if x["outcome"] == "deferred"})
+    return {"sessions": len(idle), "activeWithinHours": hours, "archived7d": done, "archivePending": pending,
+            "archiveAfterDays": policy.archive_after_days, "archiveBelowRelevance": policy.archive_below_relevance,
+            "commands": ["occd rotate SESSION --dry-run", "occd rotate SESSION"]}
 
 
 def _scan_failure(led) -> dict | None:
@@ -288,7 +304,7 @@ def _emergencies(actions: list[dict]) -> list[dict]:
 
 def stats(settings, since: str | None = "7d", now: float | None = None) -> dict:
     """`occd stats`: what the daemon saved (occd.policy.savings) since a time."""
-    from occd.policy.savings import AVOID_HORIZON_TURNS, summarize
+    from occd.policy.savings import AVOID_HORIZON_TURNS
 
     now = time.time() if now is None else now
     start = parse_since(since, now)
@@ -297,26 +313,14 @@ def stats(settings, since: str | None = "7d", now: float | None = None) -> dict:
         return {"since": start, "total": None, "agents": {}, "sessions": [],
                 "note": "no ledger yet: run `occd run --once`, `occd demo`, or install the service"}
     with led:
-        s = summarize(led.history(since=start, limit=1_000_000), horizon=settings.cost.horizon_turns)
+        s = savings_since(led, settings, start)
     return {"since": start, **s, "assumptions": cost_assumptions(settings, s.get("priceSources") or []) | {
         "tokensRemoved": "context tokens the strips took out of what the model is sent (the figure before "
                          "minus the figure after; never more than the context before, nor the prompt it was sent)",
-        "compactionsAvoided": f"strips made when OpenClaw was predicted to compact within {AVOID_HORIZON_TURNS} turns"}}
-
-
-def cost_assumptions(settings, sources: list) -> dict:
-    """What the net money figures assume (occd.policy.cost), for `--json`."""
-    from occd.policy import cost as cm
-
-    c = settings.cost
-    return {"usdNet": ("per action: the cache reads the smaller prompt saves on the following turns + a prevented "
-                       "compaction's summary call and rebuilt prompt - the cache write the rewrite causes "
-                       "(none once the cache expired); negative when it cost more than it saved"),
-            "priceSources": sources, "defaultPrices": dict(cm.DEFAULT_PRICES),
-            "priceOrder": ["openclaw.json models.providers.*.models[].cost", "litellm price map (JSON file)", "defaults"],
-            "cacheTtlSeconds": dict(c.cache_ttl_seconds), "turnsAssumed": c.horizon_turns,
-            "turnsRule": "the following turns until the next compaction would have come, at most turnsAssumed",
-            "summaryTokens": c.summary_tokens}
+        "compactionsAvoided": f"strips made when OpenClaw was predicted to compact within {AVOID_HORIZON_TURNS} turns "
+                              "whose next turn then ran without a compaction, and rotations whose new session's "
+                              "first turn did (awaitingNextTurn: not known yet, not counted)",
+        "undone": "strips and rotations taken back (`occd restore`, `occd rotate --undo`): their savings are withdrawn"}}
 
 
 def session_status(settings, ref: str, now: float | None = None, since_days: float = 30) -> dict:
@@ -434,6 +438,7 @@ def history(settings=None, *, agent=None, session=None, kind=None, since=None, l
                                 code="AGENT_NOT_FOUND")
         session = _history_session(led, session, agent)
         rows = led.history(agent=agent, session=session, kind=kind, since=since_ts, limit=limit, outcome=outcome)
+        action_savings(led, rows, settings)
         if not with_total:
             return rows
         total = len(rows) if len(rows) < limit else led.history_count(agent=agent, session=session, kind=kind,

@@ -392,8 +392,11 @@ def undo_rotation(settings, *, agent=None, ref=None, ledger=None, force=False, n
         from occd.actions.common import record_archive_fingerprint
 
         record_archive_fingerprint(led, aid, r["new_session_id"], archive.parent / new_path.name)
+        undoes = [a["id"] for a in led.history(agent=aid, session=r["old_session_id"], kind="rotate", limit=50)
+                  if a["outcome"] == "ok" and not a["dry_run"] and (a.get("after") or {}).get("rotationId") == r["id"]]
         led.record_action("rotate-undo", aid, r["old_session_id"], r["session_key"], outcome="ok",
-                          after={"restored": str(old_path), "seededSessionArchived": str(archive.parent / new_path.name)})
+                          after={"restored": str(old_path), "seededSessionArchived": str(archive.parent / new_path.name),
+                                 "rotationId": r["id"], "undoes": undoes})  # its savings are withdrawn
         out = {"success": True, "mode": "rotate-undo", "sessionKey": r["session_key"], "sessionId": r["old_session_id"],
                "path": str(old_path), "rotationId": r["id"], "seededSessionArchivedAt": str(seeded)}
     finally:
