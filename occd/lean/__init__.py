@@ -66,11 +66,30 @@ def marker_path(env=None) -> Path:
     return lean_dir(env) / "enabled.json"
 
 
-def _read_json(p: Path):
+def _read_json(p: Path, *, follow_symlinks: bool = False):
+    """A small JSON file, None when it is missing, damaged or not a regular file (a FIFO, a device, a directory or
+    a link at the name is never read: paths.read_regular never blocks)."""
     try:
-        return json.loads(p.read_text())
+        data = paths.read_regular(p, follow_symlinks=follow_symlinks)
+        return None if data is None else json.loads(data)
     except (OSError, ValueError):
         return None
+
+
+def refused_files(env=None) -> list[str]:
+    """The plugin's files present under a name but not regular files (the plugin refuses them and passes the
+    history unchanged): lstat only, never an open."""
+    import stat as _stat
+
+    out = []
+    for p in (policy_path(env), stats_path(env), state_path(env), marker_path(env)):
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        if not _stat.S_ISREG(st.st_mode):
+            out.append(str(p))
+    return out
 
 
 def write_json_atomic(p: Path, obj) -> None:
@@ -94,7 +113,7 @@ def openclaw_package_dir(binary: str) -> Path | None:
     """The `openclaw` npm package folder behind the command (node_modules/.bin/openclaw is a link into it)."""
     p = Path(os.path.realpath(binary))
     for d in [p.parent, *p.parents][:6]:
-        pkg = _read_json(d / "package.json")
+        pkg = _read_json(d / "package.json", follow_symlinks=True)
         if isinstance(pkg, dict) and pkg.get("name") == "openclaw":
             return d
     return None
@@ -103,7 +122,7 @@ def openclaw_package_dir(binary: str) -> Path | None:
 def release_support(pkg_dir: Path) -> dict:
     """What the installed release offers a context engine, read from its package (type declarations):
     {version, contextEngines, durableTurnContract: None (not in this release) | "v1" | "newer"}."""
-    pkg = _read_json(pkg_dir / "package.json") or {}
+    pkg = _read_json(pkg_dir / "package.json", follow_symlinks=True) or {}
     from occd.openclaw.state import parse_version
 
     version = parse_version(str(pkg.get("version") or ""))
@@ -406,6 +425,15 @@ def scan_log_lines(lines, since: float | None = None) -> dict:
     return out
 
 
+def _open_log(f: Path):
+    """An OpenClaw log file, opened without blocking (a FIFO named like one is refused), as text."""
+    import io
+
+    from occd.transcript.scan import open_transcript
+
+    return io.TextIOWrapper(open_transcript(f), errors="replace")
+
+
 def health_checks(state_dir: Path | None = None, env: Mapping[str, str] | None = None) -> list[dict]:
     """Check results for `occd doctor`: [{name, status: ok|warn|fail|skip, message, hint}]."""
     checks = []
@@ -418,6 +446,12 @@ def health_checks(state_dir: Path | None = None, env: Mapping[str, str] | None =
         return [{"name": "lean-view", "status": "skip", "message": "the lean view is not enabled",
                  "hint": "`occd lean enable` to let the model see old tool calls no more (storage keeps them)"}]
     m = _read_json(marker_path(env)) or {}
+    refused = refused_files(env)
+    if refused:
+        checks.append({"name": "lean-files", "status": "fail",
+                       "message": f"not a regular file: {', '.join(refused)}; the plugin refuses it and the model "
+                                  "gets the full history",
+                       "hint": "remove it: occd and the plugin write a new one"})
     if state_dir is not None:
         owner = slot_owner(_load_config(state_dir))
         if owner != PLUGIN_ID:
@@ -432,9 +466,9 @@ def health_checks(state_dir: Path | None = None, env: Mapping[str, str] | None =
         try:
             if since and f.stat().st_mtime < since:
                 continue
-            with open(f, errors="replace") as fh:
+            with _open_log(f) as fh:
                 r = scan_log_lines(fh)
-        except OSError:
+        except (OSError, OccdError):
             continue
         for k in ("degraded", "quarantined"):
             found[k] += r[k]

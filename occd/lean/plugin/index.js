@@ -13,10 +13,12 @@
 // - Sticky (sticky.js): a turn hidden once stays hidden, the boundary moves rarely and far, and the hidden turns'
 //   hashes (never content) survive a restart in a state file beside the stats.
 
-import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { PolicyFile, Refused, StatsFile } from "./safefs.js";
 import { STICKY_DEFAULTS, stateFile, stickyChooser } from "./sticky.js";
+
+export { PolicyFile, StatsFile };
 
 export const ENGINE_ID = "occd-lean";
 export const VERSION = "0.1.0";
@@ -378,39 +380,6 @@ export function rulesFor(policy, sessionKey) {
   return normalizeRules(pick(policy.sessions, sessionKey), r);
 }
 
-export class PolicyFile {
-  constructor(file) {
-    this.file = file;
-    this.sig = null;
-    this.policy = null;
-    this.error = null;
-  }
-
-  /** The parsed policy, re-read when the file's mtime or size changed; the last good one on a bad read. */
-  get() {
-    let st;
-    try {
-      st = fs.statSync(this.file);
-    } catch {
-      this.sig = null;
-      this.policy = null; // no file: every session off
-      return null;
-    }
-    const sig = `${st.mtimeMs}:${st.size}:${st.ino}`;
-    if (sig !== this.sig) {
-      try {
-        this.policy = JSON.parse(fs.readFileSync(this.file, "utf8"));
-        this.error = null;
-      } catch (e) {
-        this.error = String(e?.message ?? e).slice(0, 200);
-      }
-      this.sig = sig;
-    }
-    return this.policy;
-  }
-}
-
-const MAX_SESSIONS = 500;
 // per session, the newest assemble() calls occd compares with the turns OpenClaw stored (counts and times only)
 export const MAX_TURNS = 20;
 
@@ -429,70 +398,59 @@ export function withTurn(prev, s, rec) {
            firstAt: typeof old.firstAt === "number" ? old.firstAt : rec.at, turns: turns.slice(-MAX_TURNS) };
 }
 
-export class StatsFile {
-  constructor(file) {
-    this.file = file;
-  }
-
-  /** Merge one session's counts (or an error count) into the file: read, update, write to a temp file, rename. */
-  update(fn) {
-    let data = {};
-    try {
-      data = JSON.parse(fs.readFileSync(this.file, "utf8"));
-    } catch {
-      data = {};
-    }
-    if (!data || typeof data !== "object" || Array.isArray(data)) data = {};
-    data.version = 1;
-    data.engine = ENGINE_ID;
-    data.engineVersion = VERSION;
-    data.sessions = data.sessions && typeof data.sessions === "object" ? data.sessions : {};
-    fn(data);
-    const keys = Object.keys(data.sessions);
-    if (keys.length > MAX_SESSIONS) {
-      keys.sort((a, b) => (data.sessions[a]?.at ?? 0) - (data.sessions[b]?.at ?? 0));
-      for (const k of keys.slice(0, keys.length - MAX_SESSIONS)) delete data.sessions[k];
-    }
-    data.updatedAt = Date.now();
-    fs.mkdirSync(path.dirname(this.file), { recursive: true });
-    const tmp = `${this.file}.${process.pid}.tmp`;
-    const fd = fs.openSync(tmp, "w", 0o600);
-    try {
-      fs.writeSync(fd, JSON.stringify(data));
-      fs.fsyncSync(fd);
-    } finally {
-      fs.closeSync(fd);
-    }
-    fs.renameSync(tmp, this.file); // atomic: a reader sees the old file or the new one, never half of one
-  }
-}
-
 // ---------------------------------------------------------------------------------------------------------
 // The engine.
 
 // one memory per process: OpenClaw may create the engine more than once (a factory per run)
 const RECALL_MEMORY = new Map();
 
+// one error line per problem per process (OpenClaw may create the engine per run): key -> message
+const REPORTED = new Map();
+
+/** Log `msg` once where the gateway logs (the engine API's logger, else console.error) until `key` clears. */
+export function reportOnce(logger, key, msg) {
+  if (REPORTED.has(key)) return;
+  if (REPORTED.size > 100) REPORTED.clear();
+  REPORTED.set(key, msg);
+  const line = `[${ENGINE_ID}] ${msg}`;
+  try {
+    if (typeof logger?.error === "function") logger.error(line);
+    else if (typeof logger?.warn === "function") logger.warn(line);
+    else console.error(line);
+  } catch {
+    // a logger must not break a turn
+  }
+}
+
+/** A problem reported before is over: the next one is logged again. */
+function cleared(prefix) {
+  for (const k of REPORTED.keys()) if (k.startsWith(prefix)) REPORTED.delete(k);
+}
+
 export function createEngine({ policyPath, statsPath, statePath, logger } = {}) {
   const policy = new PolicyFile(policyPath);
   const state = statePath ? stateFile(statePath) : null;
-  const stats = statsPath ? new StatsFile(statsPath) : null;
+  const stats = statsPath ? new StatsFile(statsPath, { engine: ENGINE_ID, engineVersion: VERSION }) : null;
   const committed = new Set();
-  const warn = (msg) => {
-    try {
-      logger?.warn?.(`[${ENGINE_ID}] ${msg}`);
-    } catch {
-      // a logger must not break a turn
-    }
+  const report = (e, what) => {
+    const key = e instanceof Refused ? `file:${e.file}:${e.why}` : `${what}:${e?.message ?? e}`.slice(0, 300);
+    reportOnce(logger, key, e instanceof Refused ? `${e.message}; ${what}` : `${what}: ${e?.message ?? e}`);
   };
-  const noteError = (op, e) => {
-    warn(`${op} failed, history passed unchanged: ${e?.message ?? e}`);
-    try {
+  const warn = (msg) => reportOnce(logger, `warn:${msg}`.slice(0, 300), msg);
+  const noteError = (op, e, params, messages, estimatedTokens) => {
+    report(e, `${op} failed, the history passed unchanged`);
+    try { // one write: the error count, and the turn as not lean (it went through assemble() unchanged)
       stats?.update((d) => {
         d.errors = { count: (d.errors?.count ?? 0) + 1, lastAt: Date.now(), lastOp: op };
+        const key = params?.sessionKey;
+        if (op !== "assemble" || typeof key !== "string" || !key) return;
+        const n = Array.isArray(messages) ? messages.length : 0;
+        const s = { mode: "error", messagesIn: n, messagesOut: n, hiddenTurns: 0 };
+        d.sessions[key] = withTurn(d.sessions[key], d.sessions[key] ?? {},
+                                   { ...turnRecord(s, params?.sessionId, estimatedTokens), error: true });
       });
     } catch {
-      // best effort
+      // best effort (the counts file may be the file refused)
     }
   };
   const estimate = (messages) => {
@@ -550,25 +508,15 @@ export function createEngine({ policyPath, statsPath, statePath, logger } = {}) 
               else delete d.policyError;
             });
           } catch (e) {
+            if (e instanceof Refused) throw e; // a FIFO, a link, a huge file at the counts' name: fail open
             warn(`stats not written: ${e?.message ?? e}`);
           }
         }
+        cleared("file:");
         return { messages: lean, estimatedTokens };
       } catch (e) {
-        noteError("assemble", e);
         const estimatedTokens = estimate(messages);
-        try { // the turn went through assemble() but got the history unchanged: occd counts it as not lean
-          const key = params?.sessionKey;
-          if (stats && typeof key === "string" && key) {
-            const n = Array.isArray(messages) ? messages.length : 0;
-            const s = { mode: "error", messagesIn: n, messagesOut: n, hiddenTurns: 0 };
-            stats.update((d) => {
-              d.sessions[key] = withTurn(d.sessions[key], d.sessions[key] ?? {}, { ...turnRecord(s, params?.sessionId, estimatedTokens), error: true });
-            });
-          }
-        } catch {
-          // best effort
-        }
+        noteError("assemble", e, params, messages, estimatedTokens);
         return { messages, estimatedTokens };
       }
     },

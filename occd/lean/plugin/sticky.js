@@ -20,8 +20,9 @@
 // Between two moves the prompt for turn N+1 therefore starts with exactly the prompt for turn N.
 
 import crypto from "node:crypto";
-import fs from "node:fs";
-import path from "node:path";
+import { Refused, readRegular, signature, writeAtomic } from "./safefs.js";
+
+export { writeAtomic };
 
 export const STICKY_DEFAULTS = Object.freeze({ highWater: 0.9, lowWater: 0.3, cacheCostRatio: 11.5, requestsPerTurn: 2 });
 const MAX_KEYS = 4000;      // hidden-turn hashes kept per session (oldest forgotten first)
@@ -136,6 +137,7 @@ export function stickyChooser({ state, key, messages, rules, tokenBudget, textCh
     try {
       state.addHidden(key, sessionId, move.added, s.hiddenTurns);
     } catch (e) {
+      if (e instanceof Refused) throw e; // a FIFO, a link, a huge file at the state's name: the engine fails open
       warn(`lean state not written: ${e?.message ?? e}`);
     }
   };
@@ -151,23 +153,19 @@ export class StateFile {
     this.data = { version: 1, sessions: {} };
   }
 
-  _sig() {
-    try {
-      const st = fs.statSync(this.file);
-      return `${st.mtimeMs}:${st.size}:${st.ino}`;
-    } catch {
-      return "none";
-    }
-  }
-
   _load() {
-    const sig = this._sig();
-    if (sig === this.sig) return;
+    const sig = signature(this.file);
+    if (sig !== null && sig === this.sig) return;
     let d = null;
     try {
-      d = JSON.parse(fs.readFileSync(this.file, "utf8"));
-    } catch {
-      d = null;
+      d = JSON.parse(readRegular(this.file) ?? "null");
+    } catch (e) {
+      if (e instanceof Refused) { // not a regular file, too large or too slow: nothing trusted, looked at again next turn
+        this.sig = null;
+        this.data = { version: 1, sessions: {} };
+        throw e;
+      }
+      d = null; // damaged: read as empty
     }
     if (!d || typeof d !== "object" || Array.isArray(d) || typeof d.sessions !== "object" || !d.sessions) {
       d = { version: 1, sessions: {} };
@@ -202,38 +200,7 @@ export class StateFile {
     }
     this.data.version = 1;
     writeAtomic(this.file, JSON.stringify(this.data));
-    this.sig = this._sig();
-  }
-}
-
-/** Write a file atomically: a temp file beside it, fsync, the old file's mode kept, rename, fsync the folder. */
-export function writeAtomic(file, text) {
-  fs.mkdirSync(path.dirname(file), { recursive: true });
-  let mode = 0o600;
-  try {
-    mode = fs.statSync(file).mode & 0o777;
-  } catch {
-    // a new file
-  }
-  const tmp = `${file}.${process.pid}.tmp`;
-  const fd = fs.openSync(tmp, "w", mode);
-  try {
-    fs.writeSync(fd, text);
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
-  fs.chmodSync(tmp, mode);
-  fs.renameSync(tmp, file);
-  try {
-    const dfd = fs.openSync(path.dirname(file), "r");
-    try {
-      fs.fsyncSync(dfd);
-    } finally {
-      fs.closeSync(dfd);
-    }
-  } catch {
-    // a folder that cannot be opened for fsync (some platforms): the rename is still atomic
+    this.sig = signature(this.file);
   }
 }
 
