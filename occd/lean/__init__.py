@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import time
@@ -27,9 +26,10 @@ from typing import Callable, Mapping
 
 from occd import paths
 from occd.errors import OccdError
+from occd.lean.logscan import (DEGRADED_RE, PLUGIN_ID, QUARANTINE_RE, open_log,  # noqa: F401
+                               openclaw_log_files, scan_log_lines)
 from occd.lean.folder import PLUGIN_FILES, configured_plugin_paths, plugin_folder_problem, switch_plugin  # noqa: F401
 
-PLUGIN_ID = "occd-lean"
 MIN_RELEASE = (2026, 7, 1)  # the e2e tests prove the plugin on 2026.7.1, 2026.8.1 and 2026.9.6
 FENCE = "before-current-turn-entry-v1"
 IDEMPOTENCY = "atomic-idempotent-v1"
@@ -394,46 +394,6 @@ def session_view(stats: dict, policy: dict, session_key: str | None) -> dict | N
 # Health: did OpenClaw degrade or quarantine the engine? (for `occd doctor`)
 # ---------------------------------------------------------------------------------------------------------------
 
-# 2026.9.6: `[context-engine] Context engine "<id>" failed during <op>: <reason>; quarantining it for this process
-# and falling back to default engine "legacy".` and, for a missing durable-turn contract, "degraded to legacy"
-DEGRADED_RE = re.compile(r"degrad\w* to legacy|fall(?:s|ing)? back to (?:the )?(?:default engine|legacy)|"
-                         r"legacy context path", re.I)
-QUARANTINE_RE = re.compile(r"quarantining|quarantined", re.I)
-
-
-def openclaw_log_files(env: Mapping[str, str] | None = None, max_files: int = 3) -> list[Path]:
-    """OpenClaw's own log files, newest first (/tmp/openclaw/openclaw-*.log, or OPENCLAW_LOG_DIR)."""
-    env = os.environ if env is None else env
-    d = Path(env.get("OCCD_OPENCLAW_LOG_DIR") or "/tmp/openclaw")
-    try:
-        files = sorted(d.glob("openclaw*.log"), key=lambda p: p.stat().st_mtime, reverse=True)
-    except OSError:
-        return []
-    return files[:max_files]
-
-
-def scan_log_lines(lines, since: float | None = None) -> dict:
-    """Counts of the plugin's degradation and quarantine lines (those naming the plugin) in OpenClaw's log."""
-    out = {"degraded": 0, "quarantined": 0, "last": None}
-    for line in lines:
-        if PLUGIN_ID not in line:
-            continue
-        kind = "quarantined" if QUARANTINE_RE.search(line) else "degraded" if DEGRADED_RE.search(line) else None
-        if kind:
-            out[kind] += 1
-            out["last"] = line.strip()[:300]
-    return out
-
-
-def _open_log(f: Path):
-    """An OpenClaw log file, opened without blocking (a FIFO named like one is refused), as text."""
-    import io
-
-    from occd.transcript.scan import open_transcript
-
-    return io.TextIOWrapper(open_transcript(f), errors="replace")
-
-
 def health_checks(state_dir: Path | None = None, env: Mapping[str, str] | None = None) -> list[dict]:
     """Check results for `occd doctor`: [{name, status: ok|warn|fail|skip, message, hint}]."""
     checks = []
@@ -466,7 +426,7 @@ def health_checks(state_dir: Path | None = None, env: Mapping[str, str] | None =
         try:
             if since and f.stat().st_mtime < since:
                 continue
-            with _open_log(f) as fh:
+            with open_log(f) as fh:
                 r = scan_log_lines(fh)
         except (OSError, OccdError):
             continue

@@ -7,7 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
-PLUGIN_FILES = ("index.js", "openclaw.plugin.json", "package.json")
+PLUGIN_FILES = ("index.js", "safefs.js", "sticky.js", "openclaw.plugin.json", "package.json")
 
 
 def switch_plugin(new: Path, dest: Path) -> None:
