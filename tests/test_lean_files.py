@@ -70,3 +70,18 @@ def test_read_regular_refuses_what_is_not_a_small_regular_file(tmp_path):
     assert paths.read_regular(tmp_path / "big", limit=100) == b"x" * 100
     with pytest.raises(paths.NotRegular):
         paths.read_regular(tmp_path, limit=100)
+
+
+def test_a_plugin_copy_missing_a_module_it_imports_is_incomplete(tmp_path):
+    import shutil
+
+    folder = tmp_path / "plugin"
+    shutil.copytree(lean.plugin_source(), folder)
+    assert lean.plugin_folder_problem(folder) is None
+    (folder / "safefs.js").unlink()  # imported by index.js and sticky.js: OpenClaw could not load the engine
+    assert lean.plugin_folder_problem(folder) == "incomplete (no safefs.js)"
+    # an older copy whose modules import no safefs.js is complete as it is
+    for name in ("index.js", "sticky.js"):
+        code = (folder / name).read_text()
+        (folder / name).write_text(code.replace('from "./safefs.js"', 'from "node:fs"'))
+    assert lean.plugin_folder_problem(folder) is None
