@@ -145,73 +145,82 @@ export function leanView(messages, rawRules, choose) {
     turnOf[i] = turn;
   }
   const lastTurn = turn;
-  // calls and results, paired by id (a result pairs with the latest open call of that id before it)
-  const callAt = new Map(); // call id -> {msg index, name}
-  const resultFor = new Map(); // result msg index -> call id (or null for an orphan)
-  const resultOfCall = new Map(); // call id -> result msg index
+  // calls and results, paired by id: a result pairs with the latest call of its id before it that has none yet
+  // (by position: duplicated ids, calls without id and results naming another tool never split a pair)
+  const pairOfCall = new Map(); // "msg index:block index" -> pair
+  const pairOfResult = new Map(); // result msg index -> pair
+  const waiting = new Map(); // call id -> pairs without a result yet, newest last
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i];
     if (!m || typeof m !== "object") continue;
     if (m.role === "assistant" && Array.isArray(m.content)) {
-      for (const b of m.content) if (isToolCall(b) && b.id != null) callAt.set(b.id, { i, name: b.name });
+      m.content.forEach((b, j) => {
+        if (!isToolCall(b)) return;
+        const p = { turn: turnOf[i], name: b.name, result: -1 };
+        pairOfCall.set(`${i}:${j}`, p);
+        if (b.id != null) waiting.set(b.id, [...(waiting.get(b.id) ?? []), p]);
+      });
     } else if (m.role === "toolResult") {
-      const id = m.toolCallId;
-      if (id != null && callAt.has(id) && !resultOfCall.has(id)) {
-        resultFor.set(i, id);
-        resultOfCall.set(id, i);
-      } else resultFor.set(i, null);
+      const p = m.toolCallId != null ? waiting.get(m.toolCallId)?.pop() : undefined;
+      if (p) {
+        p.result = i;
+        pairOfResult.set(i, p);
+      }
     }
   }
-  const hideableCall = (b) => {
-    if (!isToolCall(b) || nameMatches(b.name, rules.neverHide)) return false;
-    const ri = b.id != null ? resultOfCall.get(b.id) : undefined;
-    if (ri !== undefined && textChars(messages[ri].content) <= rules.keepResultsUnderChars) return false;
-    return true;
+  // a pair is hideable unless the call's or the result's tool name is never hidden or the result is short; the
+  // pair belongs to its call's turn, and its call and result are hidden or kept together
+  const keptResult = (ri) => nameMatches(messages[ri]?.toolName, rules.neverHide)
+    || textChars(messages[ri]?.content) <= rules.keepResultsUnderChars;
+  const hideablePair = (p) => !nameMatches(p.name, rules.neverHide) && (p.result < 0 || !keptResult(p.result));
+  const hideableCall = (i, j) => {
+    const p = pairOfCall.get(`${i}:${j}`);
+    return !!p && hideablePair(p);
   };
   const hideableResult = (i) => {
-    const m = messages[i];
-    const id = resultFor.get(i);
-    const name = id != null ? callAt.get(id).name : m.toolName;
-    if (nameMatches(name, rules.neverHide) || nameMatches(m.toolName, rules.neverHide)) return false;
-    return textChars(m.content) > rules.keepResultsUnderChars;
+    const p = pairOfResult.get(i);
+    return p ? hideablePair(p) : !keptResult(i); // an orphan result: by its own name and size
   };
+  // the turn a message is hidden with: a result goes with its call's turn
+  const ownerOf = (i) => pairOfResult.get(i)?.turn ?? turnOf[i];
   // an unfinished last turn (a call waiting for its result or for the model's answer) is never hidden
   const last = messages[messages.length - 1];
   const open = last?.role === "toolResult" || (last?.role === "assistant" && last.stopReason === "toolUse");
   const toolTurnSet = new Set();
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i];
-    if (open && turnOf[i] === lastTurn) continue;
-    if (m?.role === "assistant" && Array.isArray(m.content) && m.content.some(hideableCall)) toolTurnSet.add(turnOf[i]);
-    else if (m?.role === "toolResult" && hideableResult(i)) toolTurnSet.add(turnOf[i]);
+    if (open && (turnOf[i] === lastTurn || ownerOf(i) === lastTurn)) continue;
+    if (m?.role === "assistant" && Array.isArray(m.content) && m.content.some((b, j) => hideableCall(i, j))) toolTurnSet.add(turnOf[i]);
+    else if (m?.role === "toolResult" && hideableResult(i)) toolTurnSet.add(ownerOf(i));
   }
+  if (open) toolTurnSet.delete(lastTurn);
   // a provider-native compaction checkpoint (OpenClaw 2026.10.2+: `providerReplay` on an assistant message) is
   // never hidden or rewritten, nor is anything before it: the provider's replay was made from that prefix
   const cp = messages.findLastIndex(isCompactionCheckpoint);
   if (cp >= 0) for (const t of [...toolTurnSet]) if (t <= turnOf[cp]) toolTurnSet.delete(t);
   const toolTurns = [...toolTurnSet].sort((a, b) => a - b);
   stats.toolTurns = toolTurns.length;
-  // the hidden form of message i (GONE: it is left out), counted into `st`
+  // the hidden form of message i when its owner turn is hidden (GONE: it is left out), counted into `st`
   const hideMsg = (i, st) => {
     const m = messages[i];
     if (!m || typeof m !== "object") return m;
     if (m.role === "assistant" && Array.isArray(m.content) && rules.mode === "drop") {
-      const removed = m.content.filter(hideableCall).length;
+      const gone = m.content.map((b, j) => hideableCall(i, j));
+      const removed = gone.filter(Boolean).length;
       if (removed === 0) return m;
       st.callsHidden += removed;
-      const content = m.content.filter((b) => !hideableCall(b) && !(b && THINKING.has(b.type)));
+      const content = m.content.filter((b, j) => !gone[j] && !(b && THINKING.has(b.type)));
       st.thinkingDropped += m.content.filter((b) => b && THINKING.has(b.type)).length;
       return content.some(hasMeaning) ? { ...m, content } : GONE; // nothing left but hidden calls and reasoning
     }
     if (m.role === "toolResult" && hideableResult(i)) {
-      const id = resultFor.get(i);
-      // drop mode: a result goes with its call (the call is hidden as hideableCall decided for it)
+      // drop mode: a result goes with its call (the call is hidden as hideablePair decided for both)
       if (rules.mode === "drop") {
         st.resultsHidden++;
         return GONE;
       }
       const chars = textChars(m.content);
-      const text = stubText(m.toolName ?? (id != null ? callAt.get(id).name : undefined), chars);
+      const text = stubText(m.toolName ?? pairOfResult.get(i)?.name, chars);
       if (text.length < chars) {
         st.resultsStubbed++;
         return { ...m, content: [{ type: "text", text }] };
@@ -227,9 +236,10 @@ export function leanView(messages, rawRules, choose) {
     const firstOf = new Map();
     for (let i = 0; i < messages.length; i++) {
       if (!firstOf.has(turnOf[i])) firstOf.set(turnOf[i], i);
-      if (!saved.has(turnOf[i])) continue;
+      const t = ownerOf(i);
+      if (!saved.has(t)) continue;
       const h = hideMsg(i, scratch);
-      saved.set(turnOf[i], saved.get(turnOf[i]) + textChars(messages[i]?.content) - (h === GONE ? 0 : textChars(h?.content)));
+      saved.set(t, saved.get(t) + textChars(messages[i]?.content) - (h === GONE ? 0 : textChars(h?.content)));
     }
     hidden = new Set(choose({ toolTurns, saved, charsIn: stats.charsIn, firstOf, turns: lastTurn + 1 }));
   } else {
@@ -245,7 +255,7 @@ export function leanView(messages, rawRules, choose) {
   }
   const out = [];
   for (let i = 0; i < messages.length; i++) {
-    const m = hidden.has(turnOf[i]) ? hideMsg(i, stats) : messages[i];
+    const m = hidden.has(ownerOf(i)) ? hideMsg(i, stats) : messages[i];
     if (m !== GONE) out.push(m);
   }
   stats.messagesOut = out.length;

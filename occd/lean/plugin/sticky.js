@@ -42,6 +42,19 @@ export function turnId(m) {
   return h.digest("hex").slice(0, 20);
 }
 
+/** The id of each turn (turn index -> id): turnId of its first message, and for the n-th (n >= 1) later turn
+ * that starts the same way (no timestamp, the same text) that id + "#n", so equal-looking turns are told apart. */
+export function turnIds(messages, firstOf, turns) {
+  const seen = new Map();
+  return Array.from({ length: turns }, (_, t) => {
+    if (!firstOf.has(t)) return "";
+    const base = turnId(messages[firstOf.get(t)]);
+    const n = seen.get(base) ?? 0;
+    seen.set(base, n + 1);
+    return n ? `${base}#${n}` : base;
+  });
+}
+
 /** The share knobs from the rules (0 < lowWater <= highWater <= 1), defaults otherwise. */
 export function waters(rules) {
   const ok = (v) => typeof v === "number" && Number.isFinite(v) && v > 0 && v <= 1;
@@ -60,7 +73,10 @@ export function waters(rules) {
 export function chooseHidden({ ids, toolTurns, saved, charsIn, rules, tokenBudget, hiddenIds }) {
   const hidden = [];
   const visible = [];
-  for (const t of toolTurns) (hiddenIds.has(ids[t]) ? hidden : visible).push(t);
+  // the newest keepTurns tool turns are never hidden, whatever their id says (two turns that start alike share
+  // a base id; an id hidden before must not take the newest results with it)
+  const newestKept = new Set(toolTurns.slice(Math.max(0, toolTurns.length - rules.keepTurns)));
+  for (const t of toolTurns) (hiddenIds.has(ids[t]) && !newestKept.has(t) ? hidden : visible).push(t);
   let chars = charsIn;
   for (const t of hidden) chars -= saved.get(t) ?? 0;
   const keep = rules.keepTurns;
@@ -115,7 +131,7 @@ export function stickyChooser({ state, key, messages, rules, tokenBudget, textCh
   const { hiddenIds, moves } = state.get(key);
   let move = null;
   const choose = ({ toolTurns, saved, charsIn, firstOf, turns }) => {
-    const ids = Array.from({ length: turns }, (_, t) => (firstOf.has(t) ? turnId(messages[firstOf.get(t)]) : ""));
+    const ids = turnIds(messages, firstOf, turns);
     const r = chooseHidden({ ids, toolTurns, saved, charsIn, rules, tokenBudget, hiddenIds });
     move = { ...r, prefixChars: 0 };
     if (r.moved) {
