@@ -78,10 +78,9 @@ def test_a_plugin_copy_missing_a_module_it_imports_is_incomplete(tmp_path):
     folder = tmp_path / "plugin"
     shutil.copytree(lean.plugin_source(), folder)
     assert lean.plugin_folder_problem(folder) is None
-    (folder / "safefs.js").unlink()  # imported by index.js and sticky.js: OpenClaw could not load the engine
+    (folder / "safefs.js").unlink()  # imported by the other modules: OpenClaw could not load the engine
     assert lean.plugin_folder_problem(folder) == "incomplete (no safefs.js)"
     # an older copy whose modules import no safefs.js is complete as it is
-    for name in ("index.js", "sticky.js"):
-        code = (folder / name).read_text()
-        (folder / name).write_text(code.replace('from "./safefs.js"', 'from "node:fs"'))
+    for f in folder.glob("*.js"):
+        f.write_text(f.read_text().replace('from "./safefs.js"', 'from "node:fs"'))
     assert lean.plugin_folder_problem(folder) is None

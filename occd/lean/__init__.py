@@ -9,6 +9,8 @@ Files, all under occd's data dir (`lean_dir()`), so a rebuilt venv never breaks 
     lean/stats.json     counts the plugin writes after each assemble (never content)
     lean/state.json     the plugin's sticky boundary: per session, hashes of the hidden turns and counts (never content)
     lean/enabled.json   occd's own record: which state dir and release it was enabled for
+    lean/recall/        per session (file named by a hash of its id), the lean turns the plugin recalls when OpenClaw
+                        cuts the history it loads: the questions and answer texts (0600; content, no tool results)
 
 Rules (one object, camelCase as the plugin reads them): mode drop|stub|off, keepTurns, batchTurns, neverHide,
 keepResultsUnderChars, highWater, lowWater (the sticky boundary: plugin/sticky.js).
@@ -318,8 +320,8 @@ def disable(settings, state_dir: Path, *, env: Mapping[str, str] | None = None) 
             raise OccdError(f"OpenClaw did not uninstall the plugin: {_last_line(p)}",
                             f"run `openclaw plugins uninstall {PLUGIN_ID}`", code="OPENCLAW_FAILED")
     removed = []
-    for p in (installed_plugin_dir(env),):
-        if p.exists():
+    for p in (installed_plugin_dir(env), lean_dir(env) / "recall"):  # recall: the questions the plugin remembers
+        if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p, ignore_errors=True)
             removed.append(str(p))
     for p in (policy_path(env), marker_path(env), stats_path(env), state_path(env)):

@@ -8,7 +8,7 @@ import re
 import shutil
 from pathlib import Path
 
-PLUGIN_FILES = ("index.js", "safefs.js", "sticky.js", "openclaw.plugin.json", "package.json")
+PLUGIN_FILES = ("index.js", "recall.js", "safefs.js", "sticky.js", "openclaw.plugin.json", "package.json")
 
 
 def switch_plugin(new: Path, dest: Path) -> None:

@@ -15,10 +15,12 @@
 
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { durableRecall, RECALL_MEMORY, recallOnCleanCut, textChars } from "./recall.js";
 import { PolicyFile, Refused, StatsFile } from "./safefs.js";
 import { STICKY_DEFAULTS, stateFile, stickyChooser } from "./sticky.js";
 
 export { PolicyFile, StatsFile };
+export { leanTurn, recall, RECALL_SHARE } from "./recall.js";
 
 export const ENGINE_ID = "occd-lean";
 export const VERSION = "0.1.0";
@@ -63,29 +65,6 @@ function nameMatches(name, patterns) {
     if (p.endsWith("*") ? name.startsWith(p.slice(0, -1)) : name === p) return true;
   }
   return false;
-}
-
-function textChars(content) {
-  if (typeof content === "string") return content.length;
-  if (!Array.isArray(content)) return 0;
-  let n = 0;
-  for (const b of content) {
-    if (b && typeof b === "object") {
-      if (typeof b.text === "string") n += b.text.length;
-      else if (typeof b.thinking === "string") n += b.thinking.length;
-      else if (b.type === "toolCall") n += jsonLen(b.arguments);
-      else if (typeof b.data === "string") n += b.data.length;
-    }
-  }
-  return n;
-}
-
-function jsonLen(v) {
-  try {
-    return JSON.stringify(v ?? null).length;
-  } catch {
-    return 0;
-  }
 }
 
 function isToolCall(b) {
@@ -264,115 +243,6 @@ export function leanView(messages, rawRules, choose) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Recall: the turns OpenClaw's bounded load left out.
-//
-// OpenClaw 2026.9.x loads a session's history from its database bounded by bytes (8 x the context token budget,
-// counted on the stored rows, full tool results included: resolveEmbeddedSessionContextLimits), before any
-// context engine runs. A long tool-heavy session therefore reaches assemble() with its oldest turns missing,
-// silently and usually mid-turn (the first message an assistant reply or a tool result), although the lean
-// prompt would have room for them. The engine remembers, in memory only (never on disk), the lean form of each
-// turn it has seen (the user's message and the assistant's text, no tool calls, results or reasoning), and when
-// the history it is handed starts part-way into a turn it remembers, it puts the remembered turns back in front,
-// lean, within a share of the token budget. A history that starts anywhere else (a compaction summary, a reset,
-// a rotation's seed, a limit the user set) is taken as it is and the memory starts over from it.
-
-export const RECALL_SHARE = 0.15;      // at most this share of the engine's token budget goes to recalled turns
-const RECALL_MAX_TURNS = 2000;         // per session
-const RECALL_MAX_CHARS = 4_000_000;    // per session
-const RECALL_MAX_SESSIONS = 200;
-const BOOTSTRAP_TEXT = "(session bootstrap)"; // what OpenClaw puts first when a cut history starts with a reply
-
-function messageText(m) {
-  const c = m?.content;
-  if (typeof c === "string") return c;
-  if (!Array.isArray(c)) return "";
-  return c.filter((b) => b && typeof b.text === "string").map((b) => b.text).join("\n");
-}
-
-function turnKey(m) {
-  return `${m.timestamp ?? ""}|${messageText(m).slice(0, 300)}`;
-}
-
-function isSynthetic(m) {
-  return m?.role === "user" && messageText(m).replace(/^\[[^\]]*\]\s*/, "").startsWith(BOOTSTRAP_TEXT);
-}
-
-/** The lean form of one turn's messages: the user's message and the assistant's text (no calls, results or
- * reasoning); an assistant message with no text left goes. */
-export function leanTurn(msgs) {
-  const out = [];
-  for (const m of msgs) {
-    if (!m || typeof m !== "object" || m.role === "toolResult") continue;
-    if (m.role === "assistant" && Array.isArray(m.content)) {
-      const content = m.content.filter((b) => b && b.type === "text" && typeof b.text === "string" && b.text.trim() !== "");
-      if (content.length === 0) continue;
-      out.push(content.length === m.content.length ? m : { ...m, content });
-      continue;
-    }
-    out.push(m);
-  }
-  return out;
-}
-
-/** Split into turns at each user message: {lead, turns: [{key, msgs}]}; `lead` is what comes before the first
- * user message that is not OpenClaw's synthetic bootstrap (that one belongs to the lead). */
-function splitTurns(messages) {
-  const lead = [];
-  const turns = [];
-  for (const m of messages) {
-    if (m?.role === "user" && !(turns.length === 0 && isSynthetic(m))) turns.push({ key: turnKey(m), msgs: [m] });
-    else if (turns.length === 0) lead.push(m);
-    else turns[turns.length - 1].msgs.push(m);
-  }
-  return { lead, turns };
-}
-
-/**
- * recall(memory, id, messages, tokenBudget) -> {messages, turnsRecalled}. Pure apart from `memory` (a Map the
- * caller keeps): remembers the lean turns of `messages` under `id`, and when `messages` starts part-way into a
- * remembered turn (its lead holds only replies, tool results or OpenClaw's bootstrap message) returns the
- * remembered turns before the first whole one, lean, followed by `messages` from that whole turn on.
- */
-export function recall(memory, id, messages, tokenBudget) {
-  if (!Array.isArray(messages) || id == null) return { messages, turnsRecalled: 0 };
-  const { lead, turns } = splitTurns(messages);
-  const mem = memory.get(id);
-  const k = mem && turns.length > 0 ? mem.turns.findIndex((t) => t.key === turns[0].key) : -1;
-  // the lead: nothing (a cut between turns), or the rest of a turn whose start was cut off; anything else (a
-  // compaction summary, ...) is a history OpenClaw rebuilt on purpose: the memory starts over from it
-  const partial = lead.length > 0 && lead.every((m) => m?.role === "assistant" || m?.role === "toolResult" || isSynthetic(m));
-  const before = k > 0 && (partial || lead.length === 0) ? mem.turns.slice(0, k) : [];
-  remember(memory, id, before, turns);
-  if (!(k > 0 && partial)) return { messages, turnsRecalled: 0 };
-  // the newest of the remembered turns first, as many as fit in the share of the budget
-  const room = Number.isFinite(tokenBudget) && tokenBudget > 0 ? tokenBudget * RECALL_SHARE * 4 : Infinity;
-  let used = 0;
-  let from = k;
-  while (from > 0) {
-    const c = before[from - 1].msgs.reduce((n, m) => n + textChars(m.content), 0);
-    if (used + c > room) break;
-    used += c;
-    from--;
-  }
-  const recalled = before.slice(from).flatMap((t) => t.msgs);
-  return { messages: [...recalled, ...messages.slice(lead.length)], turnsRecalled: k - from };
-}
-
-function remember(memory, id, before, turns) {
-  const lean = turns.map((t) => ({ key: t.key, msgs: leanTurn(t.msgs) }));
-  let all = [...before, ...lean];
-  if (all.length > RECALL_MAX_TURNS) all = all.slice(all.length - RECALL_MAX_TURNS);
-  let chars = all.reduce((n, t) => n + t.msgs.reduce((a, m) => a + textChars(m.content), 0), 0);
-  while (chars > RECALL_MAX_CHARS && all.length > 1) {
-    chars -= all[0].msgs.reduce((a, m) => a + textChars(m.content), 0);
-    all = all.slice(1);
-  }
-  memory.delete(id); // re-inserted last: the Map's order is the sessions' recency
-  memory.set(id, { turns: all });
-  while (memory.size > RECALL_MAX_SESSIONS) memory.delete(memory.keys().next().value);
-}
-
-// ---------------------------------------------------------------------------------------------------------
 // The rules file occd writes, and the counts file it reads.
 
 export function agentOfSessionKey(key) {
@@ -411,8 +281,6 @@ export function withTurn(prev, s, rec) {
 // ---------------------------------------------------------------------------------------------------------
 // The engine.
 
-// one memory per process: OpenClaw may create the engine more than once (a factory per run)
-const RECALL_MEMORY = new Map();
 
 // one error line per problem per process (OpenClaw may create the engine per run): key -> message
 const REPORTED = new Map();
@@ -437,7 +305,9 @@ function cleared(prefix) {
   for (const k of REPORTED.keys()) if (k.startsWith(prefix)) REPORTED.delete(k);
 }
 
-export function createEngine({ policyPath, statsPath, statePath, logger } = {}) {
+export function createEngine({ policyPath, statsPath, statePath, recallDir, logger, config } = {}) {
+  // the recall memory's files (recall.js): beside the sticky state unless told otherwise
+  const recallAt = recallDir ?? (statePath ? path.join(path.dirname(statePath), "recall") : null);
   const policy = new PolicyFile(policyPath);
   const state = statePath ? stateFile(statePath) : null;
   const stats = statsPath ? new StatsFile(statsPath, { engine: ENGINE_ID, engineVersion: VERSION }) : null;
@@ -496,8 +366,9 @@ export function createEngine({ policyPath, statsPath, statePath, logger } = {}) 
         let whole = messages;
         let turnsRecalled = 0;
         if (rules.mode !== "off") {
-          ({ messages: whole, turnsRecalled } = recall(RECALL_MEMORY, params.sessionId ?? params.sessionKey, messages,
-                                                        params.tokenBudget));
+          ({ messages: whole, turnsRecalled } = durableRecall(RECALL_MEMORY, recallAt, params.sessionId ?? params.sessionKey,
+                                                              messages, params.tokenBudget,
+                                                              { cleanCut: recallOnCleanCut(config, params.sessionKey) }));
         }
         // sticky (sticky.js): the turns hidden before stay hidden; the boundary moves rarely and far
         const skey = params.sessionKey ?? params.sessionId;
@@ -575,5 +446,5 @@ export function defaultPaths(pluginConfig, installed = INSTALLED_PATHS) {
 
 export default function register(api) {
   const paths = defaultPaths(api?.pluginConfig);
-  api.registerContextEngine(ENGINE_ID, () => createEngine({ ...paths, logger: api.logger }));
+  api.registerContextEngine(ENGINE_ID, (ctx) => createEngine({ ...paths, logger: api.logger, config: ctx?.config ?? api?.config }));
 }
