@@ -254,6 +254,7 @@ def test_lean_job_turns_sessions_on_by_policy_and_apply_leaves_them_alone(fake_o
         pol = lean.read_policy()
         assert set(pol["sessions"]) == {"agent:main:main"}
         assert pol["sessions"]["agent:main:main"]["mode"] == "drop" and pol["sessions"]["agent:main:main"]["keepTurns"] == 5
+        assert pol["sessions"]["agent:main:main"]["keepResults"] == 5  # issue 30.2: the newest 5 results, not 5 turns
         (a,) = led.history(kind="lean")
         assert a["outcome"] == "ok" and a["session_key"] == "agent:main:main" and not a["dry_run"]
         run_cycle(ctx, ["scan", "lean", "apply"])  # nothing changes a second time

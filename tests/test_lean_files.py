@@ -84,3 +84,12 @@ def test_a_plugin_copy_missing_a_module_it_imports_is_incomplete(tmp_path):
     for f in folder.glob("*.js"):
         f.write_text(f.read_text().replace('from "./safefs.js"', 'from "node:fs"'))
     assert lean.plugin_folder_problem(folder) is None
+
+
+def test_keep_results_setting_reaches_the_plugins_rules():
+    from occd.config import Settings
+    from occd.jobs.lean import rules_from_settings
+
+    assert rules_from_settings(Settings())["keepResults"] == 5
+    s = Settings.model_validate({"lean": {"keep_results": 0, "keep_turns": 3}})
+    assert rules_from_settings(s)["keepResults"] == 0 and rules_from_settings(s)["keepTurns"] == 3

@@ -12,7 +12,7 @@ Files, all under occd's data dir (`lean_dir()`), so a rebuilt venv never breaks 
     lean/recall/        per session (file named by a hash of its id), the lean turns the plugin recalls when OpenClaw
                         cuts the history it loads: the questions and answer texts (0600; content, no tool results)
 
-Rules (one object, camelCase as the plugin reads them): mode drop|stub|off, keepTurns, batchTurns, neverHide,
+Rules (one object, camelCase as the plugin reads them): mode drop|stub|off, keepTurns, keepResults, batchTurns, neverHide,
 keepResultsUnderChars, highWater, lowWater (the sticky boundary: plugin/sticky.js).
 """
 
@@ -35,7 +35,7 @@ from occd.lean.folder import PLUGIN_FILES, configured_plugin_paths, plugin_folde
 MIN_RELEASE = (2026, 7, 1)  # the e2e tests prove the plugin on 2026.7.1, 2026.8.1 and 2026.9.6
 FENCE = "before-current-turn-entry-v1"
 IDEMPOTENCY = "atomic-idempotent-v1"
-DEFAULT_RULES = {"mode": "drop", "keepTurns": 5, "batchTurns": 4, "neverHide": ["memory_*"],
+DEFAULT_RULES = {"mode": "drop", "keepTurns": 5, "keepResults": 5, "batchTurns": 4, "neverHide": ["memory_*"],
                  "keepResultsUnderChars": 300, "highWater": 0.9, "lowWater": 0.3,
                  "cacheCostRatio": 11.5, "requestsPerTurn": 2}
 

@@ -121,3 +121,50 @@ test("31.3: turns that start with the same message and no timestamp: the newest 
     history.push(user("go on"), asst([call(`c${k}`)], "toolUse"), result(`c${k}`), asst(txt("done")));
   }
 });
+
+// --- issue 30.2: the newest N tool results whole, not N whole turns of results ------------------------------
+test("keepResults: runs of 4 calls a turn keep the fewest newest turns that hold 5 results (2 turns, 8 results)", () => {
+  const msgs = [];
+  for (let k = 0; k < 10; k++) {
+    msgs.push(user(`Q${k}`));
+    for (let j = 0; j < 4; j++) msgs.push(asst([call(`c${k}_${j}`)], "toolUse"), result(`c${k}_${j}`));
+    msgs.push(asst(txt(`A${k}`)));
+  }
+  const sent = (rules) => leanView(msgs, rules).messages.filter((m) => m.role === "toolResult").map((m) => m.toolCallId);
+  // keepTurns 5 alone: 5 whole turns, 20 results
+  assert.equal(sent({ mode: "drop", keepTurns: 5, batchTurns: 1 }).length, 20);
+  // keepResults 5: the newest 5 results whole, in whole turns: 2 turns
+  const kept = sent({ mode: "drop", keepTurns: 5, keepResults: 5, batchTurns: 1 });
+  assert.deepEqual(kept, ["c8_0", "c8_1", "c8_2", "c8_3", "c9_0", "c9_1", "c9_2", "c9_3"]);
+  // one call a turn: the same as keepTurns (at most keepTurns turns in any case)
+  const single = [];
+  for (let k = 0; k < 10; k++) single.push(user(`Q${k}`), asst([call(`s${k}`)], "toolUse"), result(`s${k}`), asst(txt(`A${k}`)));
+  assert.equal(leanView(single, { mode: "drop", keepTurns: 5, keepResults: 5, batchTurns: 1 }).messages.filter((m) => m.role === "toolResult").length, 5);
+  assert.equal(leanView(single, { mode: "drop", keepTurns: 3, keepResults: 5, batchTurns: 1 }).messages.filter((m) => m.role === "toolResult").length, 3);
+  // results never hidden (short ones, neverHide) do not count toward the 5
+  const withMemory = msgs.map((m) => (m.role === "toolResult" && m.toolCallId.startsWith("c9") ? { ...m, toolName: "memory_get" } : m));
+  const kept2 = leanView(withMemory, { mode: "drop", keepTurns: 5, keepResults: 5, batchTurns: 1, neverHide: ["memory_*"] }).messages
+    .filter((m) => m.role === "toolResult").map((m) => m.toolCallId);
+  assert.deepEqual(kept2.filter((id) => !id.startsWith("c9")), ["c7_0", "c7_1", "c7_2", "c7_3", "c8_0", "c8_1", "c8_2", "c8_3"]);
+});
+
+test("keepResults through the engine's sticky boundary: the newest 5 results always whole, fewer turns kept", async () => {
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), "occd-keepres-"));
+  const paths = { policyPath: path.join(d, "policy.json"), statsPath: path.join(d, "stats.json"), statePath: path.join(d, "state.json") };
+  fs.writeFileSync(paths.policyPath, JSON.stringify({ default: { mode: "drop", keepTurns: 5, keepResults: 5, batchTurns: 1 } }));
+  forgetStateFiles();
+  const engine = createEngine(paths);
+  const history = [];
+  let moved = 0;
+  for (let k = 0; k < 12; k++) {
+    const r = await engine.assemble({ sessionId: "s", sessionKey: "agent:main:main", messages: structuredClone(history), tokenBudget: 30000 });
+    const sent = new Set(r.messages.filter((m) => m.role === "toolResult").map((m) => m.toolCallId));
+    for (const m of history.filter((x) => x.role === "toolResult").slice(-5)) assert.ok(sent.has(m.toolCallId), `turn ${k}: ${m.toolCallId}`);
+    assertPairsTogether(history, r.messages, `turn ${k}`);
+    if (r.messages.length < history.length) moved++;
+    history.push(user(`Q${k}`), ...[0, 1, 2, 3].flatMap((j) => [asst([call(`c${k}_${j}`)], "toolUse"), result(`c${k}_${j}`)]), asst(txt(`A${k}`)));
+  }
+  assert.ok(moved > 0, "the budget made it hide something");
+  const s = JSON.parse(fs.readFileSync(paths.statsPath, "utf8")).sessions["agent:main:main"];
+  assert.equal(s.keptTurns, 2);
+});

@@ -27,6 +27,7 @@ export const VERSION = "0.1.0";
 export const DEFAULT_RULES = Object.freeze({
   mode: "off",               // off | drop | stub
   keepTurns: 5,              // newest turns with hideable tool blocks kept intact
+  keepResults: 0,            // if > 0: keep only as many of those newest tool turns as hold this many results
   batchTurns: 4,             // hide in steps of this many turns (the prompt cache breaks once per batch)
   neverHide: [],             // tool names (a trailing * matches a prefix) never hidden, e.g. memory tools
   keepResultsUnderChars: 0,  // a result with at most this many characters is kept with its call
@@ -47,6 +48,7 @@ export function normalizeRules(raw, base = DEFAULT_RULES) {
   if (MODES.has(raw.mode)) r.mode = raw.mode;
   const int = (v, min) => (Number.isInteger(v) && v >= min ? v : undefined);
   r.keepTurns = int(raw.keepTurns, 0) ?? r.keepTurns;
+  r.keepResults = int(raw.keepResults, 0) ?? r.keepResults;
   r.batchTurns = int(raw.batchTurns, 1) ?? r.batchTurns;
   r.keepResultsUnderChars = int(raw.keepResultsUnderChars, 0) ?? r.keepResultsUnderChars;
   const share = (v) => (typeof v === "number" && Number.isFinite(v) && v > 0 && v <= 1 ? v : undefined);
@@ -96,7 +98,8 @@ export function stubText(toolName, chars) {
  * reference. Turns start at each user message (messages before the first one, e.g. a compaction summary,
  * form a turn of their own). A tool call is hideable unless its tool is in neverHide or its result is at most
  * keepResultsUnderChars long; a turn holding one is a tool turn. Of the n tool turns (an unfinished last turn
- * is never one), the oldest h = floor((n - keepTurns) / batchTurns) * batchTurns are hidden: the kept window
+ * is never one), the oldest h = floor((n - keep) / batchTurns) * batchTurns are hidden (keep: keepTurns, or with
+ * keepResults > 0 the fewest newest tool turns holding that many results, at most keepTurns): the kept window
  * moves once per batchTurns turns; or, given `choose` (the engine's sticky boundary, sticky.js), the tool turns
  * choose({toolTurns, saved: turn -> chars hiding it saves, charsIn, firstOf: turn -> first index, turns}) returns. In a hidden turn: "drop" removes the hideable calls and their results, and
  * the thinking of an assistant message that lost a call (signed reasoning must not be sent without its call);
@@ -179,6 +182,17 @@ export function leanView(messages, rawRules, choose) {
   if (cp >= 0) for (const t of [...toolTurnSet]) if (t <= turnOf[cp]) toolTurnSet.delete(t);
   const toolTurns = [...toolTurnSet].sort((a, b) => a - b);
   stats.toolTurns = toolTurns.length;
+  // how many of the newest tool turns stay whole: keepTurns, or fewer when keepResults results are in fewer
+  let keep = rules.keepTurns;
+  if (rules.keepResults > 0) {
+    const results = new Map();
+    for (const p of pairOfResult.values()) if (hideablePair(p)) results.set(p.turn, (results.get(p.turn) ?? 0) + 1);
+    let n = 0;
+    let sum = 0;
+    while (n < toolTurns.length && n < keep && sum < rules.keepResults) sum += results.get(toolTurns[toolTurns.length - 1 - n++]) ?? 0;
+    keep = n;
+  }
+  stats.keptTurns = Math.min(keep, toolTurns.length);
   // the hidden form of message i when its owner turn is hidden (GONE: it is left out), counted into `st`
   const hideMsg = (i, st) => {
     const m = messages[i];
@@ -220,9 +234,9 @@ export function leanView(messages, rawRules, choose) {
       const h = hideMsg(i, scratch);
       saved.set(t, saved.get(t) + textChars(messages[i]?.content) - (h === GONE ? 0 : textChars(h?.content)));
     }
-    hidden = new Set(choose({ toolTurns, saved, charsIn: stats.charsIn, firstOf, turns: lastTurn + 1 }));
+    hidden = new Set(choose({ toolTurns, saved, charsIn: stats.charsIn, firstOf, turns: lastTurn + 1, keep }));
   } else {
-    const over = toolTurns.length - rules.keepTurns;
+    const over = toolTurns.length - keep;
     const h = over >= rules.batchTurns ? Math.floor(over / rules.batchTurns) * rules.batchTurns : 0;
     hidden = new Set(toolTurns.slice(0, h));
   }

@@ -68,18 +68,18 @@ export function waters(rules) {
  * chooseHidden(ctx) -> {hidden: [turn index], added: [turn id], moved, charsBefore, charsAfter}. Pure.
  * ctx: {ids: [turn id per turn index], toolTurns: [turn index, oldest first], saved: Map turn -> chars the turn
  * loses when hidden, charsIn: chars of the whole history, rules: {keepTurns, batchTurns, highWater?, lowWater?},
+ * keep: the newest tool turns kept whole (default keepTurns; fewer with keepResults, see leanView),
  * tokenBudget, hiddenIds: Set of turn ids hidden before}.
  */
-export function chooseHidden({ ids, toolTurns, saved, charsIn, rules, tokenBudget, hiddenIds }) {
+export function chooseHidden({ ids, toolTurns, saved, charsIn, rules, tokenBudget, hiddenIds, keep = rules.keepTurns }) {
   const hidden = [];
   const visible = [];
   // the newest keepTurns tool turns are never hidden, whatever their id says (two turns that start alike share
   // a base id; an id hidden before must not take the newest results with it)
-  const newestKept = new Set(toolTurns.slice(Math.max(0, toolTurns.length - rules.keepTurns)));
+  const newestKept = new Set(toolTurns.slice(Math.max(0, toolTurns.length - keep)));
   for (const t of toolTurns) (hiddenIds.has(ids[t]) && !newestKept.has(t) ? hidden : visible).push(t);
   let chars = charsIn;
   for (const t of hidden) chars -= saved.get(t) ?? 0;
-  const keep = rules.keepTurns;
   const batch = rules.batchTurns;
   const candidates = visible.slice(0, Math.max(0, visible.length - keep));
   const budget = Number.isFinite(tokenBudget) && tokenBudget > 0 ? tokenBudget : null;
@@ -130,9 +130,9 @@ export function movePays({ candidates, visible, saved, keep, batch, newest, rule
 export function stickyChooser({ state, key, messages, rules, tokenBudget, textChars }) {
   const { hiddenIds, moves } = state.get(key);
   let move = null;
-  const choose = ({ toolTurns, saved, charsIn, firstOf, turns }) => {
+  const choose = ({ toolTurns, saved, charsIn, firstOf, turns, keep }) => {
     const ids = turnIds(messages, firstOf, turns);
-    const r = chooseHidden({ ids, toolTurns, saved, charsIn, rules, tokenBudget, hiddenIds });
+    const r = chooseHidden({ ids, toolTurns, saved, charsIn, rules, tokenBudget, hiddenIds, keep });
     move = { ...r, prefixChars: 0 };
     if (r.moved) {
       const addedSet = new Set(r.added);
