@@ -92,3 +92,16 @@ test("a FIFO at the recall file's name: the history passes unchanged, at once", 
   assert.ok(Date.now() - t0 < 2000);
   assert.equal(r.messages, cut);
 });
+
+test("recall files are bounded: past RECALL_MAX_FILES the least recently written go", async () => {
+  const { pruneRecallFiles } = await import(path.join(PLUGIN, "recall.js"));
+  const d = fs.mkdtempSync(path.join(os.tmpdir(), "occd-recall-prune-"));
+  for (let i = 0; i < 7; i++) {
+    const f = path.join(d, `${String(i).padStart(32, "0")}.json`);
+    fs.writeFileSync(f, "{}");
+    fs.utimesSync(f, 1000 + i, 1000 + i);
+  }
+  fs.writeFileSync(path.join(d, "other.txt"), "not ours");
+  pruneRecallFiles(d, 4);
+  assert.deepEqual(fs.readdirSync(d).sort(), [3, 4, 5, 6].map((i) => `${String(i).padStart(32, "0")}.json`).concat(["other.txt"]).sort());
+});

@@ -21,6 +21,7 @@
 // anywhere else (a compaction summary, a reset, a rotation's seed) is taken as it is and the memory starts over.
 
 import crypto from "node:crypto";
+import fs from "node:fs";
 import path from "node:path";
 import { readRegular, writeAtomic } from "./safefs.js";
 
@@ -53,6 +54,7 @@ export const QUESTION_SHARE = 0.3;     // ... and this share to recalled questio
 const RECALL_MAX_TURNS = 2000;         // per session
 const RECALL_MAX_CHARS = 4_000_000;    // per session
 const RECALL_MAX_SESSIONS = 200;
+export const RECALL_MAX_FILES = 500;   // session files kept on disk (the least recently written go first)
 const CUT = 300;                       // a recalled message that does not fit whole is cut to this many characters
 const BOOTSTRAP_TEXT = "(session bootstrap)"; // what OpenClaw puts first when a cut history starts with a reply
 
@@ -211,6 +213,34 @@ export function recallOnCleanCut(config, sessionKey) {
 // Durable: one file per session beside the plugin's state.
 
 const fileOf = (dir, id) => path.join(dir, `${crypto.createHash("sha256").update(String(id)).digest("hex").slice(0, 32)}.json`);
+const FILE_RE = /^[0-9a-f]{32}\.json$/;
+
+/** At most RECALL_MAX_FILES session files in `dir`: the least recently written go (lstat only, never an open). */
+export function pruneRecallFiles(dir, max = RECALL_MAX_FILES) {
+  let names;
+  try {
+    names = fs.readdirSync(dir).filter((n) => FILE_RE.test(n));
+  } catch {
+    return;
+  }
+  if (names.length <= max) return;
+  const when = (n) => {
+    try {
+      return fs.lstatSync(path.join(dir, n)).mtimeMs;
+    } catch {
+      return 0;
+    }
+  };
+  const old = names.map((n) => [n, when(n)]).sort((a, b) => a[1] - b[1]).slice(0, names.length - max);
+  for (const [n] of old) {
+    try {
+      fs.unlinkSync(path.join(dir, n));
+    } catch {
+      // gone already
+    }
+  }
+}
+
 const keysOf = (entry) => crypto.createHash("sha256").update(entry.turns.map((t) => t.key).join("\n")).digest("hex");
 
 /**
@@ -237,8 +267,10 @@ export function durableRecall(memory, dir, id, messages, tokenBudget, opts) {
   if (dir && entry) {
     const keys = keysOf(entry);
     if (keys !== entry.saved) {
+      const first = entry.saved === undefined; // the first write of this session in this process
       writeAtomic(fileOf(dir, id), JSON.stringify({ version: 1, id: String(id), at: Date.now(), turns: entry.turns }));
       entry.saved = keys;
+      if (first) pruneRecallFiles(dir);
     }
   }
   return r;
