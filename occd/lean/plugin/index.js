@@ -295,7 +295,6 @@ export function withTurn(prev, s, rec) {
 // ---------------------------------------------------------------------------------------------------------
 // The engine.
 
-
 // one error line per problem per process (OpenClaw may create the engine per run): key -> message
 const REPORTED = new Map();
 
