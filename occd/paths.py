@@ -158,6 +158,45 @@ def write_private(p: Path, data: bytes) -> None:
     os.replace(tmp, p)
 
 
+class NotRegular(OSError):
+    """A file occd only reads when it is a regular file (a FIFO, a device, a directory, a link or too large)."""
+
+
+def read_regular(p: Path, limit: int = 16 * 1024 * 1024, *, follow_symlinks: bool = False) -> bytes | None:
+    """The bytes of a small regular file, None when there is none. Never blocks: opened with O_NONBLOCK (a FIFO
+    or a device at the name cannot hang the open) and O_NOFOLLOW (unless follow_symlinks), then fstat'ed; anything
+    but a regular file of at most `limit` bytes raises NotRegular, unread."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+    if not follow_symlinks:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(p, flags)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        if exc.errno == 40:  # ELOOP: a symbolic link
+            raise NotRegular(exc.errno, "a symbolic link", str(p)) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegular(0, "not a regular file", str(p))
+        if st.st_size > limit:
+            raise NotRegular(0, f"larger than {limit} bytes", str(p))
+        chunks, n = [], 0
+        while n <= limit:
+            b = os.read(fd, min(1 << 20, limit + 1 - n))
+            if not b:
+                break
+            chunks.append(b)
+            n += len(b)
+        if n > limit:
+            raise NotRegular(0, f"larger than {limit} bytes", str(p))
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def display_path(p: Path | str, env=None) -> str:
     """Paths under the home directory are shown with ~ (cli-contract)."""
     env = os.environ if env is None else env

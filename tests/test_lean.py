@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +39,10 @@ def test_plugin_ships_as_package_data():
     assert '"occd.lean" = ["plugin/*.js", "plugin/*.json"]' in pyproject
     src = lean.plugin_source()
     assert {p.name for p in src.iterdir()} >= {"package.json", "openclaw.plugin.json", "index.js"}
+    # every module the plugin imports ships, and is one of the files a complete install is checked for
+    imported = set(re.findall(r'from "\./([\w.]+)"', "".join(p.read_text() for p in src.glob("*.js"))))
+    assert imported >= {"sticky.js", "safefs.js"} and imported <= set(lean.PLUGIN_FILES)
+    assert {p.name for p in src.glob("*.js")} <= set(lean.PLUGIN_FILES)
     pkg = json.loads((src / "package.json").read_text())
     assert pkg["openclaw"]["compat"]["pluginApi"] == ">=2026.7.1" and "dependencies" not in pkg
     assert json.loads((src / "openclaw.plugin.json").read_text())["id"] == lean.PLUGIN_ID
@@ -146,6 +151,8 @@ def test_enable_asks_installs_a_stable_copy_and_disable_undoes_it(fake_openclaw)
     (install,) = [c for c in calls(state) if "-l" in c]
     assert install == ["plugins", "install", "-l", str(inst), "--force", "--accept-capabilities"]
     code = (inst / "index.js").read_text()
+    assert {p.name for p in lean.plugin_source().glob("*.js")} <= {p.name for p in inst.iterdir()}
+    assert lean.plugin_folder_problem(inst) is None
     assert lean.PATHS_LINE not in code and json.dumps(str(lean.policy_path())) in code
     assert lean.read_policy()["default"]["mode"] == "off"  # nothing hidden until the daemon's policy says so
     assert lean.is_enabled(state)
@@ -247,6 +254,7 @@ def test_lean_job_turns_sessions_on_by_policy_and_apply_leaves_them_alone(fake_o
         pol = lean.read_policy()
         assert set(pol["sessions"]) == {"agent:main:main"}
         assert pol["sessions"]["agent:main:main"]["mode"] == "drop" and pol["sessions"]["agent:main:main"]["keepTurns"] == 5
+        assert pol["sessions"]["agent:main:main"]["keepResults"] == 5  # issue 30.2: the newest 5 results, not 5 turns
         (a,) = led.history(kind="lean")
         assert a["outcome"] == "ok" and a["session_key"] == "agent:main:main" and not a["dry_run"]
         run_cycle(ctx, ["scan", "lean", "apply"])  # nothing changes a second time

@@ -38,7 +38,7 @@ def rules_from_settings(settings, prices=None) -> dict:
     """The plugin's rules for a session; `prices` (occd.policy.cost.Prices of the session's model) set what a move
     costs against what it saves: cacheCostRatio = (cache write - cache read) / cache read (sticky.js)."""
     ls = settings.lean
-    rules = {"mode": ls.mode, "keepTurns": ls.keep_turns, "batchTurns": ls.batch_turns,
+    rules = {"mode": ls.mode, "keepTurns": ls.keep_turns, "keepResults": ls.keep_results, "batchTurns": ls.batch_turns,
              "neverHide": list(ls.never_hide), "keepResultsUnderChars": ls.keep_results_under_chars,
              "highWater": ls.high_water, "lowWater": min(ls.low_water, ls.high_water),
              "requestsPerTurn": ls.requests_per_turn}

@@ -9,8 +9,10 @@ Files, all under occd's data dir (`lean_dir()`), so a rebuilt venv never breaks 
     lean/stats.json     counts the plugin writes after each assemble (never content)
     lean/state.json     the plugin's sticky boundary: per session, hashes of the hidden turns and counts (never content)
     lean/enabled.json   occd's own record: which state dir and release it was enabled for
+    lean/recall/        per session (file named by a hash of its id), the lean turns the plugin recalls when OpenClaw
+                        cuts the history it loads: the questions and answer texts (0600; content, no tool results)
 
-Rules (one object, camelCase as the plugin reads them): mode drop|stub|off, keepTurns, batchTurns, neverHide,
+Rules (one object, camelCase as the plugin reads them): mode drop|stub|off, keepTurns, keepResults, batchTurns, neverHide,
 keepResultsUnderChars, highWater, lowWater (the sticky boundary: plugin/sticky.js).
 """
 
@@ -18,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import time
@@ -27,13 +28,14 @@ from typing import Callable, Mapping
 
 from occd import paths
 from occd.errors import OccdError
+from occd.lean.logscan import (DEGRADED_RE, PLUGIN_ID, QUARANTINE_RE, open_log,  # noqa: F401
+                               openclaw_log_files, scan_log_lines)
 from occd.lean.folder import PLUGIN_FILES, configured_plugin_paths, plugin_folder_problem, switch_plugin  # noqa: F401
 
-PLUGIN_ID = "occd-lean"
 MIN_RELEASE = (2026, 7, 1)  # the e2e tests prove the plugin on 2026.7.1, 2026.8.1 and 2026.9.6
 FENCE = "before-current-turn-entry-v1"
 IDEMPOTENCY = "atomic-idempotent-v1"
-DEFAULT_RULES = {"mode": "drop", "keepTurns": 5, "batchTurns": 4, "neverHide": ["memory_*"],
+DEFAULT_RULES = {"mode": "drop", "keepTurns": 5, "keepResults": 5, "batchTurns": 4, "neverHide": ["memory_*"],
                  "keepResultsUnderChars": 300, "highWater": 0.9, "lowWater": 0.3,
                  "cacheCostRatio": 11.5, "requestsPerTurn": 2}
 
@@ -66,11 +68,30 @@ def marker_path(env=None) -> Path:
     return lean_dir(env) / "enabled.json"
 
 
-def _read_json(p: Path):
+def _read_json(p: Path, *, follow_symlinks: bool = False):
+    """A small JSON file, None when it is missing, damaged or not a regular file (a FIFO, a device, a directory or
+    a link at the name is never read: paths.read_regular never blocks)."""
     try:
-        return json.loads(p.read_text())
+        data = paths.read_regular(p, follow_symlinks=follow_symlinks)
+        return None if data is None else json.loads(data)
     except (OSError, ValueError):
         return None
+
+
+def refused_files(env=None) -> list[str]:
+    """The plugin's files present under a name but not regular files (the plugin refuses them and passes the
+    history unchanged): lstat only, never an open."""
+    import stat as _stat
+
+    out = []
+    for p in (policy_path(env), stats_path(env), state_path(env), marker_path(env)):
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        if not _stat.S_ISREG(st.st_mode):
+            out.append(str(p))
+    return out
 
 
 def write_json_atomic(p: Path, obj) -> None:
@@ -94,7 +115,7 @@ def openclaw_package_dir(binary: str) -> Path | None:
     """The `openclaw` npm package folder behind the command (node_modules/.bin/openclaw is a link into it)."""
     p = Path(os.path.realpath(binary))
     for d in [p.parent, *p.parents][:6]:
-        pkg = _read_json(d / "package.json")
+        pkg = _read_json(d / "package.json", follow_symlinks=True)
         if isinstance(pkg, dict) and pkg.get("name") == "openclaw":
             return d
     return None
@@ -103,7 +124,7 @@ def openclaw_package_dir(binary: str) -> Path | None:
 def release_support(pkg_dir: Path) -> dict:
     """What the installed release offers a context engine, read from its package (type declarations):
     {version, contextEngines, durableTurnContract: None (not in this release) | "v1" | "newer"}."""
-    pkg = _read_json(pkg_dir / "package.json") or {}
+    pkg = _read_json(pkg_dir / "package.json", follow_symlinks=True) or {}
     from occd.openclaw.state import parse_version
 
     version = parse_version(str(pkg.get("version") or ""))
@@ -312,8 +333,8 @@ def disable(settings, state_dir: Path, *, env: Mapping[str, str] | None = None) 
             raise OccdError(f"OpenClaw did not uninstall the plugin: {_last_line(p)}",
                             f"run `openclaw plugins uninstall {PLUGIN_ID}`", code="OPENCLAW_FAILED")
     removed = []
-    for p in (installed_plugin_dir(env),):
-        if p.exists():
+    for p in (installed_plugin_dir(env), lean_dir(env) / "recall"):  # recall: the questions the plugin remembers
+        if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p, ignore_errors=True)
             removed.append(str(p))
     for p in (policy_path(env), marker_path(env), stats_path(env), state_path(env)):
@@ -388,37 +409,6 @@ def session_view(stats: dict, policy: dict, session_key: str | None) -> dict | N
 # Health: did OpenClaw degrade or quarantine the engine? (for `occd doctor`)
 # ---------------------------------------------------------------------------------------------------------------
 
-# 2026.9.6: `[context-engine] Context engine "<id>" failed during <op>: <reason>; quarantining it for this process
-# and falling back to default engine "legacy".` and, for a missing durable-turn contract, "degraded to legacy"
-DEGRADED_RE = re.compile(r"degrad\w* to legacy|fall(?:s|ing)? back to (?:the )?(?:default engine|legacy)|"
-                         r"legacy context path", re.I)
-QUARANTINE_RE = re.compile(r"quarantining|quarantined", re.I)
-
-
-def openclaw_log_files(env: Mapping[str, str] | None = None, max_files: int = 3) -> list[Path]:
-    """OpenClaw's own log files, newest first (/tmp/openclaw/openclaw-*.log, or OPENCLAW_LOG_DIR)."""
-    env = os.environ if env is None else env
-    d = Path(env.get("OCCD_OPENCLAW_LOG_DIR") or "/tmp/openclaw")
-    try:
-        files = sorted(d.glob("openclaw*.log"), key=lambda p: p.stat().st_mtime, reverse=True)
-    except OSError:
-        return []
-    return files[:max_files]
-
-
-def scan_log_lines(lines, since: float | None = None) -> dict:
-    """Counts of the plugin's degradation and quarantine lines (those naming the plugin) in OpenClaw's log."""
-    out = {"degraded": 0, "quarantined": 0, "last": None}
-    for line in lines:
-        if PLUGIN_ID not in line:
-            continue
-        kind = "quarantined" if QUARANTINE_RE.search(line) else "degraded" if DEGRADED_RE.search(line) else None
-        if kind:
-            out[kind] += 1
-            out["last"] = line.strip()[:300]
-    return out
-
-
 def health_checks(state_dir: Path | None = None, env: Mapping[str, str] | None = None) -> list[dict]:
     """Check results for `occd doctor`: [{name, status: ok|warn|fail|skip, message, hint}]."""
     checks = []
@@ -431,6 +421,12 @@ def health_checks(state_dir: Path | None = None, env: Mapping[str, str] | None =
         return [{"name": "lean-view", "status": "skip", "message": "the lean view is not enabled",
                  "hint": "`occd lean enable` to let the model see old tool calls no more (storage keeps them)"}]
     m = _read_json(marker_path(env)) or {}
+    refused = refused_files(env)
+    if refused:
+        checks.append({"name": "lean-files", "status": "fail",
+                       "message": f"not a regular file: {', '.join(refused)}; the plugin refuses it and the model "
+                                  "gets the full history",
+                       "hint": "remove it: occd and the plugin write a new one"})
     if state_dir is not None:
         owner = slot_owner(_load_config(state_dir))
         if owner != PLUGIN_ID:
@@ -445,9 +441,9 @@ def health_checks(state_dir: Path | None = None, env: Mapping[str, str] | None =
         try:
             if since and f.stat().st_mtime < since:
                 continue
-            with open(f, errors="replace") as fh:
+            with open_log(f) as fh:
                 r = scan_log_lines(fh)
-        except OSError:
+        except (OSError, OccdError):
             continue
         for k in ("degraded", "quarantined"):
             found[k] += r[k]

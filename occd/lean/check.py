@@ -110,7 +110,12 @@ def _turned_on(led, agent: str, key: str, marker: dict) -> float | None:
 
 def _lines(state_dir: Path, obs) -> list[bytes]:
     if obs.era == "file":
-        return Path(obs.path).read_bytes().splitlines() if obs.path else []
+        if not obs.path:
+            return []
+        from occd.transcript.scan import open_transcript
+
+        with open_transcript(obs.path) as fh:  # never blocks on a FIFO or device named like the transcript
+            return fh.read().splitlines()
     from occd.openclaw.dbstore import DbStore
 
     with DbStore(state_dir, obs.agent) as st:

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
-PLUGIN_FILES = ("index.js", "openclaw.plugin.json", "package.json")
+PLUGIN_FILES = ("index.js", "recall.js", "safefs.js", "sticky.js", "openclaw.plugin.json", "package.json")
 
 
 def switch_plugin(new: Path, dest: Path) -> None:
@@ -43,8 +44,21 @@ def configured_plugin_paths(config: dict) -> list[str]:
 
 
 def plugin_folder_problem(folder: Path) -> str | None:
-    """Why `folder` is not a complete plugin folder, or None."""
+    """Why `folder` is not a complete plugin folder, or None: the manifests, index.js and every module the
+    folder's own modules import (an older copy that imports fewer modules is complete as it is)."""
     if not folder.is_dir():
         return "path missing"
-    missing = [f for f in PLUGIN_FILES if not (folder / f).is_file()]
+    missing = [f for f in ("index.js", "openclaw.plugin.json", "package.json") if not (folder / f).is_file()]
+    seen, todo = set(), ["index.js"]
+    while todo and not missing:
+        name = todo.pop()
+        seen.add(name)
+        try:
+            code = (folder / name).read_text(errors="replace")[:200_000] if (folder / name).is_file() else None
+        except OSError:
+            code = None
+        if code is None:
+            missing.append(name)
+            continue
+        todo += [m for m in re.findall(r'from\s+"\./([\w.-]+\.js)"', code) if m not in seen and m not in todo]
     return f"incomplete (no {', '.join(missing)})" if missing else None

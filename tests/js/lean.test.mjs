@@ -219,7 +219,7 @@ test("rulesFor: session over agent over default; bad values fall back", () => {
     agents: { main: { mode: "drop", batchTurns: 2 } },
     sessions: { "agent:main:s1": { keepTurns: 1 }, "agent:main:bad": { keepTurns: -3, mode: "nuke" } },
   };
-  assert.deepEqual(rulesFor(policy, "agent:main:s1"), { mode: "drop", keepTurns: 1, batchTurns: 2, neverHide: [], keepResultsUnderChars: 0,
+  assert.deepEqual(rulesFor(policy, "agent:main:s1"), { mode: "drop", keepTurns: 1, keepResults: 0, batchTurns: 2, neverHide: [], keepResultsUnderChars: 0,
                                                          highWater: 0.9, lowWater: 0.3, cacheCostRatio: 11.5, requestsPerTurn: 2 });
   assert.equal(rulesFor(policy, "agent:other:x").mode, "stub");
   assert.equal(rulesFor(policy, "agent:main:bad").keepTurns, 5);
@@ -401,17 +401,29 @@ test("recall: a history that starts on purpose (compaction summary, reset, seed)
   assert.deepEqual(questions(recall(mem, "s", [asst([{ type: "text", text: "late" }]), ...fresh]).messages), ["[occd] This session continues session x"]);
 });
 
-test("recall: within its share of the token budget, the newest cut turns first", () => {
+test("recall: every question, then the answers newest first within their share of the token budget", () => {
   const mem = new Map();
   const full = Array.from({ length: 8 }, (_, i) => [user(`Q${i + 1} ${"q".repeat(400)}`), asst([{ type: "text", text: `A${i + 1} ${"a".repeat(400)}` }])]).flat();
   recall(mem, "s", full);
   const cut = full.slice(2 * 5 + 1);                       // Q1..Q6 cut (the rest of turn 6 leads)
-  // each recalled turn is ~806 chars ≈ 202 tokens; a budget of 2,000 tokens gives 15%: 300 tokens, one turn
-  const { messages, turnsRecalled } = recall(mem, "s", cut, 2000);
-  assert.equal(turnsRecalled, 1);
-  assert.deepEqual(questions(messages).map((q) => q.split(" ")[0]), ["Q6", "Q7", "Q8"]);
+  // a budget of 2,100 tokens: questions get 30% (2,520 chars: all six, 403 chars each), answers 15% (1,260
+  // chars: the newest three whole, none older)
+  const { messages, turnsRecalled } = recall(mem, "s", cut, 2100);
+  assert.equal(turnsRecalled, 6);
+  assert.deepEqual(questions(messages).map((q) => q.split(" ")[0]), ["Q1", "Q2", "Q3", "Q4", "Q5", "Q6", "Q7", "Q8"]);
+  assert.ok(questions(messages).every((q) => q.length === 403), "questions whole");
+  const answers = texts(messages).filter((t) => /^A[1-6] /.test(t));
+  assert.deepEqual(answers.map((a) => a.split(" ")[0]), ["A4", "A5", "A6"]);
+  assert.ok(answers.every((a) => a.length === 403));
+  // 1,950 tokens: 2,340 chars of questions (five whole, the oldest cut short), 1,170 of answers (two whole, one cut)
+  const tight = recall(new Map([["s", structuredClone(mem.get("s"))]]), "s", cut, 1950);
+  assert.deepEqual(questions(tight.messages).map((q) => q.split(" ")[0]), ["Q1", "Q2", "Q3", "Q4", "Q5", "Q6", "Q7", "Q8"]);
+  assert.ok(questions(tight.messages)[0].endsWith("[...]") && questions(tight.messages)[0].length === 306);
+  const tightA = texts(tight.messages).filter((t) => /^A[1-6] /.test(t));
+  assert.deepEqual(tightA.map((a) => a.length), [306, 403, 403]);
   const all = recall(new Map([["s", mem.get("s")]]), "s", cut, 1_000_000);
   assert.equal(all.turnsRecalled, 6);
+  assert.equal(texts(all.messages).filter((t) => /^A[1-6] /.test(t) && t.length === 403).length, 6);
 });
 
 test("recall: a cut between two turns recalls nothing now, and the older turns stay remembered", () => {

@@ -13,16 +13,21 @@
 // - Sticky (sticky.js): a turn hidden once stays hidden, the boundary moves rarely and far, and the hidden turns'
 //   hashes (never content) survive a restart in a state file beside the stats.
 
-import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { durableRecall, RECALL_MEMORY, recallOnCleanCut, textChars } from "./recall.js";
+import { PolicyFile, Refused, StatsFile } from "./safefs.js";
 import { STICKY_DEFAULTS, stateFile, stickyChooser } from "./sticky.js";
+
+export { PolicyFile, StatsFile };
+export { leanTurn, recall, RECALL_SHARE } from "./recall.js";
 
 export const ENGINE_ID = "occd-lean";
 export const VERSION = "0.1.0";
 export const DEFAULT_RULES = Object.freeze({
   mode: "off",               // off | drop | stub
   keepTurns: 5,              // newest turns with hideable tool blocks kept intact
+  keepResults: 0,            // if > 0: keep only as many of those newest tool turns as hold this many results
   batchTurns: 4,             // hide in steps of this many turns (the prompt cache breaks once per batch)
   neverHide: [],             // tool names (a trailing * matches a prefix) never hidden, e.g. memory tools
   keepResultsUnderChars: 0,  // a result with at most this many characters is kept with its call
@@ -43,6 +48,7 @@ export function normalizeRules(raw, base = DEFAULT_RULES) {
   if (MODES.has(raw.mode)) r.mode = raw.mode;
   const int = (v, min) => (Number.isInteger(v) && v >= min ? v : undefined);
   r.keepTurns = int(raw.keepTurns, 0) ?? r.keepTurns;
+  r.keepResults = int(raw.keepResults, 0) ?? r.keepResults;
   r.batchTurns = int(raw.batchTurns, 1) ?? r.batchTurns;
   r.keepResultsUnderChars = int(raw.keepResultsUnderChars, 0) ?? r.keepResultsUnderChars;
   const share = (v) => (typeof v === "number" && Number.isFinite(v) && v > 0 && v <= 1 ? v : undefined);
@@ -61,29 +67,6 @@ function nameMatches(name, patterns) {
     if (p.endsWith("*") ? name.startsWith(p.slice(0, -1)) : name === p) return true;
   }
   return false;
-}
-
-function textChars(content) {
-  if (typeof content === "string") return content.length;
-  if (!Array.isArray(content)) return 0;
-  let n = 0;
-  for (const b of content) {
-    if (b && typeof b === "object") {
-      if (typeof b.text === "string") n += b.text.length;
-      else if (typeof b.thinking === "string") n += b.thinking.length;
-      else if (b.type === "toolCall") n += jsonLen(b.arguments);
-      else if (typeof b.data === "string") n += b.data.length;
-    }
-  }
-  return n;
-}
-
-function jsonLen(v) {
-  try {
-    return JSON.stringify(v ?? null).length;
-  } catch {
-    return 0;
-  }
 }
 
 function isToolCall(b) {
@@ -115,7 +98,8 @@ export function stubText(toolName, chars) {
  * reference. Turns start at each user message (messages before the first one, e.g. a compaction summary,
  * form a turn of their own). A tool call is hideable unless its tool is in neverHide or its result is at most
  * keepResultsUnderChars long; a turn holding one is a tool turn. Of the n tool turns (an unfinished last turn
- * is never one), the oldest h = floor((n - keepTurns) / batchTurns) * batchTurns are hidden: the kept window
+ * is never one), the oldest h = floor((n - keep) / batchTurns) * batchTurns are hidden (keep: keepTurns, or with
+ * keepResults > 0 the fewest newest tool turns holding that many results, at most keepTurns): the kept window
  * moves once per batchTurns turns; or, given `choose` (the engine's sticky boundary, sticky.js), the tool turns
  * choose({toolTurns, saved: turn -> chars hiding it saves, charsIn, firstOf: turn -> first index, turns}) returns. In a hidden turn: "drop" removes the hideable calls and their results, and
  * the thinking of an assistant message that lost a call (signed reasoning must not be sent without its call);
@@ -143,73 +127,93 @@ export function leanView(messages, rawRules, choose) {
     turnOf[i] = turn;
   }
   const lastTurn = turn;
-  // calls and results, paired by id (a result pairs with the latest open call of that id before it)
-  const callAt = new Map(); // call id -> {msg index, name}
-  const resultFor = new Map(); // result msg index -> call id (or null for an orphan)
-  const resultOfCall = new Map(); // call id -> result msg index
+  // calls and results, paired by id: a result pairs with the latest call of its id before it that has none yet
+  // (by position: duplicated ids, calls without id and results naming another tool never split a pair)
+  const pairOfCall = new Map(); // "msg index:block index" -> pair
+  const pairOfResult = new Map(); // result msg index -> pair
+  const waiting = new Map(); // call id -> pairs without a result yet, newest last
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i];
     if (!m || typeof m !== "object") continue;
     if (m.role === "assistant" && Array.isArray(m.content)) {
-      for (const b of m.content) if (isToolCall(b) && b.id != null) callAt.set(b.id, { i, name: b.name });
+      m.content.forEach((b, j) => {
+        if (!isToolCall(b)) return;
+        const p = { turn: turnOf[i], name: b.name, result: -1 };
+        pairOfCall.set(`${i}:${j}`, p);
+        if (b.id != null) waiting.set(b.id, [...(waiting.get(b.id) ?? []), p]);
+      });
     } else if (m.role === "toolResult") {
-      const id = m.toolCallId;
-      if (id != null && callAt.has(id) && !resultOfCall.has(id)) {
-        resultFor.set(i, id);
-        resultOfCall.set(id, i);
-      } else resultFor.set(i, null);
+      const p = m.toolCallId != null ? waiting.get(m.toolCallId)?.pop() : undefined;
+      if (p) {
+        p.result = i;
+        pairOfResult.set(i, p);
+      }
     }
   }
-  const hideableCall = (b) => {
-    if (!isToolCall(b) || nameMatches(b.name, rules.neverHide)) return false;
-    const ri = b.id != null ? resultOfCall.get(b.id) : undefined;
-    if (ri !== undefined && textChars(messages[ri].content) <= rules.keepResultsUnderChars) return false;
-    return true;
+  // a pair is hideable unless the call's or the result's tool name is never hidden or the result is short; the
+  // pair belongs to its call's turn, and its call and result are hidden or kept together
+  const keptResult = (ri) => nameMatches(messages[ri]?.toolName, rules.neverHide)
+    || textChars(messages[ri]?.content) <= rules.keepResultsUnderChars;
+  const hideablePair = (p) => !nameMatches(p.name, rules.neverHide) && (p.result < 0 || !keptResult(p.result));
+  const hideableCall = (i, j) => {
+    const p = pairOfCall.get(`${i}:${j}`);
+    return !!p && hideablePair(p);
   };
   const hideableResult = (i) => {
-    const m = messages[i];
-    const id = resultFor.get(i);
-    const name = id != null ? callAt.get(id).name : m.toolName;
-    if (nameMatches(name, rules.neverHide) || nameMatches(m.toolName, rules.neverHide)) return false;
-    return textChars(m.content) > rules.keepResultsUnderChars;
+    const p = pairOfResult.get(i);
+    return p ? hideablePair(p) : !keptResult(i); // an orphan result: by its own name and size
   };
+  // the turn a message is hidden with: a result goes with its call's turn
+  const ownerOf = (i) => pairOfResult.get(i)?.turn ?? turnOf[i];
   // an unfinished last turn (a call waiting for its result or for the model's answer) is never hidden
   const last = messages[messages.length - 1];
   const open = last?.role === "toolResult" || (last?.role === "assistant" && last.stopReason === "toolUse");
   const toolTurnSet = new Set();
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i];
-    if (open && turnOf[i] === lastTurn) continue;
-    if (m?.role === "assistant" && Array.isArray(m.content) && m.content.some(hideableCall)) toolTurnSet.add(turnOf[i]);
-    else if (m?.role === "toolResult" && hideableResult(i)) toolTurnSet.add(turnOf[i]);
+    if (open && (turnOf[i] === lastTurn || ownerOf(i) === lastTurn)) continue;
+    if (m?.role === "assistant" && Array.isArray(m.content) && m.content.some((b, j) => hideableCall(i, j))) toolTurnSet.add(turnOf[i]);
+    else if (m?.role === "toolResult" && hideableResult(i)) toolTurnSet.add(ownerOf(i));
   }
+  if (open) toolTurnSet.delete(lastTurn);
   // a provider-native compaction checkpoint (OpenClaw 2026.10.2+: `providerReplay` on an assistant message) is
   // never hidden or rewritten, nor is anything before it: the provider's replay was made from that prefix
   const cp = messages.findLastIndex(isCompactionCheckpoint);
   if (cp >= 0) for (const t of [...toolTurnSet]) if (t <= turnOf[cp]) toolTurnSet.delete(t);
   const toolTurns = [...toolTurnSet].sort((a, b) => a - b);
   stats.toolTurns = toolTurns.length;
-  // the hidden form of message i (GONE: it is left out), counted into `st`
+  // how many of the newest tool turns stay whole: keepTurns, or fewer when keepResults results are in fewer
+  let keep = rules.keepTurns;
+  if (rules.keepResults > 0) {
+    const results = new Map();
+    for (const p of pairOfResult.values()) if (hideablePair(p)) results.set(p.turn, (results.get(p.turn) ?? 0) + 1);
+    let n = 0;
+    let sum = 0;
+    while (n < toolTurns.length && n < keep && sum < rules.keepResults) sum += results.get(toolTurns[toolTurns.length - 1 - n++]) ?? 0;
+    keep = n;
+  }
+  stats.keptTurns = Math.min(keep, toolTurns.length);
+  // the hidden form of message i when its owner turn is hidden (GONE: it is left out), counted into `st`
   const hideMsg = (i, st) => {
     const m = messages[i];
     if (!m || typeof m !== "object") return m;
     if (m.role === "assistant" && Array.isArray(m.content) && rules.mode === "drop") {
-      const removed = m.content.filter(hideableCall).length;
+      const gone = m.content.map((b, j) => hideableCall(i, j));
+      const removed = gone.filter(Boolean).length;
       if (removed === 0) return m;
       st.callsHidden += removed;
-      const content = m.content.filter((b) => !hideableCall(b) && !(b && THINKING.has(b.type)));
+      const content = m.content.filter((b, j) => !gone[j] && !(b && THINKING.has(b.type)));
       st.thinkingDropped += m.content.filter((b) => b && THINKING.has(b.type)).length;
       return content.some(hasMeaning) ? { ...m, content } : GONE; // nothing left but hidden calls and reasoning
     }
     if (m.role === "toolResult" && hideableResult(i)) {
-      const id = resultFor.get(i);
-      // drop mode: a result goes with its call (the call is hidden as hideableCall decided for it)
+      // drop mode: a result goes with its call (the call is hidden as hideablePair decided for both)
       if (rules.mode === "drop") {
         st.resultsHidden++;
         return GONE;
       }
       const chars = textChars(m.content);
-      const text = stubText(m.toolName ?? (id != null ? callAt.get(id).name : undefined), chars);
+      const text = stubText(m.toolName ?? pairOfResult.get(i)?.name, chars);
       if (text.length < chars) {
         st.resultsStubbed++;
         return { ...m, content: [{ type: "text", text }] };
@@ -225,13 +229,14 @@ export function leanView(messages, rawRules, choose) {
     const firstOf = new Map();
     for (let i = 0; i < messages.length; i++) {
       if (!firstOf.has(turnOf[i])) firstOf.set(turnOf[i], i);
-      if (!saved.has(turnOf[i])) continue;
+      const t = ownerOf(i);
+      if (!saved.has(t)) continue;
       const h = hideMsg(i, scratch);
-      saved.set(turnOf[i], saved.get(turnOf[i]) + textChars(messages[i]?.content) - (h === GONE ? 0 : textChars(h?.content)));
+      saved.set(t, saved.get(t) + textChars(messages[i]?.content) - (h === GONE ? 0 : textChars(h?.content)));
     }
-    hidden = new Set(choose({ toolTurns, saved, charsIn: stats.charsIn, firstOf, turns: lastTurn + 1 }));
+    hidden = new Set(choose({ toolTurns, saved, charsIn: stats.charsIn, firstOf, turns: lastTurn + 1, keep }));
   } else {
-    const over = toolTurns.length - rules.keepTurns;
+    const over = toolTurns.length - keep;
     const h = over >= rules.batchTurns ? Math.floor(over / rules.batchTurns) * rules.batchTurns : 0;
     hidden = new Set(toolTurns.slice(0, h));
   }
@@ -243,121 +248,12 @@ export function leanView(messages, rawRules, choose) {
   }
   const out = [];
   for (let i = 0; i < messages.length; i++) {
-    const m = hidden.has(turnOf[i]) ? hideMsg(i, stats) : messages[i];
+    const m = hidden.has(ownerOf(i)) ? hideMsg(i, stats) : messages[i];
     if (m !== GONE) out.push(m);
   }
   stats.messagesOut = out.length;
   for (const m of out) stats.charsOut += textChars(m?.content);
   return { messages: out, stats };
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Recall: the turns OpenClaw's bounded load left out.
-//
-// OpenClaw 2026.9.x loads a session's history from its database bounded by bytes (8 x the context token budget,
-// counted on the stored rows, full tool results included: resolveEmbeddedSessionContextLimits), before any
-// context engine runs. A long tool-heavy session therefore reaches assemble() with its oldest turns missing,
-// silently and usually mid-turn (the first message an assistant reply or a tool result), although the lean
-// prompt would have room for them. The engine remembers, in memory only (never on disk), the lean form of each
-// turn it has seen (the user's message and the assistant's text, no tool calls, results or reasoning), and when
-// the history it is handed starts part-way into a turn it remembers, it puts the remembered turns back in front,
-// lean, within a share of the token budget. A history that starts anywhere else (a compaction summary, a reset,
-// a rotation's seed, a limit the user set) is taken as it is and the memory starts over from it.
-
-export const RECALL_SHARE = 0.15;      // at most this share of the engine's token budget goes to recalled turns
-const RECALL_MAX_TURNS = 2000;         // per session
-const RECALL_MAX_CHARS = 4_000_000;    // per session
-const RECALL_MAX_SESSIONS = 200;
-const BOOTSTRAP_TEXT = "(session bootstrap)"; // what OpenClaw puts first when a cut history starts with a reply
-
-function messageText(m) {
-  const c = m?.content;
-  if (typeof c === "string") return c;
-  if (!Array.isArray(c)) return "";
-  return c.filter((b) => b && typeof b.text === "string").map((b) => b.text).join("\n");
-}
-
-function turnKey(m) {
-  return `${m.timestamp ?? ""}|${messageText(m).slice(0, 300)}`;
-}
-
-function isSynthetic(m) {
-  return m?.role === "user" && messageText(m).replace(/^\[[^\]]*\]\s*/, "").startsWith(BOOTSTRAP_TEXT);
-}
-
-/** The lean form of one turn's messages: the user's message and the assistant's text (no calls, results or
- * reasoning); an assistant message with no text left goes. */
-export function leanTurn(msgs) {
-  const out = [];
-  for (const m of msgs) {
-    if (!m || typeof m !== "object" || m.role === "toolResult") continue;
-    if (m.role === "assistant" && Array.isArray(m.content)) {
-      const content = m.content.filter((b) => b && b.type === "text" && typeof b.text === "string" && b.text.trim() !== "");
-      if (content.length === 0) continue;
-      out.push(content.length === m.content.length ? m : { ...m, content });
-      continue;
-    }
-    out.push(m);
-  }
-  return out;
-}
-
-/** Split into turns at each user message: {lead, turns: [{key, msgs}]}; `lead` is what comes before the first
- * user message that is not OpenClaw's synthetic bootstrap (that one belongs to the lead). */
-function splitTurns(messages) {
-  const lead = [];
-  const turns = [];
-  for (const m of messages) {
-    if (m?.role === "user" && !(turns.length === 0 && isSynthetic(m))) turns.push({ key: turnKey(m), msgs: [m] });
-    else if (turns.length === 0) lead.push(m);
-    else turns[turns.length - 1].msgs.push(m);
-  }
-  return { lead, turns };
-}
-
-/**
- * recall(memory, id, messages, tokenBudget) -> {messages, turnsRecalled}. Pure apart from `memory` (a Map the
- * caller keeps): remembers the lean turns of `messages` under `id`, and when `messages` starts part-way into a
- * remembered turn (its lead holds only replies, tool results or OpenClaw's bootstrap message) returns the
- * remembered turns before the first whole one, lean, followed by `messages` from that whole turn on.
- */
-export function recall(memory, id, messages, tokenBudget) {
-  if (!Array.isArray(messages) || id == null) return { messages, turnsRecalled: 0 };
-  const { lead, turns } = splitTurns(messages);
-  const mem = memory.get(id);
-  const k = mem && turns.length > 0 ? mem.turns.findIndex((t) => t.key === turns[0].key) : -1;
-  // the lead: nothing (a cut between turns), or the rest of a turn whose start was cut off; anything else (a
-  // compaction summary, ...) is a history OpenClaw rebuilt on purpose: the memory starts over from it
-  const partial = lead.length > 0 && lead.every((m) => m?.role === "assistant" || m?.role === "toolResult" || isSynthetic(m));
-  const before = k > 0 && (partial || lead.length === 0) ? mem.turns.slice(0, k) : [];
-  remember(memory, id, before, turns);
-  if (!(k > 0 && partial)) return { messages, turnsRecalled: 0 };
-  // the newest of the remembered turns first, as many as fit in the share of the budget
-  const room = Number.isFinite(tokenBudget) && tokenBudget > 0 ? tokenBudget * RECALL_SHARE * 4 : Infinity;
-  let used = 0;
-  let from = k;
-  while (from > 0) {
-    const c = before[from - 1].msgs.reduce((n, m) => n + textChars(m.content), 0);
-    if (used + c > room) break;
-    used += c;
-    from--;
-  }
-  const recalled = before.slice(from).flatMap((t) => t.msgs);
-  return { messages: [...recalled, ...messages.slice(lead.length)], turnsRecalled: k - from };
-}
-
-function remember(memory, id, before, turns) {
-  const lean = turns.map((t) => ({ key: t.key, msgs: leanTurn(t.msgs) }));
-  let all = [...before, ...lean];
-  if (all.length > RECALL_MAX_TURNS) all = all.slice(all.length - RECALL_MAX_TURNS);
-  let chars = all.reduce((n, t) => n + t.msgs.reduce((a, m) => a + textChars(m.content), 0), 0);
-  while (chars > RECALL_MAX_CHARS && all.length > 1) {
-    chars -= all[0].msgs.reduce((a, m) => a + textChars(m.content), 0);
-    all = all.slice(1);
-  }
-  memory.delete(id); // re-inserted last: the Map's order is the sessions' recency
-  memory.set(id, { turns: all });
-  while (memory.size > RECALL_MAX_SESSIONS) memory.delete(memory.keys().next().value);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -378,39 +274,6 @@ export function rulesFor(policy, sessionKey) {
   return normalizeRules(pick(policy.sessions, sessionKey), r);
 }
 
-export class PolicyFile {
-  constructor(file) {
-    this.file = file;
-    this.sig = null;
-    this.policy = null;
-    this.error = null;
-  }
-
-  /** The parsed policy, re-read when the file's mtime or size changed; the last good one on a bad read. */
-  get() {
-    let st;
-    try {
-      st = fs.statSync(this.file);
-    } catch {
-      this.sig = null;
-      this.policy = null; // no file: every session off
-      return null;
-    }
-    const sig = `${st.mtimeMs}:${st.size}:${st.ino}`;
-    if (sig !== this.sig) {
-      try {
-        this.policy = JSON.parse(fs.readFileSync(this.file, "utf8"));
-        this.error = null;
-      } catch (e) {
-        this.error = String(e?.message ?? e).slice(0, 200);
-      }
-      this.sig = sig;
-    }
-    return this.policy;
-  }
-}
-
-const MAX_SESSIONS = 500;
 // per session, the newest assemble() calls occd compares with the turns OpenClaw stored (counts and times only)
 export const MAX_TURNS = 20;
 
@@ -429,70 +292,58 @@ export function withTurn(prev, s, rec) {
            firstAt: typeof old.firstAt === "number" ? old.firstAt : rec.at, turns: turns.slice(-MAX_TURNS) };
 }
 
-export class StatsFile {
-  constructor(file) {
-    this.file = file;
-  }
-
-  /** Merge one session's counts (or an error count) into the file: read, update, write to a temp file, rename. */
-  update(fn) {
-    let data = {};
-    try {
-      data = JSON.parse(fs.readFileSync(this.file, "utf8"));
-    } catch {
-      data = {};
-    }
-    if (!data || typeof data !== "object" || Array.isArray(data)) data = {};
-    data.version = 1;
-    data.engine = ENGINE_ID;
-    data.engineVersion = VERSION;
-    data.sessions = data.sessions && typeof data.sessions === "object" ? data.sessions : {};
-    fn(data);
-    const keys = Object.keys(data.sessions);
-    if (keys.length > MAX_SESSIONS) {
-      keys.sort((a, b) => (data.sessions[a]?.at ?? 0) - (data.sessions[b]?.at ?? 0));
-      for (const k of keys.slice(0, keys.length - MAX_SESSIONS)) delete data.sessions[k];
-    }
-    data.updatedAt = Date.now();
-    fs.mkdirSync(path.dirname(this.file), { recursive: true });
-    const tmp = `${this.file}.${process.pid}.tmp`;
-    const fd = fs.openSync(tmp, "w", 0o600);
-    try {
-      fs.writeSync(fd, JSON.stringify(data));
-      fs.fsyncSync(fd);
-    } finally {
-      fs.closeSync(fd);
-    }
-    fs.renameSync(tmp, this.file); // atomic: a reader sees the old file or the new one, never half of one
-  }
-}
-
 // ---------------------------------------------------------------------------------------------------------
 // The engine.
 
-// one memory per process: OpenClaw may create the engine more than once (a factory per run)
-const RECALL_MEMORY = new Map();
+// one error line per problem per process (OpenClaw may create the engine per run): key -> message
+const REPORTED = new Map();
 
-export function createEngine({ policyPath, statsPath, statePath, logger } = {}) {
+/** Log `msg` once where the gateway logs (the engine API's logger, else console.error) until `key` clears. */
+export function reportOnce(logger, key, msg) {
+  if (REPORTED.has(key)) return;
+  if (REPORTED.size > 100) REPORTED.clear();
+  REPORTED.set(key, msg);
+  const line = `[${ENGINE_ID}] ${msg}`;
+  try {
+    if (typeof logger?.error === "function") logger.error(line);
+    else if (typeof logger?.warn === "function") logger.warn(line);
+    else console.error(line);
+  } catch {
+    // a logger must not break a turn
+  }
+}
+
+/** A problem reported before is over: the next one is logged again. */
+function cleared(prefix) {
+  for (const k of REPORTED.keys()) if (k.startsWith(prefix)) REPORTED.delete(k);
+}
+
+export function createEngine({ policyPath, statsPath, statePath, recallDir, logger, config } = {}) {
+  // the recall memory's files (recall.js): beside the sticky state unless told otherwise
+  const recallAt = recallDir ?? (statePath ? path.join(path.dirname(statePath), "recall") : null);
   const policy = new PolicyFile(policyPath);
   const state = statePath ? stateFile(statePath) : null;
-  const stats = statsPath ? new StatsFile(statsPath) : null;
+  const stats = statsPath ? new StatsFile(statsPath, { engine: ENGINE_ID, engineVersion: VERSION }) : null;
   const committed = new Set();
-  const warn = (msg) => {
-    try {
-      logger?.warn?.(`[${ENGINE_ID}] ${msg}`);
-    } catch {
-      // a logger must not break a turn
-    }
+  const report = (e, what) => {
+    const key = e instanceof Refused ? `file:${e.file}:${e.why}` : `${what}:${e?.message ?? e}`.slice(0, 300);
+    reportOnce(logger, key, e instanceof Refused ? `${e.message}; ${what}` : `${what}: ${e?.message ?? e}`);
   };
-  const noteError = (op, e) => {
-    warn(`${op} failed, history passed unchanged: ${e?.message ?? e}`);
-    try {
+  const warn = (msg) => reportOnce(logger, `warn:${msg}`.slice(0, 300), msg);
+  const noteError = (op, e, params, messages, estimatedTokens) => {
+    report(e, `${op} failed, the history passed unchanged`);
+    try { // one write: the error count, and the turn as not lean (it went through assemble() unchanged)
       stats?.update((d) => {
         d.errors = { count: (d.errors?.count ?? 0) + 1, lastAt: Date.now(), lastOp: op };
+        const key = params?.sessionKey;
+        if (op !== "assemble" || typeof key !== "string" || !key) return;
+        const n = Array.isArray(messages) ? messages.length : 0;
+        const s = { mode: "error", messagesIn: n, messagesOut: n, hiddenTurns: 0 };
+        d.sessions[key] = withTurn(d.sessions[key], d.sessions[key] ?? {},
+                                   { ...turnRecord(s, params?.sessionId, estimatedTokens), error: true });
       });
     } catch {
-      // best effort
+      // best effort (the counts file may be the file refused)
     }
   };
   const estimate = (messages) => {
@@ -528,8 +379,9 @@ export function createEngine({ policyPath, statsPath, statePath, logger } = {}) 
         let whole = messages;
         let turnsRecalled = 0;
         if (rules.mode !== "off") {
-          ({ messages: whole, turnsRecalled } = recall(RECALL_MEMORY, params.sessionId ?? params.sessionKey, messages,
-                                                        params.tokenBudget));
+          ({ messages: whole, turnsRecalled } = durableRecall(RECALL_MEMORY, recallAt, params.sessionId ?? params.sessionKey,
+                                                              messages, params.tokenBudget,
+                                                              { cleanCut: recallOnCleanCut(config, params.sessionKey) }));
         }
         // sticky (sticky.js): the turns hidden before stay hidden; the boundary moves rarely and far
         const skey = params.sessionKey ?? params.sessionId;
@@ -550,25 +402,15 @@ export function createEngine({ policyPath, statsPath, statePath, logger } = {}) 
               else delete d.policyError;
             });
           } catch (e) {
+            if (e instanceof Refused) throw e; // a FIFO, a link, a huge file at the counts' name: fail open
             warn(`stats not written: ${e?.message ?? e}`);
           }
         }
+        cleared("file:");
         return { messages: lean, estimatedTokens };
       } catch (e) {
-        noteError("assemble", e);
         const estimatedTokens = estimate(messages);
-        try { // the turn went through assemble() but got the history unchanged: occd counts it as not lean
-          const key = params?.sessionKey;
-          if (stats && typeof key === "string" && key) {
-            const n = Array.isArray(messages) ? messages.length : 0;
-            const s = { mode: "error", messagesIn: n, messagesOut: n, hiddenTurns: 0 };
-            stats.update((d) => {
-              d.sessions[key] = withTurn(d.sessions[key], d.sessions[key] ?? {}, { ...turnRecord(s, params?.sessionId, estimatedTokens), error: true });
-            });
-          }
-        } catch {
-          // best effort
-        }
+        noteError("assemble", e, params, messages, estimatedTokens);
         return { messages, estimatedTokens };
       }
     },
@@ -617,5 +459,5 @@ export function defaultPaths(pluginConfig, installed = INSTALLED_PATHS) {
 
 export default function register(api) {
   const paths = defaultPaths(api?.pluginConfig);
-  api.registerContextEngine(ENGINE_ID, () => createEngine({ ...paths, logger: api.logger }));
+  api.registerContextEngine(ENGINE_ID, (ctx) => createEngine({ ...paths, logger: api.logger, config: ctx?.config ?? api?.config }));
 }

@@ -20,8 +20,9 @@
 // Between two moves the prompt for turn N+1 therefore starts with exactly the prompt for turn N.
 
 import crypto from "node:crypto";
-import fs from "node:fs";
-import path from "node:path";
+import { Refused, readRegular, signature, writeAtomic } from "./safefs.js";
+
+export { writeAtomic };
 
 export const STICKY_DEFAULTS = Object.freeze({ highWater: 0.9, lowWater: 0.3, cacheCostRatio: 11.5, requestsPerTurn: 2 });
 const MAX_KEYS = 4000;      // hidden-turn hashes kept per session (oldest forgotten first)
@@ -41,6 +42,19 @@ export function turnId(m) {
   return h.digest("hex").slice(0, 20);
 }
 
+/** The id of each turn (turn index -> id): turnId of its first message, and for the n-th (n >= 1) later turn
+ * that starts the same way (no timestamp, the same text) that id + "#n", so equal-looking turns are told apart. */
+export function turnIds(messages, firstOf, turns) {
+  const seen = new Map();
+  return Array.from({ length: turns }, (_, t) => {
+    if (!firstOf.has(t)) return "";
+    const base = turnId(messages[firstOf.get(t)]);
+    const n = seen.get(base) ?? 0;
+    seen.set(base, n + 1);
+    return n ? `${base}#${n}` : base;
+  });
+}
+
 /** The share knobs from the rules (0 < lowWater <= highWater <= 1), defaults otherwise. */
 export function waters(rules) {
   const ok = (v) => typeof v === "number" && Number.isFinite(v) && v > 0 && v <= 1;
@@ -54,15 +68,18 @@ export function waters(rules) {
  * chooseHidden(ctx) -> {hidden: [turn index], added: [turn id], moved, charsBefore, charsAfter}. Pure.
  * ctx: {ids: [turn id per turn index], toolTurns: [turn index, oldest first], saved: Map turn -> chars the turn
  * loses when hidden, charsIn: chars of the whole history, rules: {keepTurns, batchTurns, highWater?, lowWater?},
+ * keep: the newest tool turns kept whole (default keepTurns; fewer with keepResults, see leanView),
  * tokenBudget, hiddenIds: Set of turn ids hidden before}.
  */
-export function chooseHidden({ ids, toolTurns, saved, charsIn, rules, tokenBudget, hiddenIds }) {
+export function chooseHidden({ ids, toolTurns, saved, charsIn, rules, tokenBudget, hiddenIds, keep = rules.keepTurns }) {
   const hidden = [];
   const visible = [];
-  for (const t of toolTurns) (hiddenIds.has(ids[t]) ? hidden : visible).push(t);
+  // the newest keepTurns tool turns are never hidden, whatever their id says (two turns that start alike share
+  // a base id; an id hidden before must not take the newest results with it)
+  const newestKept = new Set(toolTurns.slice(Math.max(0, toolTurns.length - keep)));
+  for (const t of toolTurns) (hiddenIds.has(ids[t]) && !newestKept.has(t) ? hidden : visible).push(t);
   let chars = charsIn;
   for (const t of hidden) chars -= saved.get(t) ?? 0;
-  const keep = rules.keepTurns;
   const batch = rules.batchTurns;
   const candidates = visible.slice(0, Math.max(0, visible.length - keep));
   const budget = Number.isFinite(tokenBudget) && tokenBudget > 0 ? tokenBudget : null;
@@ -113,9 +130,9 @@ export function movePays({ candidates, visible, saved, keep, batch, newest, rule
 export function stickyChooser({ state, key, messages, rules, tokenBudget, textChars }) {
   const { hiddenIds, moves } = state.get(key);
   let move = null;
-  const choose = ({ toolTurns, saved, charsIn, firstOf, turns }) => {
-    const ids = Array.from({ length: turns }, (_, t) => (firstOf.has(t) ? turnId(messages[firstOf.get(t)]) : ""));
-    const r = chooseHidden({ ids, toolTurns, saved, charsIn, rules, tokenBudget, hiddenIds });
+  const choose = ({ toolTurns, saved, charsIn, firstOf, turns, keep }) => {
+    const ids = turnIds(messages, firstOf, turns);
+    const r = chooseHidden({ ids, toolTurns, saved, charsIn, rules, tokenBudget, hiddenIds, keep });
     move = { ...r, prefixChars: 0 };
     if (r.moved) {
       const addedSet = new Set(r.added);
@@ -136,6 +153,7 @@ export function stickyChooser({ state, key, messages, rules, tokenBudget, textCh
     try {
       state.addHidden(key, sessionId, move.added, s.hiddenTurns);
     } catch (e) {
+      if (e instanceof Refused) throw e; // a FIFO, a link, a huge file at the state's name: the engine fails open
       warn(`lean state not written: ${e?.message ?? e}`);
     }
   };
@@ -151,23 +169,19 @@ export class StateFile {
     this.data = { version: 1, sessions: {} };
   }
 
-  _sig() {
-    try {
-      const st = fs.statSync(this.file);
-      return `${st.mtimeMs}:${st.size}:${st.ino}`;
-    } catch {
-      return "none";
-    }
-  }
-
   _load() {
-    const sig = this._sig();
-    if (sig === this.sig) return;
+    const sig = signature(this.file);
+    if (sig !== null && sig === this.sig) return;
     let d = null;
     try {
-      d = JSON.parse(fs.readFileSync(this.file, "utf8"));
-    } catch {
-      d = null;
+      d = JSON.parse(readRegular(this.file) ?? "null");
+    } catch (e) {
+      if (e instanceof Refused) { // not a regular file, too large or too slow: nothing trusted, looked at again next turn
+        this.sig = null;
+        this.data = { version: 1, sessions: {} };
+        throw e;
+      }
+      d = null; // damaged: read as empty
     }
     if (!d || typeof d !== "object" || Array.isArray(d) || typeof d.sessions !== "object" || !d.sessions) {
       d = { version: 1, sessions: {} };
@@ -202,38 +216,7 @@ export class StateFile {
     }
     this.data.version = 1;
     writeAtomic(this.file, JSON.stringify(this.data));
-    this.sig = this._sig();
-  }
-}
-
-/** Write a file atomically: a temp file beside it, fsync, the old file's mode kept, rename, fsync the folder. */
-export function writeAtomic(file, text) {
-  fs.mkdirSync(path.dirname(file), { recursive: true });
-  let mode = 0o600;
-  try {
-    mode = fs.statSync(file).mode & 0o777;
-  } catch {
-    // a new file
-  }
-  const tmp = `${file}.${process.pid}.tmp`;
-  const fd = fs.openSync(tmp, "w", mode);
-  try {
-    fs.writeSync(fd, text);
-    fs.fsyncSync(fd);
-  } finally {
-    fs.closeSync(fd);
-  }
-  fs.chmodSync(tmp, mode);
-  fs.renameSync(tmp, file);
-  try {
-    const dfd = fs.openSync(path.dirname(file), "r");
-    try {
-      fs.fsyncSync(dfd);
-    } finally {
-      fs.closeSync(dfd);
-    }
-  } catch {
-    // a folder that cannot be opened for fsync (some platforms): the rename is still atomic
+    this.sig = signature(this.file);
   }
 }
 
