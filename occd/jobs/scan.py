@@ -33,8 +33,7 @@ UNVERIFIED_ERA = "db-unverified"  # a database-era agent whose schema occd reads
 
 
 def _store_for(state_dir: Path, agent):
-    """occd.openclaw.open_store for an Agent we already listed: open_store(state_dir, id) lists every agent
-    again to find it, which over 100 agents costs more than the whole quiet scan."""
+    """occd.openclaw.open_store for an Agent we already listed (the database era with the CLI's release)."""
     from occd.openclaw import FileStore
 
     if agent.era == "db":
@@ -46,7 +45,7 @@ def _store_for(state_dir: Path, agent):
     if agent.era == "needs-migration":  # reported and read, never acted on (open_store's own rule)
         from occd.openclaw import open_store
 
-        return open_store(state_dir, agent.id)
+        return open_store(state_dir, agent)
     return FileStore(state_dir, agent.id, agent.dir)
 
 

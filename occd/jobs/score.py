@@ -85,7 +85,8 @@ def score_agents(settings, ledger, state_dir: Path, now: float, *, stop=None, co
                 continue
             warnings: list[str] = []
             try:
-                sessions, _links = openclaw_sessions(state_dir, agent=a.id, counter=counter, warnings=warnings)
+                sessions, _links = openclaw_sessions(state_dir, agent=a.id, counter=counter, warnings=warnings,
+                                                     agents=[a])
             except OccdError as e:
                 report.agents.append(AgentScore(a.id, None, None, skipped=e.message))
                 continue

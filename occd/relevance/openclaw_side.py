@@ -196,16 +196,16 @@ def _db_session(state_dir: Path, agent: str, store, info, cfg: dict) -> Session:
 
 def openclaw_sessions(state_dir: Path, *, agent: str | None = None, repo: Path | None = None,
                       counter: Counter | None = None, warnings: list[str] | None = None,
-                      unreadable: list[str] | None = None) -> tuple[list[Session], dict[str, Session]]:
+                      unreadable: list[str] | None = None, agents=None) -> tuple[list[Session], dict[str, Session]]:
     """(sessions, {claude session id: the OpenClaw session naming it}). An agent whose store occd cannot read
     (a schema it does not know, a missing column) is named in `warnings` with what to do, and its id added to
-    `unreadable`."""
+    `unreadable`. `agents`: list_agents() when the caller already has it (a loop over agents lists them once)."""
     from occd.errors import OccdError
     from occd.openclaw import list_agents, load_openclaw_config, open_store
 
     warnings = warnings if warnings is not None else []
     try:
-        agents = list_agents(state_dir)
+        agents = list_agents(state_dir) if agents is None else agents
     except OccdError as e:
         if agent is not None:
             raise
@@ -225,7 +225,7 @@ def openclaw_sessions(state_dir: Path, *, agent: str | None = None, repo: Path |
         if a.era == "empty" or (agent is not None and a.id != agent):
             continue
         try:
-            store = open_store(state_dir, a.id)
+            store = open_store(state_dir, a)
             infos = store.sessions()
         except OccdError as e:
             from occd.openclaw.health import store_warning
