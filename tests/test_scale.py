@@ -47,3 +47,119 @@ def test_short_forms_of_many_ids_are_the_unique_parts():
         xs += [f"0192{rnd.randrange(16 ** 4):04x}-{rnd.choice(['aaaa', 'abab', f'{rnd.randrange(16 ** 4):04x}'])}-7000-8000-"
                f"{rnd.randrange(16 ** 12):012x}" for _ in range(rnd.randint(0, 200))]
         assert ids.short_forms(xs) == by_text(xs)
+
+
+# ------------------------------------------------------------------------------------------- a generated state
+import pytest  # noqa: E402
+
+AGENTS = 40
+
+
+@pytest.fixture(scope="module")
+def workstation(tmp_path_factory):
+    from tests.statefactory import build_workstation
+
+    state = tmp_path_factory.mktemp("ws") / ".openclaw"
+    build_workstation(state, AGENTS, 6, mean_bytes=4_000, templates=6)
+    return state
+
+
+@pytest.fixture
+def ws(workstation, monkeypatch):
+    """The generated state and a ledger that has seen it (one `occd run --once`, shared by the module's tests)."""
+    monkeypatch.setenv("OPENCLAW_STATE_DIR", str(workstation))
+    home = workstation.parent / "occd-home"
+    monkeypatch.setenv("OCCD_HOME", str(home))
+    if not (home / "scanned").exists():
+        home.mkdir(exist_ok=True)
+        cli("run", "--once")
+        (home / "scanned").touch()
+    return workstation
+
+
+@pytest.fixture
+def looks(monkeypatch):
+    """How often an agent's folder is inspected (detect_era) and all agents are listed."""
+    from occd.openclaw import state
+
+    seen = {"detect_era": 0, "list_agents": 0}
+    for name in seen:
+        real = getattr(state, name)
+
+        def counted(*a, _real=real, _name=name, **kw):
+            seen[_name] += 1
+            return _real(*a, **kw)
+
+        monkeypatch.setattr(state, name, counted)
+        import occd.openclaw as pkg
+
+        if getattr(pkg, name, None) is real:
+            monkeypatch.setattr(pkg, name, counted)
+    return seen
+
+
+def cli(*args):
+    from click.testing import CliRunner
+
+    from occd.cli.main import cli as main
+
+    r = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    return r.output
+
+
+@pytest.mark.parametrize("args", [("sessions", "--json"), ("sessions",), ("status",), ("status", "--json")])
+def test_a_report_looks_at_each_agent_a_bounded_number_of_times(ws, looks, args):
+    """Agents are listed once per command and each agent's folder inspected a bounded number of times (it was
+    once per agent per agent: open_store -> get_agent -> list_agents -> detect_era)."""
+    cli(*args)
+    assert looks["list_agents"] <= 3, looks
+    assert looks["detect_era"] <= 3 * AGENTS, looks
+
+
+def test_the_score_job_looks_at_each_agent_once(ws, looks):
+    from occd.config import load_settings
+    from occd.jobs.score import score_agents
+    from occd.ledger import Ledger
+
+    with Ledger.open() as led:
+        rep = score_agents(load_settings({"state_dir": str(ws)}), led, ws, __import__("time").time())
+    assert len(rep.agents) == AGENTS
+    assert looks["list_agents"] <= 2 and looks["detect_era"] <= 2 * AGENTS, looks
+
+
+def test_get_agent_looks_at_that_agent_only(ws, looks):
+    from occd.errors import OccdError
+    from occd.openclaw import open_store
+    from occd.openclaw.state import get_agent
+
+    assert get_agent(ws, "agent0003").id == "agent0003"
+    assert open_store(ws, "agent0007").agent == "agent0007"
+    assert looks == {"detect_era": 2, "list_agents": 0}
+    for bad in ("nobody", "../agents", ".hidden", ""):
+        with pytest.raises(OccdError) as e:
+            get_agent(ws, bad)
+        assert e.value.code == "AGENT_NOT_FOUND" and "agent0000" in e.value.hint
+
+
+def test_sessions_read_an_unchanged_transcript_once(ws, monkeypatch):
+    """`occd sessions` keeps what it read of each transcript (head, tail, figure) with the file's inode, size and
+    mtime: the next listing reads only the sessions that changed, and shows the same."""
+    import json
+
+    from occd.relevance import openclaw_side
+
+    reads = []
+    real = openclaw_side.head_tail
+    monkeypatch.setattr(openclaw_side, "head_tail", lambda p, *a, **k: reads.append(p) or real(p, *a, **k))
+    first = json.loads(cli("sessions", "--json"))
+    reads.clear()
+    again = json.loads(cli("sessions", "--json"))
+    assert reads == [] and again["sessions"] == first["sessions"]
+    p = sorted((ws / "agents" / "agent0005" / "sessions").glob("*.jsonl"))[0]
+    with open(p, "ab") as fh:
+        fh.write(b'{"type":"custom","customType":"t","data":{},"id":"ab12cd34","parentId":null,'
+                 b'"timestamp":"2026-11-27T10:00:00.000Z"}\n')
+    cli("sessions", "--json")
+    assert reads == [p]
+

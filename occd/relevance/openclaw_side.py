@@ -91,8 +91,27 @@ def _fill_from_objects(s: Session, head: list[dict], tail: list[dict]) -> None:
     s.origin_agent = origin_of(s.first_user_message)
 
 
+MEMO_FIELDS = ("repo_path", "created", "first_user_message", "latest_user_task", "origin_agent", "model",
+               "last_modified", "context_tokens", "context_source", "shown")
+
+
+def _memo_tag(info, window, mark) -> str:
+    """What else than the file a session's derived figures depend on: its index entry, window and rewrite mark."""
+    import hashlib
+
+    import orjson
+
+    try:
+        e = orjson.dumps(info.entry, option=orjson.OPT_SORT_KEYS, default=str)
+    except TypeError:
+        e = repr(info.entry).encode()
+    return hashlib.sha1(e + repr((info.model, window, mark)).encode()).hexdigest()
+
+
 def _file_session(state_dir: Path, agent: str, store, info, counter: Counter | None, cfg: dict,
                   marks: dict | None = None) -> Session | None:
+    """The session as discovery shows it. What comes from reading the transcript (its head and tail, its figure)
+    is kept in the counter's cache with the file's inode, size and mtime: an unchanged session costs a stat."""
     from occd.openclaw.figure import file_figure
 
     p = info.path
@@ -100,23 +119,40 @@ def _file_session(state_dir: Path, agent: str, store, info, counter: Counter | N
                 size=info.size, label=info.label or info.display_name, model=info.model,
                 last_modified=info.mtime if info.mtime is not None else (info.updated_at or 0) / 1000 or None,
                 index_updated=_updated_at(info))
+    counter = counter or Counter(None)
     try:
         st = os.stat(p)
         s.mtime_ns = st.st_mtime_ns
-        head, tail, _whole = head_tail(p)
+        c = counter.counts(p, "openclaw")
     except OSError as e:
         s.warnings.append(f"cannot read {p}: {e.strerror}")
         return s
-    _fill_from_objects(s, head, tail)
     s.file_mtime = s.last_modified
-    s.last_modified = last_entry_time(tail) or s.last_modified
-    c = (counter or Counter(None)).counts(p, "openclaw")
     s.message_count = c["user"] + c["assistant"]
     s.compaction_count = _compactions(info, c["compactions"])
     s.context_window = _window(state_dir, agent, info, cfg)
-    fig = file_figure(p, entry=info.entry, window=s.context_window, mark=(marks or {}).get(info.session_id),
-                      session_id=info.session_id, tail_window=256 * 1024)  # the one figure (occd.openclaw.figure)
-    s.context_tokens, s.context_source = fig.tokens, fig.source
+    mark = (marks or {}).get(info.session_id)
+    tag = _memo_tag(info, s.context_window, mark)
+    memo = counter.memo(p, st, tag)
+    if memo is not None:
+        for k in MEMO_FIELDS:
+            setattr(s, k, memo.get(k))
+        s.shown_texts()
+        if s.shown != memo.get("shown"):  # kept by an older occd, or made from other texts
+            counter.remember(p, st, tag, {k: getattr(s, k) for k in MEMO_FIELDS})
+    else:
+        try:
+            head, tail, _whole = head_tail(p)
+        except OSError as e:
+            s.warnings.append(f"cannot read {p}: {e.strerror}")
+            return s
+        _fill_from_objects(s, head, tail)
+        s.last_modified = last_entry_time(tail) or s.last_modified
+        fig = file_figure(p, entry=info.entry, window=s.context_window, mark=mark, session_id=info.session_id,
+                          tail_window=256 * 1024)  # the one figure (occd.openclaw.figure)
+        s.context_tokens, s.context_source = fig.tokens, fig.source
+        s.shown_texts()
+        counter.remember(p, st, tag, {k: getattr(s, k) for k in MEMO_FIELDS})
     try:
         if store.is_running(info):
             s.running, s.running_source = True, "lock"
