@@ -163,3 +163,52 @@ def test_sessions_read_an_unchanged_transcript_once(ws, monkeypatch):
     cli("sessions", "--json")
     assert reads == [p]
 
+
+WAKE = ["scan", "lean", "apply", "rotate", "verify"]
+
+
+def test_a_wake_costs_what_changed(ws, monkeypatch):
+    """In one daemon (one JobContext across cycles): a wake where nothing changed lists no agent's index again,
+    decides about no session and writes no observation; a wake after one transcript grew looks at that one.
+    (Every wake used to re-read every index and decide about every session: 3 s of CPU on 50 x 100.)"""
+    import time
+
+    from occd.config import load_settings
+    from occd.jobs import JobContext, apply, decide, run_cycle
+    from occd.ledger import Ledger
+    from occd.openclaw import filestore
+
+    counts = {"index": 0, "decide": 0}
+    real_sessions, real_decide = filestore.FileStore.sessions, decide.decide_session
+
+    def sessions(self):
+        counts["index"] += 1
+        return real_sessions(self)
+
+    def deciding(*a, **k):
+        counts["decide"] += 1
+        return real_decide(*a, **k)
+
+    monkeypatch.setattr(filestore.FileStore, "sessions", sessions)
+    monkeypatch.setattr(apply, "decide_session", deciding)
+    with Ledger.open() as led:
+        ctx = JobContext(settings=load_settings({"state_dir": str(ws)}), ledger=led, state_dir=ws)
+        res = run_cycle(ctx, WAKE)
+        assert all(ok for ok, _ in res.values()), res
+        assert counts["index"] == AGENTS and counts["decide"] >= AGENTS * 6
+        counts.update(index=0, decide=0)
+        t0 = time.process_time()
+        res = run_cycle(ctx, WAKE)
+        quiet_cpu = time.process_time() - t0
+        assert counts == {"index": 0, "decide": 0}, counts
+        assert res["scan"][1]["sessions"] == AGENTS * 6 and res["scan"][1]["changed"] == 0
+        assert quiet_cpu < 2.0  # coarse: 240 sessions; about 0.02 s on an idle machine
+        p = sorted((ws / "agents" / "agent0009" / "sessions").glob("*.jsonl"))[0]
+        with open(p, "ab") as fh:
+            fh.write(b'{"type":"custom","customType":"t","data":{},"id":"cd34ef56","parentId":null,'
+                     b'"timestamp":"2026-11-27T10:00:00.000Z"}\n')
+        res = run_cycle(ctx, WAKE)
+        assert counts == {"index": 0, "decide": 1}, counts
+        assert res["scan"][1]["changed"] == 1
+        ours = [o for o in ctx.last_scan.sessions if o.path == p]
+        assert len(ours) == 1 and ours[0].size == p.stat().st_size
