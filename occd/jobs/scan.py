@@ -430,7 +430,9 @@ def run(ctx) -> dict:
         _record(ctx, result, t0)
     except OccdError as e:
         # the ledger is locked, read-only or full: nothing is lost, the next scan compares against what the
-        # ledger holds and records the difference; this scan's figures are noted in the next scan record
+        # ledger holds and records the difference (all its observations, those kept unchanged from this scan
+        # too); this scan's figures are noted in the next scan record
+        ctx.cache.pop(FULL_KEY, None)
         when = datetime.fromtimestamp(result.started).isoformat(timespec="seconds")
         pending = ctx.cache.setdefault(PENDING_KEY, [])
         pending.append(f"scan at {when} not recorded: {e.message}")
