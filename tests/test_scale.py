@@ -212,3 +212,51 @@ def test_a_wake_costs_what_changed(ws, monkeypatch):
         assert res["scan"][1]["changed"] == 1
         ours = [o for o in ctx.last_scan.sessions if o.path == p]
         assert len(ours) == 1 and ours[0].size == p.stat().st_size
+
+
+def test_a_long_score_run_gives_way_to_a_wake(ws, monkeypatch):
+    """Issue 29 point 2: the score job holds the daemon's one lock for long on a big state; a wake that comes
+    meanwhile sets ctx.urgent, the score job stops after the agent in hand, the wake runs within a second or so,
+    and the score job goes on from where it stopped on its next run (the daemon runs it again right after)."""
+    import threading
+    import time
+
+    import occd.relevance.llm as llm
+    from occd.config import load_settings
+    from occd.jobs import JobSpec, available_jobs
+    from occd.jobs import score as score_job
+    from occd.ledger import Ledger
+    from occd.runtime import daemon as dmod
+
+    real = llm.rate_relevance
+    rated: list[str] = []
+
+    def slow(*a, **k):  # a model call per agent: a quarter of a second each, ten seconds for the state
+        time.sleep(0.25)
+        out = real(*a, **k)
+        rated.append(threading.current_thread().name)
+        return out
+
+    monkeypatch.setattr(llm, "rate_relevance", slow)
+    woke: list[float] = []
+    reg = (JobSpec("scan", "x", lambda s: 300, func=lambda ctx: woke.append(time.monotonic()) or {}),
+           JobSpec("score", "occd.jobs.score", lambda s: 3600))
+    d = dmod.Daemon(lambda: load_settings({"state_dir": str(ws)}), jobs=reg, env={})
+    with Ledger.open() as led:
+        d.ctx = d.make_context(led)
+        d._registered = {spec.name: (spec, fn) for spec, fn in available_jobs(reg, d.settings)}
+        t = threading.Thread(target=d.periodic, args=("score",), name="score")
+        t.start()
+        deadline = time.monotonic() + 60
+        while not rated and time.monotonic() < deadline:  # the score job is among its agents
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        d.cycle()
+        took = time.monotonic() - t0
+        t.join(120)
+        first = len(rated)
+        assert d.last_results["score"].get("yielded") is True and took < 5, (took, d.last_results["score"])
+        assert 0 < first < AGENTS and d.ctx.cache[score_job.RESUME_KEY] < f"agent{AGENTS - 1:04d}"
+        d.periodic("score")  # the rest, from where it stopped
+    assert len(woke) == 1 and not d.last_results["score"].get("yielded")
+    assert len(rated) >= AGENTS - 1 and score_job.RESUME_KEY not in d.ctx.cache
