@@ -76,13 +76,14 @@ def short_id(session_id: str | None, among: Iterable[str] | None = None) -> str:
     if not session_id:
         return "-"
     if among is not None:
-        key = tuple(among)
-        forms = _FORMS.get(key)
-        if forms is None or session_id not in forms:
-            forms = short_forms(key + (session_id,))
+        among = among if isinstance(among, (list, tuple)) else list(among)
+        forms = _FORMS.get("forms")
+        if _FORMS.get("among") is not among or _FORMS.get("n") != len(among) or session_id not in forms:
+            key = list(among)
+            forms = short_forms(key + [session_id])
             _FORMS.clear()
-            if session_id in key:
-                _FORMS[key] = forms
+            if session_id in key:  # (the same list object asked again, unchanged in length: the same forms)
+                _FORMS.update(among=among, n=len(key), forms=forms)
         return forms.get(session_id, session_id)
     start = _tail(session_id)
     return session_id[start:start + MIN_PART] if start else session_id[:13]

@@ -161,11 +161,24 @@ def _file_session(state_dir: Path, agent: str, store, info, counter: Counter | N
     return s
 
 
-def _window(state_dir: Path, agent: str, info, cfg: dict) -> int | None:
-    """The session's window by the one rule (occd.openclaw.figure.session_window)."""
-    from occd.openclaw import context_window_for_session
+_NAMED: dict = {}  # (config object id, state dir, agent, model, provider) -> the window the config names
 
-    return context_window_for_session(state_dir, agent, info, config=cfg)
+
+def _window(state_dir: Path, agent: str, info, cfg: dict) -> int | None:
+    """The session's window by the one rule (occd.openclaw.figure.session_window); what the config names for a
+    model is looked up once per agent and model while the same config object is in use (one listing)."""
+    from occd.openclaw import config_mtime, context_window
+    from occd.openclaw.figure import session_window
+    from occd.openclaw.state import DEFAULT_CONTEXT_WINDOW
+
+    model, provider = getattr(info, "model", None), getattr(info, "model_provider", None)
+    k = (id(cfg), str(state_dir), agent, model, provider)
+    if "cfg" not in _NAMED or _NAMED["cfg"] is not cfg:  # another listing: forget (and keep the config alive while its id is a key)
+        _NAMED.clear()
+        _NAMED["cfg"], _NAMED["mtime"] = cfg, config_mtime(state_dir)
+    if k not in _NAMED:
+        _NAMED[k] = context_window(state_dir, agent=agent, model=model, provider=provider, config=cfg, default=None)
+    return session_window(getattr(info, "entry", None), _NAMED[k], _NAMED["mtime"], DEFAULT_CONTEXT_WINDOW)
 
 
 def _compactions(info, in_file: int | None = None) -> int:
