@@ -276,3 +276,66 @@ def message(role: str, text: str, *, id: str, parent: str | None, usage: dict | 
     if usage:
         msg["usage"] = usage
     return {"type": "message", "id": id, "parentId": parent, "timestamp": "2026-11-23T00:00:00.000Z", "message": msg}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# A workstation: many agents, each with a history of sessions (issue 29)
+# --------------------------------------------------------------------------------------------------------------
+
+WORKSTATION_WINDOW = 200_000
+_TEMPLATE_ID = "00000000-0000-7000-8000-00000000f00d"
+
+
+def build_workstation(state_dir: Path, agents: int, sessions: int, *, mean_bytes: int = 68_000, seed: int = 29,
+                      now: float | None = None, max_age_s: float = 30 * 86400, templates: int = 24) -> dict:
+    """A file-era state as a workstation has one: `agents` agents (agent0000, ...) with `sessions` sessions each,
+    transcript sizes spread log-normally around `mean_bytes`, last used from a minute to `max_age_s` ago (spread
+    log-uniformly: a few sessions busy today, most of them days or weeks old), a quarter of them compacted some
+    time. Transcripts are real synth output: `templates` are generated once and copied under each session's id
+    (the header's id rewritten), so a 5,000-session state builds in seconds. Returns counts and bytes."""
+    import math
+    import random
+    import shutil
+
+    from occd.openclaw import new_session_id
+    from occd.transcript import synth
+
+    state_dir = Path(state_dir)
+    now = time.time() if now is None else now
+    rnd = random.Random(seed)
+    (state_dir / "agents").mkdir(parents=True, exist_ok=True)
+    (state_dir / "openclaw.json").write_text(json.dumps({"models": {"providers": {"anthropic": {"models": [
+        {"id": "claude-opus-4-6", "contextWindow": WORKSTATION_WINDOW}]}}}}))
+    pool = state_dir / ".templates"
+    pool.mkdir(exist_ok=True)
+    tpl: list[tuple[bytes, bytes]] = []  # (first line, rest)
+    for t in range(templates):
+        size = max(4_000, min(2_000_000, int(mean_bytes * math.exp(rnd.gauss(0, 0.9)) / 1.5)))
+        info = synth.generate_transcript(pool, session_id=_TEMPLATE_ID, seed=seed + t, target_bytes=size,
+                                         compactions=1 if t % 4 == 0 and size > 60_000 else 0,
+                                         thinking=t % 3 == 0, big_results=t % 5 == 0)
+        head, _, rest = info.path.read_bytes().partition(b"\n")
+        tpl.append((head, rest))
+    shutil.rmtree(pool)
+    total = 0
+    lo, hi = math.log(60), math.log(max_age_s)
+    for a in range(agents):
+        name = f"agent{a:04d}"
+        sdir = state_dir / "agents" / name / "sessions"
+        sdir.mkdir(parents=True, exist_ok=True)
+        index = {}
+        for i in range(sessions):
+            sid = new_session_id()
+            head, rest = tpl[rnd.randrange(len(tpl))]
+            path = sdir / f"{sid}.jsonl"
+            data = head.replace(_TEMPLATE_ID.encode(), sid.encode(), 1) + b"\n" + rest
+            path.write_bytes(data)
+            total += len(data)
+            last = now - math.exp(rnd.uniform(lo, hi))
+            os.utime(path, (last, last))
+            index[f"agent:{name}:s{i}"] = {
+                "sessionId": sid, "sessionFile": str(path), "updatedAt": int(last * 1000),
+                "compactionCount": rnd.choice((0, 0, 0, 1)), "model": "claude-opus-4-6",
+                "modelProvider": "anthropic", "chatType": "direct"}
+        (sdir / "sessions.json").write_text(json.dumps(index, indent=2))
+    return {"agents": agents, "sessions": agents * sessions, "bytes": total}

@@ -150,9 +150,11 @@ def test_transcript_replaced_between_and_during_scans(isolated_env, monkeypatch)
         ok, s = run_cycle(ctx, ["scan"])["scan"]
         assert ok and tokens_by_key(led)["agent:main:s0"] == 3131
 
-        # replaced while the scan is reading it: whatever was read is superseded by the next cycle
+        # replaced while the scan is reading it (it grew, so the scan reads it): whatever was read is superseded
+        # by the next cycle
         import occd.jobs.scanstate as scanstate
 
+        reply(path, 3232)
         real = scanstate._file_tokens
 
         def swap(p, st, cached, result):

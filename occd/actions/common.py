@@ -108,14 +108,15 @@ def other_agent_with(state_dir: Path, aid: str, ref: str) -> str | None:
 
     found = []
     try:
-        agents = [a.id for a in list_agents(state_dir)]
+        agents = list_agents(state_dir)
     except OccdError:
         return None
-    for other in agents:
+    for a in agents:
+        other = a.id
         if other == aid:
             continue
         try:
-            store = open_store(state_dir, other)
+            store = open_store(state_dir, a)
             store.resolve(ref, include_archived=True)
         except OccdError:
             continue

@@ -67,7 +67,7 @@ def sessions_cmd(repo, agent, state_dir, as_json):
         flags = ((" [self]" if x.is_self else "") + (" [running]" if x.running else "")
                  + (f" [open: {x.open_in}]" if x.open_in else "")
                  + (f" [openclaw:agent={x.origin_agent}]" if x.origin_agent else ""))
-        task = clip_words(x.to_json(1000)["latestUserTask"], 100)  # redacted first
+        task = clip_words(x.shown_texts()[1], 100)  # redacted first (as --json shows it, kept with the file)
         rows.append([short_id(x.id, ids), x.source, x.agent or "-", x.branch or "-", relative_time(x.last_modified, now),
                      str(x.message_count if x.message_count is not None else "-"), human_bytes(x.size), tokens,
                      str(x.compaction_count), task + flags])

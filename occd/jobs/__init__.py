@@ -9,7 +9,8 @@ The contract for a job module (occd/jobs/<name>.py):
   state dir), `ctx.now()` (epoch seconds; tests inject a clock), `ctx.stop` (a threading.Event: set on
   SIGTERM/SIGINT; check it between sessions and return early, so a stop never leaves a half-written file),
   `ctx.cache` (a dict that lives as long as the daemon process: incremental state between cycles),
-  `ctx.last_scan` (what the scan job left for the jobs chained after it).
+  `ctx.last_scan` (what the scan job left for the jobs chained after it), `ctx.urgent` (a wake waits: a long
+  job stops between agents, keeps its place in `ctx.cache`, returns {"yielded": True, ...}; it runs on next).
 - The returned dict is a small summary of scalars (counts, bytes, seconds) for the log line and `--once` output.
 - Raise on failure: the runtime logs one line (traceback at debug), records it in the ledger and carries on.
 - Jobs never import litellm or other heavy libraries into the daemon process (scoring runs in a worker
@@ -48,6 +49,9 @@ class JobContext:
     stop: threading.Event = field(default_factory=threading.Event)
     cache: dict = field(default_factory=dict)   # survives between cycles inside one daemon process
     last_scan: Any = None                  # the latest scan.ScanResult, for the jobs chained after the scan
+    # set while a wake waits for a long periodic job (scoring...): the job stops between agents or sessions,
+    # keeps where it was in `cache` and returns {"yielded": True, ...}; the daemon runs it again right after
+    urgent: threading.Event = field(default_factory=threading.Event)
 
     def now(self) -> float:
         return self.clock()

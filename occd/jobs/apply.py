@@ -85,8 +85,10 @@ def _after_strip(ctx, obs, res) -> None:
     an observation now. The next reply appends to the same inode and brings real usage back."""
     import os
 
-    from occd.jobs.scan import CACHE_KEY, record_time
+    from occd.jobs.scan import CACHE_KEY, forget, record_time
     from occd.jobs.scanstate import _load_cache, _save_cache, file_state
+
+    forget(ctx, obs.agent, obs.session_id)
 
     try:
         st = os.stat(obs.path)
@@ -137,20 +139,30 @@ def run(ctx) -> dict:
     counts = {"considered": 0, "acted": 0, "wouldDo": 0, "deferred": 0, "blocked": 0, "failed": 0, "rotated": 0}
     now = record_time(ctx)
     # a state that still needs OpenClaw's own migration is only reported, never acted on
-    todo = [(obs, s.policy_for(obs.agent)) for obs in scan.sessions if obs.era in ("file", "db")]
+    policies: dict = {}
+    todo = [(obs, policies.get(obs.agent) or policies.setdefault(obs.agent, s.policy_for(obs.agent)))
+            for obs in scan.sessions if obs.era in ("file", "db")]
     from occd.jobs.lean import covered  # sessions the lean view handles are not stripped or compacted
 
     candidates = []
     lean_on = set()  # covered sessions with an emergency the lean view cannot end: rotated, never stripped/compacted
+    quiet, still = ctx.cache.get(NOTHING_KEY) or {}, {}
     for obs, policy in todo:  # the pure threshold test first: most sessions stop here, with no ledger read
+        k = (obs.agent, obs.session_id)
+        hit = quiet.get(k)
+        if hit is not None and hit[0] is obs and hit[1] is s and 0 <= now - hit[2] < RELOOK_S:
+            still[k] = hit  # the same observation (the scan kept it: nothing changed) had nothing to do
+            continue
         d = decide_session(ctx, obs, policy, now)
         if d is None:
+            still[k] = (obs, s, now)
             continue
         if covered(ctx, obs):
             if not _beyond_lean(ctx, obs, d):
                 continue
             lean_on.add((obs.agent, obs.session_id))
         candidates.append((obs, policy))
+    ctx.cache[NOTHING_KEY] = still
     recent = _Recent(led, now, [o for o, _ in candidates])
     decided: set = set()
     ctx.cache[DECIDED_KEY] = (scan, decided)  # one decision per session per cycle (jobs.rotate reads it)
@@ -173,6 +185,7 @@ def run(ctx) -> dict:
         # once per new agent turn (a failed try too: the next turn may change things); a database-era rotation
         # has its own cooldown and backoff
         if not covered_here and (obs.era == "file" or d.action != "rotate") and recent.stripped_since_activity(obs):
+            still[(obs.agent, obs.session_id)] = (obs, s, now)  # once per new turn: nothing until the next
             continue
         if (d.action == "strip" and not d.details.get("emergency") and obs.era == "file"
                 and d.details.get("freshSessionTokens") is None):  # (a strip because a rotation would not help wins)
@@ -204,6 +217,8 @@ def run(ctx) -> dict:
         if not d.act:
             key = "wouldDo" if d.would_do else ("deferred" if d.deferred else "blocked")
             counts[key] += 1
+            if not d.deferred:  # observe mode, or too many actions this hour: looked at again after RELOOK_S
+                still[(obs.agent, obs.session_id)] = (obs, s, now)
             if not recent.recently_recorded(obs, now, dry_run=d.would_do, outcome=d.outcome,
                                             reason=d.reason if d.would_do else None):
                 led.record_action("strip", obs.agent, obs.session_id, obs.session_key, trigger="auto",
@@ -215,6 +230,7 @@ def run(ctx) -> dict:
             # occd's only strip here is OpenClaw's own compaction: the lossy step occd exists to avoid, and sooner
             # than OpenClaw would take it. Said once an hour; the lean view is the lossless tool.
             counts["skipped"] = counts.get("skipped", 0) + 1
+            still[(obs.agent, obs.session_id)] = (obs, s, now)
             reason = (f"{d.reason}; not compacted: in the database era a strip is OpenClaw's own lossy compaction "
                       "(`occd lean enable` hides old tool calls losslessly; policy.compact_db_sessions allows it)")
             if not recent.recently_recorded(obs, now, dry_run=False, outcome="skipped", reason=None):  # once an hour
@@ -227,6 +243,7 @@ def run(ctx) -> dict:
         g = breakers.gate(led, obs.agent, kind, policy.breaker, now)
         if not g.allowed:
             counts["blocked"] += 1
+            still[(obs.agent, obs.session_id)] = (obs, s, now)
             reason = f"{d.reason}; {g.reason}"
             if not recent.recently_recorded(obs, now, dry_run=False, outcome="skipped", reason=None):
                 led.record_action(kind, obs.agent, obs.session_id, obs.session_key, trigger="auto",
@@ -244,6 +261,10 @@ def run(ctx) -> dict:
 
 
 WAKE_KEY = "daemon.wake_at"
+# sessions with nothing to do, {(agent, session id): (observation, settings, when)}: an observation the scan kept
+# unchanged is decided again only after RELOOK_S (the safety-net scan's interval), or when the settings change
+NOTHING_KEY = "apply.nothing"
+RELOOK_S = 300.0
 
 
 def wake_at(ctx, t: float) -> None:

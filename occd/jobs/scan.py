@@ -33,8 +33,7 @@ UNVERIFIED_ERA = "db-unverified"  # a database-era agent whose schema occd reads
 
 
 def _store_for(state_dir: Path, agent):
-    """occd.openclaw.open_store for an Agent we already listed: open_store(state_dir, id) lists every agent
-    again to find it, which over 100 agents costs more than the whole quiet scan."""
+    """occd.openclaw.open_store for an Agent we already listed (the database era with the CLI's release)."""
     from occd.openclaw import FileStore
 
     if agent.era == "db":
@@ -46,7 +45,7 @@ def _store_for(state_dir: Path, agent):
     if agent.era == "needs-migration":  # reported and read, never acted on (open_store's own rule)
         from occd.openclaw import open_store
 
-        return open_store(state_dir, agent.id)
+        return open_store(state_dir, agent)
     return FileStore(state_dir, agent.id, agent.dir)
 
 
@@ -82,6 +81,47 @@ def _window(ctx, cfg: dict | None, agent_id: str, info) -> int | None:
                                                    default=None)
 
 
+AGENTS_KEY = "scan.agents"  # agent id -> _Seen: what the last scan of a file-era agent saw
+
+
+class _Seen:
+    """A file-era agent as the last scan saw it: the fingerprint of its index, its sessions folder (a lock file
+    or a transcript created or removed changes the folder) and OpenClaw's config; the sessions listed then; the
+    observation of each session ({session id: (index entry, obs)}), reused as it is while its transcript's
+    (inode, size, mtime) and its index entry stay the same (its run lock looked at again when the folder
+    changed). `basis`: the config and settings the observations were made with."""
+
+    __slots__ = ("fp", "basis", "infos", "warnings", "obs")
+
+    def __init__(self, fp, basis, infos, warnings, obs=None):
+        self.fp, self.basis, self.infos, self.warnings, self.obs = fp, basis, infos, warnings, obs or {}
+
+
+def forget(ctx, agent: str, session_id: str) -> None:
+    """occd itself changed the session (a strip): its next observation is made anew, not reused."""
+    seen = ctx.cache.get(AGENTS_KEY, {}).get(agent)
+    if seen is not None:
+        seen.obs.pop(session_id, None)
+
+
+def _stat_key(p: Path):
+    try:
+        st = os.stat(p)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _agent_fp(agent):
+    sdir = agent.dir / "sessions"
+    return _stat_key(sdir / "sessions.json"), _stat_key(sdir)
+
+
+def _basis(ctx):
+    cfg = ctx.cache.get("scan.openclaw_config")
+    return cfg[0] if cfg else None, id(ctx.settings)
+
+
 def scan_agent(ctx, agent, result: ScanResult, files: dict, seen_paths: set) -> None:
     store = _store_for(ctx.state_dir, agent)
     try:
@@ -96,23 +136,63 @@ def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: 
     cfg = _openclaw_config(ctx)
     era = getattr(store, "era", agent.era)
     result.agents[agent.id] = era
-    try:
-        infos = store.sessions()
-        if era == "db" and not store.actionable:
-            # a schema occd was not shown (occd.openclaw.dbschema): read, reported, never acted on: the apply,
-            # rotate and lean jobs act only on sessions of era file/db (the Gateway refuses on its own too)
-            era = result.agents[agent.id] = UNVERIFIED_ERA
-    finally:
-        for w in getattr(store, "warnings", []) or []:
-            result.errors.append(f"{agent.id}: {w}")
-        for w in getattr(store, "pending", []) or []:
-            log.debug("%s: %s", agent.id, w)
+    seen_agents = ctx.cache.setdefault(AGENTS_KEY, {})
+    last: _Seen | None = seen_agents.pop(agent.id, None)
+    fp, basis = _agent_fp(agent), _basis(ctx)
+    if era != "file" or last is None or last.basis != basis:  # (the database era is read each time)
+        last = None
+    same = last is not None and last.fp == fp
+    if same:  # the index and the folder did not change: the sessions listed last time
+        infos = last.infos
+        result.errors.extend(last.warnings)
+        seen_agents[agent.id] = last
+    else:
+        try:
+            infos = store.sessions()
+            if era == "db" and not store.actionable:
+                # a schema occd was not shown (occd.openclaw.dbschema): read, reported, never acted on: the apply,
+                # rotate and lean jobs act only on sessions of era file/db (the Gateway refuses on its own too)
+                era = result.agents[agent.id] = UNVERIFIED_ERA
+        finally:
+            said = [f"{agent.id}: {w}" for w in getattr(store, "warnings", []) or []]
+            result.errors.extend(said)
+            for w in getattr(store, "pending", []) or []:
+                log.debug("%s: %s", agent.id, w)
+        if era == "file":
+            seen_agents[agent.id] = _Seen(fp, basis, infos, said)
+    seen = seen_agents.get(agent.id)
+    reuse = seen.obs if seen is not None else None          # this scan's observations, kept for the next
+    before = last.obs if last is not None else {}           # the last scan's
     windows: dict = {}
     marks: dict | None = None  # the ledger's post-rewrite estimates, read only when a file was read from its tail
     cfg_mtime = config_mtime(ctx.state_dir)
     for info in infos:
         if ctx.stop.is_set():
             return
+        if before and info.path is not None:  # the quick way for what did not change: a stat
+            spath = str(info.path)
+            prev = files.get(spath)
+            old = before.get(info.session_id)
+            if prev is not None and old is not None and (old[0] is info.entry or (not same and old[0] == info.entry)):
+                try:
+                    st = os.stat(spath)
+                except OSError:
+                    st = None
+                if st is not None and (prev["ino"], prev["size"], prev["mtime_ns"]) == (st.st_ino, st.st_size,
+                                                                                          st.st_mtime_ns):
+                    obs = old[1]
+                    if not same or obs.running:  # a lock came or went, or a run's lock may have gone stale
+                        running = store.is_running(info)
+                        if running != obs.running:
+                            from dataclasses import replace
+
+                            obs = replace(obs, running=running)
+                    reuse[info.session_id] = (info.entry, obs)
+                    seen_paths.add(spath)
+                    result.sessions.append(obs)
+                    result.reused += 1
+                    result.kept.add(id(obs))
+                    continue
         wkey = (getattr(info, "model", None), getattr(info, "model_provider", None))
         if wkey not in windows:
             windows[wkey] = _window(ctx, cfg, agent.id, info)
@@ -129,10 +209,11 @@ def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: 
             _budget_records(obs, info, cfg, reserve_cap=_db_reserve_cap(store))
             result.sessions.append(obs)
             continue
-        path = Path(info.path)
+        path = info.path if isinstance(info.path, Path) else Path(info.path)
+        spath = str(path)
         try:
             st = os.stat(path)
-            prev = files.get(str(path))
+            prev = files.get(spath)
             state = scanstate._file_tokens(path, st, prev, result)
             if state is not prev and state.pop("tail", False):
                 # read anew (new, replaced or rewritten file): was it occd that rewrote it after its last usage?
@@ -162,6 +243,8 @@ def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: 
         obs.window_source = wsource
         _budget_records(obs, info, cfg)
         result.sessions.append(obs)
+        if reuse is not None:
+            reuse[info.session_id] = (info.entry, obs)
 
 
 def _db_reserve_cap(store) -> float | None:
@@ -210,7 +293,9 @@ def _budget_records(obs: SessionObs, info, cfg: dict | None, reserve_cap: float 
 
 PENDING_KEY = "scan.unrecorded"   # notes about scans the ledger could not take, recorded with the next one
 NOTES_KEY = "scan.notes"          # problems logged last cycle: repeated ones go to DEBUG, not every 5 minutes
-FLOOR_KEY = "clock.floor"         # the latest timestamp written to the ledger (see record_time)
+FLOOR_KEY = "clock.floor"
+FULL_KEY = "scan.full_record"     # when every observation was last written (last_seen), unchanged ones included
+FULL_RECORD_S = 300.0         # the latest timestamp written to the ledger (see record_time)
 
 
 def _note(ctx, notes: dict, key: str, level: int, msg: str) -> None:
@@ -360,7 +445,9 @@ def run(ctx) -> dict:
         _record(ctx, result, t0)
     except OccdError as e:
         # the ledger is locked, read-only or full: nothing is lost, the next scan compares against what the
-        # ledger holds and records the difference; this scan's figures are noted in the next scan record
+        # ledger holds and records the difference (all its observations, those kept unchanged from this scan
+        # too); this scan's figures are noted in the next scan record
+        ctx.cache.pop(FULL_KEY, None)
         when = datetime.fromtimestamp(result.started).isoformat(timespec="seconds")
         pending = ctx.cache.setdefault(PENDING_KEY, [])
         pending.append(f"scan at {when} not recorded: {e.message}")
@@ -379,7 +466,13 @@ def _record(ctx, result: ScanResult, t0: float) -> None:
     for a, era in result.agents.items():  # agents with sessions are upserted by record_observations
         if a not in known or known[a] != era or a not in with_sessions:
             led.record_agent(a, era, now=now)
-    result.changed = led.record_observations([s.ledger_row() for s in result.sessions], now=now)
+    # the observations kept unchanged from the last scan are written (their last_seen) once per FULL_RECORD_S:
+    # a wake for one changed session writes that one
+    full = now - ctx.cache.get(FULL_KEY, float("-inf")) >= FULL_RECORD_S or now < ctx.cache.get(FULL_KEY, 0)
+    rows = [s.ledger_row() for s in result.sessions if full or id(s) not in result.kept]
+    result.changed = led.record_observations(rows, now=now)
+    if full:
+        ctx.cache[FULL_KEY] = now
     result.duration_s = time.monotonic() - t0
     pending = ctx.cache.get(PENDING_KEY) or []
     texts = pending + result.errors

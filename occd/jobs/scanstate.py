@@ -58,6 +58,8 @@ class ScanResult:
     bytes_read: int = 0
     errors: list[str] = field(default_factory=list)
     changed: int = 0
+    reused: int = 0                                 # observations kept from the last scan (nothing changed)
+    kept: set = field(default_factory=set)          # id() of those observations
 
     def summary(self) -> dict:
         return {"agents": len(self.agents), "sessions": len(self.sessions), "changed": self.changed,

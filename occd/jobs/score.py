@@ -17,6 +17,7 @@ from pathlib import Path
 
 log = logging.getLogger("occd.jobs.score")
 REPEAT_QUIET_S = 24 * 3600   # an unchanged would-archive / deferred decision is recorded once a day
+RESUME_KEY = "score.after"   # the last agent scored when the job yielded to a wake
 
 
 @dataclass
@@ -38,6 +39,7 @@ class ScoreReport:
     agents: list[AgentScore] = field(default_factory=list)
     decisions: list = field(default_factory=list)          # occd.policy.types.Decision (archive)
     eras: dict = field(default_factory=dict)               # (agent, session_id) -> era
+    resume_after: str | None = None                        # yielded to a wake: the last agent scored
 
     def summary(self) -> dict:
         return {"agents": len(self.agents), "scored": sum(a.scored for a in self.agents),
@@ -57,8 +59,10 @@ def _active(sessions):
 
 
 def score_agents(settings, ledger, state_dir: Path, now: float, *, stop=None, counter_cache: Path | None = None,
-                 worker=None) -> ScoreReport:
-    """Rate every agent's idle sessions and return the archive decisions (nothing is moved here)."""
+                 worker=None, urgent=None, after: str | None = None) -> ScoreReport:
+    """Rate every agent's idle sessions and return the archive decisions (nothing is moved here). `after`: start
+    after this agent (sorted ids). `urgent` (an Event): when set, stop after the agent in hand (at least one is
+    scored) and say where in `resume_after`: a wake waits for the daemon's lock."""
     from occd import paths
     from occd.errors import OccdError
     from occd.openclaw import list_agents, workspace_dir
@@ -77,15 +81,21 @@ def score_agents(settings, ledger, state_dir: Path, now: float, *, stop=None, co
     except OccdError as e:
         log.info("score: %s", e.message)
         return report
+    if after is not None:
+        agents = [a for a in agents if a.id > after]
     try:
-        for a in agents:
+        for i, a in enumerate(agents):
             if stop is not None and stop.is_set():
+                break
+            if i and urgent is not None and urgent.is_set():
+                report.resume_after = agents[i - 1].id
                 break
             if a.era == "empty":
                 continue
             warnings: list[str] = []
             try:
-                sessions, _links = openclaw_sessions(state_dir, agent=a.id, counter=counter, warnings=warnings)
+                sessions, _links = openclaw_sessions(state_dir, agent=a.id, counter=counter, warnings=warnings,
+                                                     agents=[a])
             except OccdError as e:
                 report.agents.append(AgentScore(a.id, None, None, skipped=e.message))
                 continue
@@ -208,8 +218,12 @@ def act_on(ctx, report: ScoreReport) -> dict:
 def run(ctx) -> dict:
     """The scheduler's entry point (occd.jobs.JOBS): score, then act on / record the archive decisions."""
     t0 = time.monotonic()
-    report = score_agents(ctx.settings, ctx.ledger, ctx.state_dir, ctx.now(), stop=ctx.stop)
+    report = score_agents(ctx.settings, ctx.ledger, ctx.state_dir, ctx.now(), stop=ctx.stop, urgent=ctx.urgent,
+                          after=ctx.cache.pop(RESUME_KEY, None))
     out = report.summary()
     out.update(act_on(ctx, report))
+    if report.resume_after is not None:  # a wake was waiting: the rest on the next run, right after it
+        ctx.cache[RESUME_KEY] = report.resume_after
+        out["yielded"] = True
     out["seconds"] = round(time.monotonic() - t0, 2)
     return out

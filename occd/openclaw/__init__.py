@@ -14,10 +14,12 @@ from occd.openclaw.state import (Agent, Release, config_path, context_window, de
                                  load_openclaw_config, release_evidence, resolve_state_dir, workspace_dir)
 
 
-def open_store(state_dir: Path, agent: str):
+def open_store(state_dir: Path, agent: "str | Agent"):
     """The agent's session store: FileStore (file era, or a state still to migrate: then era is
-    'needs-migration' and occd only reads) or DbStore (database era, read-only)."""
-    a = get_agent(state_dir, agent)
+    'needs-migration' and occd only reads) or DbStore (database era, read-only). `agent`: its id, or the Agent
+    a caller already listed (a loop over list_agents() passes it: no second look at the agent's folder)."""
+    a = agent if isinstance(agent, Agent) else get_agent(state_dir, agent)
+    agent = a.id
     if a.era == "db":
         from occd.openclaw.dbstore import DbStore
 

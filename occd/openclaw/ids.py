@@ -23,23 +23,52 @@ def _tail(session_id: str) -> int:
 
 
 def short_forms(ids: Iterable[str]) -> dict[str, str]:
-    """id -> the shortest part from its second group on (at least 4 characters) that no other id contains."""
+    """id -> the shortest part from its second group on (at least 4 characters) that no other id contains.
+
+    Length by length (4, 5, ...) for the ids still without a form: each round counts, over all ids, only the
+    substrings some remaining id wants, so 5,000 ids take a few rounds of one pass each (the old way counted each
+    candidate in the whole text: quadratic, minutes for 5,000 ids)."""
     uniq = sorted({i for i in ids if i})
-    hay = "\n".join(i.lower() for i in uniq)
-    out = {}
-    for sid in uniq:
-        start = _tail(sid)
-        low = sid.lower()
-        form = sid
-        for end in range(start + MIN_PART, len(sid) + 1):
-            cand = low[start:end]
-            if cand.endswith("-"):
+    lows = [i.lower() for i in uniq]
+    out: dict[str, str] = {}
+    todo = list(range(len(uniq)))
+    n = MIN_PART
+    longest = max((len(i) for i in uniq), default=0)
+    hay = "\n".join(lows)
+    while todo and n <= longest:
+        wanted: dict[str, int] = {}
+        for k in todo:
+            start = _tail(uniq[k])
+            if start + n <= len(uniq[k]):
+                wanted[lows[k][start:start + n]] = 0
+        if len(wanted) * 8 < len(lows):  # a few left: counting each in the text is quicker
+            for p in wanted:
+                wanted[p] = min(hay.count(p), 2)
+        else:
+            for low in lows:  # how many ids hold each wanted part
+                for p in {low[j:j + n] for j in range(len(low) - n + 1)}:
+                    if p in wanted:
+                        wanted[p] += 1
+        rest = []
+        for k in todo:
+            sid, low = uniq[k], lows[k]
+            start = _tail(sid)
+            if start + n > len(sid):
+                out[sid] = sid
                 continue
-            if hay.count(cand) == 1:
-                form = sid[start:end]
-                break
-        out[sid] = form
+            cand = low[start:start + n]
+            # unique: no other id holds it and it occurs once in its own (what counting it in the text said)
+            if not cand.endswith("-") and wanted[cand] == 1 and low.count(cand) == 1:  # (in the text: == 1 says both)
+                out[sid] = sid[start:start + n]
+            else:
+                rest.append(k)
+        todo, n = rest, n + 1
+    for k in todo:
+        out[uniq[k]] = uniq[k]
     return out
+
+
+_FORMS: dict = {}  # the last `among` of short_id and its forms: a table asks for every row's form among the same ids
 
 
 def short_id(session_id: str | None, among: Iterable[str] | None = None) -> str:
@@ -47,7 +76,15 @@ def short_id(session_id: str | None, among: Iterable[str] | None = None) -> str:
     if not session_id:
         return "-"
     if among is not None:
-        return short_forms(list(among) + [session_id]).get(session_id, session_id)
+        among = among if isinstance(among, (list, tuple)) else list(among)
+        forms = _FORMS.get("forms")
+        if _FORMS.get("among") is not among or _FORMS.get("n") != len(among) or session_id not in forms:
+            key = list(among)
+            forms = short_forms(key + [session_id])
+            _FORMS.clear()
+            if session_id in key:  # (the same list object asked again, unchanged in length: the same forms)
+                _FORMS.update(among=among, n=len(key), forms=forms)
+        return forms.get(session_id, session_id)
     start = _tail(session_id)
     return session_id[start:start + MIN_PART] if start else session_id[:13]
 

@@ -398,14 +398,19 @@ def detect_era(agent_dir: Path, *, db_release: bool = False) -> str:
     return "empty"
 
 
-def list_agents(state_dir: Path, *, probe_cli: bool = False, release: Release | None = None) -> list[Agent]:
-    """Agents under <state>/agents/ (sorted), each with its storage era."""
+def _readable_state(state_dir: Path) -> None:
     if not state_dir.exists():
         raise OccdError(f"OpenClaw state directory {state_dir} does not exist",
                         "set OPENCLAW_STATE_DIR or occd's state_dir, or run OpenClaw once", code="STATE_NOT_FOUND")
     if not state_dir.is_dir() or not os.access(state_dir, os.R_OK | os.X_OK):
         raise OccdError(f"OpenClaw state directory {state_dir} is not readable", "check its permissions",
                         code="STATE_UNREADABLE")
+
+
+def list_agents(state_dir: Path, *, probe_cli: bool = False, release: Release | None = None) -> list[Agent]:
+    """Agents under <state>/agents/ (sorted), each with its storage era. A command or a cycle lists them once and
+    passes the Agent on (open_store takes one): listing costs a look at every agent's folder and database."""
+    _readable_state(state_dir)
     root = state_dir / "agents"
     names = sorted(n for n in _listdir(root) if not n.startswith(".") and (root / n).is_dir())
     if not names:
@@ -414,10 +419,16 @@ def list_agents(state_dir: Path, *, probe_cli: bool = False, release: Release | 
     return [Agent(n, root / n, detect_era(root / n, db_release=rel.db_era)) for n in names]
 
 
-def get_agent(state_dir: Path, agent_id: str, **kw) -> Agent:
-    agents = list_agents(state_dir, **kw)
-    for a in agents:
-        if a.id == agent_id:
-            return a
+def get_agent(state_dir: Path, agent_id: str, *, probe_cli: bool = False, release: Release | None = None) -> Agent:
+    """One agent by id, looking at its folder only (every agent is listed only to name them when it is not
+    found): a loop over the agents that asks for each one by id stays linear."""
+    _readable_state(state_dir)
+    root = state_dir / "agents"
+    d = root / agent_id if isinstance(agent_id, str) and agent_id else None
+    if (d is not None and not agent_id.startswith(".") and os.sep not in agent_id and "/" not in agent_id
+            and d.is_dir()):
+        rel = release if release is not None else release_evidence(state_dir, probe_cli=probe_cli)
+        return Agent(agent_id, d, detect_era(d, db_release=rel.db_era))
+    agents = list_agents(state_dir, probe_cli=probe_cli, release=release)
     names = ", ".join(a.id for a in agents) or "none"
     raise OccdError(f"Agent '{agent_id}' not found", f"agents in {state_dir}: {names}", code="AGENT_NOT_FOUND")

@@ -218,7 +218,7 @@ def _count_all(state_dir: Path, agent: str | None) -> int:
         if a.era == "empty" or (agent is not None and a.id != agent):
             continue
         try:
-            store = open_store(state_dir, a.id)
+            store = open_store(state_dir, a)
             try:
                 n += len(store.sessions())
             finally:

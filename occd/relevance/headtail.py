@@ -149,6 +149,23 @@ class Counter:
         return {"user": int(s.get("user", 0)), "assistant": int(s.get("assistant", 0)),
                 "compactions": int(s.get("compactions", 0))}
 
+    def memo(self, path: Path, st: os.stat_result, tag: str) -> dict | None:
+        """What was derived from the file when it was last read (`remember`), if the file (inode, size, mtime) and
+        the `tag` (whatever else the derivation took) are the same: an unchanged transcript is not read again."""
+        ent = self.data.get(str(path))
+        m = ent.get("memo") if isinstance(ent, dict) else None
+        if (isinstance(m, dict) and m.get("fp") == [st.st_ino, st.st_size, st.st_mtime_ns] and m.get("tag") == tag
+                and isinstance(m.get("v"), dict)):
+            return m["v"]
+        return None
+
+    def remember(self, path: Path, st: os.stat_result, tag: str, value: dict) -> None:
+        """Keep `value` (JSON) for the file as it is now; kept with its counts (call `counts` first)."""
+        ent = self.data.get(str(path))
+        if isinstance(ent, dict):
+            ent["memo"] = {"fp": [st.st_ino, st.st_size, st.st_mtime_ns], "tag": tag, "v": value}
+            self.dirty = True
+
     def save(self) -> None:
         if not self.dirty or self.cache_file is None:
             return

@@ -91,8 +91,27 @@ def _fill_from_objects(s: Session, head: list[dict], tail: list[dict]) -> None:
     s.origin_agent = origin_of(s.first_user_message)
 
 
+MEMO_FIELDS = ("repo_path", "created", "first_user_message", "latest_user_task", "origin_agent", "model",
+               "last_modified", "context_tokens", "context_source", "shown")
+
+
+def _memo_tag(info, window, mark) -> str:
+    """What else than the file a session's derived figures depend on: its index entry, window and rewrite mark."""
+    import hashlib
+
+    import orjson
+
+    try:
+        e = orjson.dumps(info.entry, option=orjson.OPT_SORT_KEYS, default=str)
+    except TypeError:
+        e = repr(info.entry).encode()
+    return hashlib.sha1(e + repr((info.model, window, mark)).encode()).hexdigest()
+
+
 def _file_session(state_dir: Path, agent: str, store, info, counter: Counter | None, cfg: dict,
                   marks: dict | None = None) -> Session | None:
+    """The session as discovery shows it. What comes from reading the transcript (its head and tail, its figure)
+    is kept in the counter's cache with the file's inode, size and mtime: an unchanged session costs a stat."""
     from occd.openclaw.figure import file_figure
 
     p = info.path
@@ -100,23 +119,40 @@ def _file_session(state_dir: Path, agent: str, store, info, counter: Counter | N
                 size=info.size, label=info.label or info.display_name, model=info.model,
                 last_modified=info.mtime if info.mtime is not None else (info.updated_at or 0) / 1000 or None,
                 index_updated=_updated_at(info))
+    counter = counter or Counter(None)
     try:
         st = os.stat(p)
         s.mtime_ns = st.st_mtime_ns
-        head, tail, _whole = head_tail(p)
+        c = counter.counts(p, "openclaw")
     except OSError as e:
         s.warnings.append(f"cannot read {p}: {e.strerror}")
         return s
-    _fill_from_objects(s, head, tail)
     s.file_mtime = s.last_modified
-    s.last_modified = last_entry_time(tail) or s.last_modified
-    c = (counter or Counter(None)).counts(p, "openclaw")
     s.message_count = c["user"] + c["assistant"]
     s.compaction_count = _compactions(info, c["compactions"])
     s.context_window = _window(state_dir, agent, info, cfg)
-    fig = file_figure(p, entry=info.entry, window=s.context_window, mark=(marks or {}).get(info.session_id),
-                      session_id=info.session_id, tail_window=256 * 1024)  # the one figure (occd.openclaw.figure)
-    s.context_tokens, s.context_source = fig.tokens, fig.source
+    mark = (marks or {}).get(info.session_id)
+    tag = _memo_tag(info, s.context_window, mark)
+    memo = counter.memo(p, st, tag)
+    if memo is not None:
+        for k in MEMO_FIELDS:
+            setattr(s, k, memo.get(k))
+        s.shown_texts()
+        if s.shown != memo.get("shown"):  # kept by an older occd, or made from other texts
+            counter.remember(p, st, tag, {k: getattr(s, k) for k in MEMO_FIELDS})
+    else:
+        try:
+            head, tail, _whole = head_tail(p)
+        except OSError as e:
+            s.warnings.append(f"cannot read {p}: {e.strerror}")
+            return s
+        _fill_from_objects(s, head, tail)
+        s.last_modified = last_entry_time(tail) or s.last_modified
+        fig = file_figure(p, entry=info.entry, window=s.context_window, mark=mark, session_id=info.session_id,
+                          tail_window=256 * 1024)  # the one figure (occd.openclaw.figure)
+        s.context_tokens, s.context_source = fig.tokens, fig.source
+        s.shown_texts()
+        counter.remember(p, st, tag, {k: getattr(s, k) for k in MEMO_FIELDS})
     try:
         if store.is_running(info):
             s.running, s.running_source = True, "lock"
@@ -125,11 +161,24 @@ def _file_session(state_dir: Path, agent: str, store, info, counter: Counter | N
     return s
 
 
-def _window(state_dir: Path, agent: str, info, cfg: dict) -> int | None:
-    """The session's window by the one rule (occd.openclaw.figure.session_window)."""
-    from occd.openclaw import context_window_for_session
+_NAMED: dict = {}  # (config object id, state dir, agent, model, provider) -> the window the config names
 
-    return context_window_for_session(state_dir, agent, info, config=cfg)
+
+def _window(state_dir: Path, agent: str, info, cfg: dict) -> int | None:
+    """The session's window by the one rule (occd.openclaw.figure.session_window); what the config names for a
+    model is looked up once per agent and model while the same config object is in use (one listing)."""
+    from occd.openclaw import config_mtime, context_window
+    from occd.openclaw.figure import session_window
+    from occd.openclaw.state import DEFAULT_CONTEXT_WINDOW
+
+    model, provider = getattr(info, "model", None), getattr(info, "model_provider", None)
+    k = (id(cfg), str(state_dir), agent, model, provider)
+    if "cfg" not in _NAMED or _NAMED["cfg"] is not cfg:  # another listing: forget (and keep the config alive while its id is a key)
+        _NAMED.clear()
+        _NAMED["cfg"], _NAMED["mtime"] = cfg, config_mtime(state_dir)
+    if k not in _NAMED:
+        _NAMED[k] = context_window(state_dir, agent=agent, model=model, provider=provider, config=cfg, default=None)
+    return session_window(getattr(info, "entry", None), _NAMED[k], _NAMED["mtime"], DEFAULT_CONTEXT_WINDOW)
 
 
 def _compactions(info, in_file: int | None = None) -> int:
@@ -196,16 +245,16 @@ def _db_session(state_dir: Path, agent: str, store, info, cfg: dict) -> Session:
 
 def openclaw_sessions(state_dir: Path, *, agent: str | None = None, repo: Path | None = None,
                       counter: Counter | None = None, warnings: list[str] | None = None,
-                      unreadable: list[str] | None = None) -> tuple[list[Session], dict[str, Session]]:
+                      unreadable: list[str] | None = None, agents=None) -> tuple[list[Session], dict[str, Session]]:
     """(sessions, {claude session id: the OpenClaw session naming it}). An agent whose store occd cannot read
     (a schema it does not know, a missing column) is named in `warnings` with what to do, and its id added to
-    `unreadable`."""
+    `unreadable`. `agents`: list_agents() when the caller already has it (a loop over agents lists them once)."""
     from occd.errors import OccdError
     from occd.openclaw import list_agents, load_openclaw_config, open_store
 
     warnings = warnings if warnings is not None else []
     try:
-        agents = list_agents(state_dir)
+        agents = list_agents(state_dir) if agents is None else agents
     except OccdError as e:
         if agent is not None:
             raise
@@ -225,7 +274,7 @@ def openclaw_sessions(state_dir: Path, *, agent: str | None = None, repo: Path |
         if a.era == "empty" or (agent is not None and a.id != agent):
             continue
         try:
-            store = open_store(state_dir, a.id)
+            store = open_store(state_dir, a)
             infos = store.sessions()
         except OccdError as e:
             from occd.openclaw.health import store_warning

@@ -17,6 +17,9 @@ ORIGIN_RE = re.compile(r"\[openclaw:agent=([A-Za-z0-9][A-Za-z0-9_.\-]{0,63})\]")
 TEXT_KEEP = 2000          # characters of a user message kept in memory (digests use far fewer)
 
 
+SHOWN_LIMIT = 300  # characters of a user text that to_json shows by default
+
+
 @dataclass
 class Session:
     id: str
@@ -50,6 +53,7 @@ class Session:
     claude_path: str | None = None
     mtime_ns: int | None = None
     warnings: list[str] = field(default_factory=list)
+    shown: dict | None = None           # {"first", "latest"}: the texts as to_json shows them (kept with the file)
 
     @property
     def fingerprint(self) -> str:
@@ -69,12 +73,27 @@ class Session:
 
         return percent(self.context_tokens, self.context_window)
 
-    def to_json(self, text_limit: int = 300) -> dict:
+    def shown_texts(self, text_limit: int = SHOWN_LIMIT) -> tuple[str | None, str | None]:
+        """The first and latest user texts as shown: redacted, squashed, cut (kept in `shown`, with a digest of the
+        texts they were made from, for the default limit: redacting thousands of texts is most of what listing
+        them costs)."""
+        if text_limit != SHOWN_LIMIT:
+            return squash(self.first_user_message, text_limit) or None, squash(self.latest_user_task, text_limit) or None
+        import hashlib
+
+        of = hashlib.sha1(repr((self.first_user_message, self.latest_user_task)).encode()).hexdigest()[:16]
+        if not (isinstance(self.shown, dict) and self.shown.get("of") == of):
+            self.shown = {"of": of, "first": squash(self.first_user_message, text_limit) or None,
+                          "latest": squash(self.latest_user_task, text_limit) or None}
+        return self.shown["first"], self.shown["latest"]
+
+    def to_json(self, text_limit: int = SHOWN_LIMIT) -> dict:
+        first, latest = self.shown_texts(text_limit)
         return {
             "id": self.id, "source": self.source, "agent": self.agent, "key": self.key,
             "claudeSessionId": self.claude_session_id, "repoPath": self.repo_path, "branch": self.branch,
-            "firstUserMessage": squash(self.first_user_message, text_limit) or None,
-            "latestUserTask": squash(self.latest_user_task, text_limit) or None,
+            "firstUserMessage": first,
+            "latestUserTask": latest,
             "lastModified": _iso(self.last_modified), "created": _iso(self.created),
             "messageCount": self.message_count, "size": self.size, "contextTokens": self.context_tokens,
             "contextWindow": self.context_window, "contextPercent": self.context_percent(),

@@ -264,10 +264,14 @@ def _index_entries(settings, agent: str, ids: set) -> dict[str, dict]:
     try:
         from pathlib import Path
 
-        from occd.openclaw import open_store, resolve_state_dir
+        from occd.openclaw import FileStore, open_store, resolve_state_dir
 
         state_dir = Path(settings.state_dir) if getattr(settings, "state_dir", None) else resolve_state_dir()
-        return {i.session_id: (i.entry or {}) for i in open_store(state_dir, agent).sessions() if i.session_id in ids}
+        store = open_store(state_dir, agent)
+        if isinstance(store, FileStore):  # the index alone: no stat of every transcript for a few entries
+            return {e["sessionId"]: e for e in store.index().values()
+                    if isinstance(e, dict) and isinstance(e.get("sessionId"), str) and e["sessionId"] in ids}
+        return {i.session_id: (i.entry or {}) for i in store.sessions() if i.session_id in ids}
     except Exception:  # noqa: BLE001 - the default budget is shown then
         return {}
 

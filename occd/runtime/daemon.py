@@ -4,7 +4,7 @@
   `daemon.scan_interval_seconds`, and in the same scheduler run, right after it, the jobs chained after the scan
   (apply, rotate): they never race the scan they depend on. prune, maintain and score run on their own
   intervals. coalesce=True and max_instances=1: a slow run is never started twice, missed runs fold into one.
-  One lock (`cycle_lock`) serialises all jobs, so two jobs never touch the same transcript at once.
+  One lock (`cycle_lock`) serialises all jobs; a wake that finds a long job holding it sets ctx.urgent (it yields).
 - Single instance: a non-blocking flock on `<runtime dir>/occd.lock`, which holds our pid; a second `occd run`
   exits 75 naming that pid (occd.runtime.lock). The kernel drops the lock when the process dies.
 - Signals: SIGTERM/SIGINT set the stop flag (jobs check `ctx.stop` between sessions, so the running step
@@ -139,11 +139,15 @@ class Daemon:
 
     def cycle(self) -> None:
         """One scheduled scan cycle: scan, then the jobs chained after it; never two at once."""
+        if self.cycle_lock.locked() and self.ctx is not None:
+            self.ctx.urgent.set()  # a long job holds the lock: it yields between agents (occd.jobs JobContext)
         with self.cycle_lock:
             if self.stop.is_set():
                 return
             self.last_cycle_mono = t0 = self.mono()
             ends = self.metrics.take_run_ends()  # the runs this cycle decides on (the watcher saw them end)
+            if self.ctx is not None:
+                self.ctx.urgent.clear()
             scan = self._registered.get("scan")
             ok = True
             if scan is not None:
@@ -165,7 +169,6 @@ class Daemon:
             self.metrics.cycle_took(self.mono() - t0)
             self.last_cycle = self.clock()
             from occd.jobs.apply import WAKE_KEY
-
             due = self.ctx.cache.pop(WAKE_KEY, None) if self.ctx is not None else None
         if due is not None and self.waker is not None:
             self.waker.request(due)  # a deferred decision becomes due then
@@ -177,8 +180,9 @@ class Daemon:
         if entry is None:
             return
         with self.cycle_lock:
-            if not self.stop.is_set():
-                self._run(*entry)
+            summary = self._run(*entry)[1] if not self.stop.is_set() else {}
+        if summary.get("yielded") and name in self._sched_jobs:  # it gave way to a wake: the rest right after
+            self._sched_jobs[name].modify(next_run_time=_utc(time.time() + 1.0))
         self.heartbeat()
 
     def _dispatch(self, name: str) -> None:
@@ -444,7 +448,6 @@ class Daemon:
 
     def _stop_scheduler(self) -> None:
         from occd.runtime import watch
-
         watch.stop(self)
         try:
             self.scheduler.shutdown(wait=True)
