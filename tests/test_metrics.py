@@ -21,7 +21,7 @@ B = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5c"
 
 
 def _strip(led, now, session, *, before_tokens, after_tokens, outcome="ok", dry_run=False, agent="main"):
-    led.record_action("strip", agent, session, f"agent:{agent}:{session[-4:]}", trigger="auto",
+    return led.record_action("strip", agent, session, f"agent:{agent}:{session[-4:]}", trigger="auto",
                       policy="strip_at_budget_percent", reason="r", outcome=outcome, dry_run=dry_run,
                       before={"size": before_tokens * 4, "compactionAvoided": True, "inputUsdPerMTok": 3.0},
                       after={"tokensBefore": before_tokens, "tokensAfterEstimate": after_tokens}, now=now)
@@ -36,8 +36,11 @@ def _ledger(now):
                  context_tokens=1000, tokens_source="usage", context_window=20_000, size=100),
             dict(agent="ops", session_id=A[:-1] + "d", session_key="agent:ops:d", era="file", compaction_count=1,
                  context_tokens=1000, tokens_source="usage", context_window=20_000, size=100)], now=now - 300)
-        _strip(led, now - 100, A, before_tokens=100_000, after_tokens=10_000)
-        _strip(led, now - 90, B, before_tokens=50_000, after_tokens=30_000)
+        done = [_strip(led, now - 100, A, before_tokens=100_000, after_tokens=10_000),
+                _strip(led, now - 90, B, before_tokens=50_000, after_tokens=30_000)]
+        for aid, sid in zip(done, (A, B)):  # the verify job saw each next turn run without a compaction
+            led.record_action("verify-strip", "main", sid, None, trigger="auto", outcome="ok", reason="v",
+                              before={"actionId": aid}, after={"nextTurnCompacted": False}, now=now - 85)
         _strip(led, now - 80, A, before_tokens=50_000, after_tokens=0, dry_run=True)
         _strip(led, now - 70, B, before_tokens=50_000, after_tokens=0, outcome="failed")
         led.set_breaker(brk.BreakerState(agent="main", kind="rotate", state=brk.OPEN, opened_at=now - 60,
