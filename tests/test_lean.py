@@ -34,8 +34,10 @@ def test_node_unit_and_contract_tests():
 
 
 def test_plugin_ships_as_package_data():
-    pyproject = (REPO / "pyproject.toml").read_text()
-    assert '"occd.lean" = ["plugin/*.js", "plugin/*.json"]' in pyproject
+    import tomllib
+
+    st = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "occd.lean.plugin" in st["packages"] and st["package-data"]["occd.lean.plugin"] == ["*.js", "*.json"]
     src = lean.plugin_source()
     assert {p.name for p in src.iterdir()} >= {"package.json", "openclaw.plugin.json", "index.js"}
     pkg = json.loads((src / "package.json").read_text())
