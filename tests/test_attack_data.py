@@ -435,6 +435,7 @@ console.log(JSON.stringify({done}));
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("version", ["2026.7.1", "2026.7.35"])
 def test_real_openclaw_index_writer_racing_rotations(fstate, settings, tmp_path, version):
     """OpenClaw's own session-store writer (updateSessionStore from the release's dist: no lock file, an
