@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import install
 from conftest import E2E_DIR, IN_CI, missing_tool
-from e2e_harness import free_port, start_server
+from e2e_harness import free_port, start_server, stop_server
 
 CC_DIR = E2E_DIR  # fake_anthropic.py
 CC_VERSION = install.CLAUDE_CODE_VERSION
@@ -55,6 +54,7 @@ class ClaudeCodeHome:
         self.fake_rating = fake_rating
         self.env: dict[str, str] = {}
         self.fake_pid: int | None = None
+        self.server: subprocess.Popen | None = None
 
     def __enter__(self):
         require_claude_code(self.version)
@@ -72,20 +72,17 @@ class ClaudeCodeHome:
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CLAUDE": str(claude),
             "FAKE_LOG": str(self.home / "anthropic-requests.jsonl"), "OCCD_HOME": str(self.root / "occd-home")})
         server_env = {**self.env, **({"FAKE_RATING": self.fake_rating} if self.fake_rating else {})}
-        self.fake_pid = start_server([sys.executable, str(E2E_DIR / "fake_anthropic.py"), str(self.port)], self.port,
-                                     server_env, cwd=self.cwd)
+        self.server = start_server([sys.executable, str(E2E_DIR / "fake_anthropic.py"), str(self.port)], self.port,
+                                   server_env, cwd=self.cwd)
+        self.fake_pid = self.server.pid
         return self
 
     def __exit__(self, *exc):
         self.close()
 
     def close(self) -> None:
-        if self.fake_pid:
-            try:
-                os.kill(self.fake_pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            self.fake_pid = None
+        stop_server(self.server)
+        self.server = self.fake_pid = None
 
     @property
     def claude(self) -> str:

@@ -79,6 +79,7 @@ class OpenClawHome:
         self.port = free_port()
         self.env: dict[str, str] = {}
         self.fake_pid: int | None = None
+        self.server: subprocess.Popen | None = None
         self.gateway: subprocess.Popen | None = None
         self.gateway_port: int | None = None
 
@@ -108,8 +109,9 @@ class OpenClawHome:
         self.gateway_port = free_port()
         cfg["gateway"]["port"] = self.gateway_port
         (state / "openclaw.json").write_text(json.dumps(cfg, indent=2))
-        self.fake_pid = start_server([sys.executable, str(E2E_DIR / "fake_model_server.py"), str(self.port),
-                                      self.env["FAKE_LOG"]], self.port, self.env)
+        self.server = start_server([sys.executable, str(E2E_DIR / "fake_model_server.py"), str(self.port),
+                                    self.env["FAKE_LOG"]], self.port, self.env)
+        self.fake_pid = self.server.pid
         return self
 
     def __exit__(self, *exc):
@@ -170,12 +172,8 @@ class OpenClawHome:
 
     def close(self) -> None:
         self.stop_gateway()
-        if self.fake_pid:
-            try:
-                os.kill(self.fake_pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            self.fake_pid = None
+        stop_server(self.server)
+        self.server = self.fake_pid = None
 
     @property
     def oc(self) -> str:
@@ -222,8 +220,9 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def start_server(cmd: list[str], port: int, env: dict, cwd: Path | None = None, timeout: float = 20) -> int:
-    """Start a scripted server and wait until it accepts connections on 127.0.0.1:port; returns its pid."""
+def start_server(cmd: list[str], port: int, env: dict, cwd: Path | None = None,
+                 timeout: float = 20) -> subprocess.Popen:
+    """Start a scripted server and wait until it accepts connections on 127.0.0.1:port."""
     p = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
     end = time.monotonic() + timeout
@@ -232,11 +231,23 @@ def start_server(cmd: list[str], port: int, env: dict, cwd: Path | None = None, 
             raise RuntimeError(f"{cmd[1]} exited with {p.returncode} (port {port} taken?)")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return p.pid
+                return p
         except OSError:
             time.sleep(0.1)
     p.kill()
     raise RuntimeError(f"{cmd[1]} did not listen on port {port} within {timeout:.0f} s")
+
+
+def stop_server(p: subprocess.Popen | None) -> None:
+    """SIGTERM to a scripted server started by start_server, and reap it."""
+    if p is None or p.poll() is not None:
+        return
+    p.terminate()
+    try:
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait(timeout=10)
 
 
 def require_e2e(version: str | None = None) -> None:
