@@ -121,6 +121,7 @@ def _occd(*args, env=None) -> subprocess.Popen:
                             env=env or os.environ.copy())
 
 
+@pytest.mark.slow
 def test_concurrent_edits_never_destroy_the_original(fstate):
     """Several `occd edit` at once on one session, repeated for RACE_SECONDS: each exits 0 or 75 (never 1: no
     JSONDecodeError from reading another's file), the first backup always holds the original bytes, and no two

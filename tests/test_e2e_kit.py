@@ -123,6 +123,7 @@ def _pytest(tmp_path, env: dict, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, cwd=REPO, timeout=300, env={**run_env, **env})
 
 
+@pytest.mark.slow
 def test_missing_tools_are_counted_in_the_last_line_and_fail_in_ci(tmp_path):
     """Without an OpenClaw release installed: skipped and counted at the very end; CI=true: failed."""
     target = ["tests/test_lean.py", "-k", "real_packages"]

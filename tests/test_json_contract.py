@@ -120,6 +120,7 @@ def test_every_command_takes_json_or_says_why_not():
     assert not missing, f"commands without --json (add it, or name them in NO_JSON with the reason): {missing}"
 
 
+@pytest.mark.slow
 def test_every_command_prints_the_envelope(demo_state):
     sid = demo_state
     runs = []
@@ -163,6 +164,7 @@ def test_every_command_prints_the_envelope(demo_state):
     assert not failures, "\n".join(failures)
 
 
+@pytest.mark.slow
 def test_list_and_history_are_objects_with_a_named_array(demo_state):
     out = json.loads(invoke(["list", "--json"]).stdout)
     assert out["success"] is True and isinstance(out["sessions"], list) and out["sessions"]

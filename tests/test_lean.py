@@ -183,6 +183,7 @@ def test_enable_refuses_when_another_engine_owns_the_slot(fake_openclaw):
     assert calls(state) == [] and not lean.installed_plugin_dir().exists()
 
 
+@pytest.mark.slow
 def test_cli_enable_without_yes_in_json_mode_does_not_install(fake_openclaw):
     p = subprocess.run([sys.executable, "-m", "occd", "lean", "enable", "--json"], capture_output=True, text=True,
                        timeout=60, input="")

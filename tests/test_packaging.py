@@ -50,6 +50,7 @@ def wheel(tmp_path_factory) -> Path:
     return whl
 
 
+@pytest.mark.slow
 def test_wheel_contains_migrations_and_templates(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for rel in (REPO / "migrations").rglob("*"):
@@ -101,6 +102,7 @@ def test_wheel_version_is_occds_own(wheel):
     assert f"\nVersion: {occd.__version__}\n" in zipfile.ZipFile(wheel).read(meta).decode()
 
 
+@pytest.mark.slow
 def test_build_says_nothing_about_missing_packages(tmp_path):
     """Every folder shipped as data is declared (no setuptools "Package ... is absent from the packages
     configuration" warning, which pip prints on every editable install)."""
