@@ -13,9 +13,10 @@
 # line; with CI=true it fails instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# measured on the 2-core machine (2026-11-27); see the README
+# On the 2-core machine, 2026-11-27: --quick took 10m54s wall (3m53s CPU) with the machine shared (load 2-9), so
+# ~5 min when it is idle. The full run is an estimate (e2e tests dominate it; not yet timed end to end).
 FULL_MINUTES="35-45"
-QUICK_MINUTES="4-5"
+QUICK_MINUTES="5 (11 on a busy machine)"
 QUICK_MARKS="not e2e and not oracle and not systemd and not slow"
 
 quick=0
