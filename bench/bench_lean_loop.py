@@ -27,20 +27,32 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("OCCD_SHARED_DIR") or ROOT.parent / "shared")
-if not (SHARED / "openclaw-e2e").is_dir():
-    SHARED = Path("/work/shared")
+E2E = ROOT / "tests" / "e2e"  # the tests' own kit: installer, scripted model server, OpenClaw config
+sys.path.insert(0, str(E2E))
+import install  # noqa: E402
+
 OCCD = [sys.executable, "-m", "occd"]
 
 
 def setup(release: str, home: Path, port: int) -> tuple[dict, int]:
-    script = f'source "{SHARED}/openclaw-e2e/setup.sh" {release} "{home}" {port} >/dev/null 2>&1 || exit 3; echo "FAKE_PID=$FAKE_PID"; env -0'
-    p = subprocess.run(["bash", "-c", script], capture_output=True, timeout=900, env={**os.environ, "FAKE_USAGE": "size"})
-    if p.returncode:
-        sys.exit(f"setup failed: {p.stderr[-500:]!r}")
-    first, _, rest = p.stdout.partition(b"\n")
-    env = dict(item.decode(errors="replace").split("=", 1) for item in rest.split(b"\0") if b"=" in item)
-    return env, int(first.decode().split("=", 1)[1])
+    """An isolated OpenClaw home talking to the scripted model (usage by size), as tests/e2e_harness.py makes it."""
+    try:
+        oc, node_bin = install.openclaw(release)
+    except install.InstallError as e:
+        sys.exit(f"setup failed: {e}")
+    state, workspace = home / ".openclaw", home / "workspace"
+    state.mkdir(parents=True, exist_ok=True)
+    workspace.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "FAKE_USAGE": "size", "PATH": f"{node_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+           "HOME": str(home), "OPENCLAW_STATE_DIR": str(state), "OPENCLAW_CONFIG_PATH": str(state / "openclaw.json"),
+           "NO_COLOR": "1", "OPENCLAW_NO_UPDATE_CHECK": "1", "FAKE_LOG": str(home / "model-requests.jsonl"),
+           "OC": str(oc)}
+    (state / "openclaw.json").write_text((E2E / "openclaw.json").read_text()
+                                         .replace("WORKSPACE", str(workspace)).replace("MODEL_PORT", str(port)))
+    server = subprocess.Popen([sys.executable, str(E2E / "fake_model_server.py"), str(port), env["FAKE_LOG"]],
+                              env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    return env, server.pid
 
 
 def descendants(pid: int) -> list[int]:

@@ -1,3 +1,5 @@
 """occd: the OpenClaw context-cleaner daemon."""
 
-__version__ = "0.1.0"
+# The one place the version is written: pyproject.toml reads it ([tool.setuptools.dynamic]), so the installed
+# metadata (importlib.metadata.version("occd")), `occd --version` and every --json envelope say the same.
+__version__ = "0.2.0"

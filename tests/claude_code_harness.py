@@ -1,8 +1,9 @@
-"""Run the real Claude Code CLI offline (../shared/claude-code-e2e) from tests.
+"""Run the real Claude Code CLI offline from tests.
 
-`ClaudeCodeHome(version, root, cwd)` prepares an isolated home with setup.sh (installs Claude Code and Node 24
-from the npm registry into CC_CACHE on first use), starts the fake Anthropic API (its working directory is
-`cwd`, which is what it names in tool calls), and runs `claude -p` there. Claude Code writes its own session
+`ClaudeCodeHome(version, root, cwd)` prepares an isolated home (tests/e2e/install.py installs Claude Code and
+Node 24 from the npm registry into CC_CACHE on first use), starts the scripted Anthropic API
+(tests/e2e/fake_anthropic.py; its working directory is `cwd`, which is what it names in tool calls), and runs
+`claude -p` there. Claude Code writes its own session
 files under `home/.claude/projects/`. `close()` stops the fake API by its pid.
 
     with ClaudeCodeHome("2.1.330", tmp_path, repo) as cc:   # after require_claude_code()
@@ -13,38 +14,34 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
+import sys
 from pathlib import Path
 
-from conftest import IN_CI, SHARED
-from e2e_harness import free_port
+import install
+from conftest import E2E_DIR, IN_CI, missing_tool
+from e2e_harness import free_port, start_server, stop_server
 
-CC_DIR = SHARED / "claude-code-e2e"
-CC_VERSION = "2.1.330"
-REAL_HOME = os.environ.get("HOME", "/root")
-CC_CACHE = os.environ.get("CC_CACHE") or str(Path(os.environ.get("XDG_CACHE_HOME") or Path(REAL_HOME) / ".cache")
-                                             / "occd-claude-code-e2e")
+CC_DIR = E2E_DIR  # fake_anthropic.py
+CC_VERSION = install.CLAUDE_CODE_VERSION
+CC_CACHE = str(install.cc_cache())
 
 
 def claude_code_available(version: str = CC_VERSION) -> str | None:
-    """None when the Claude Code e2e tests can run here, else why not."""
-    if not (CC_DIR / "setup.sh").exists():
-        return f"{CC_DIR} is missing"
-    if not IN_CI and not (Path(CC_CACHE) / f"cc-{version}" / "node_modules" / ".bin" / "claude").exists():
-        return f"Claude Code {version} is not installed in {CC_CACHE} (CI installs it; set CC_CACHE)"
-    return None
+    """None when the Claude Code e2e tests can run here (installed, or CI installs it on first use with npm),
+    else why not."""
+    if install.claude_bin(version).exists():
+        return None
+    if IN_CI:
+        return install.npm_missing()
+    return f"Claude Code {version}: not installed in {CC_CACHE} (scripts/test.sh installs it)"
 
 
 def require_claude_code(version: str = CC_VERSION) -> None:
-    """Skip when the real Claude Code cannot run here; in CI (which installs it on first use) fail instead."""
-    import pytest
-
+    """Skip (counted as a missing tool) when the real Claude Code cannot run here; with CI=true fail instead."""
     why = claude_code_available(version)
     if why:
-        if IN_CI:
-            pytest.fail(why)
-        pytest.skip(why)
+        missing_tool(why)
 
 
 class ClaudeCodeHome:
@@ -57,37 +54,35 @@ class ClaudeCodeHome:
         self.fake_rating = fake_rating
         self.env: dict[str, str] = {}
         self.fake_pid: int | None = None
+        self.server: subprocess.Popen | None = None
 
     def __enter__(self):
-        script = (f'export CC_CACHE="{CC_CACHE}"; source "{CC_DIR}/setup.sh" {self.version} "{self.home}" {self.port} '
-                  '>/dev/null 2>&1 || exit 3; echo "FAKE_PID=$FAKE_PID"; env -0')
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "OPENCLAW_"))}
-        if self.fake_rating:
-            env["FAKE_RATING"] = self.fake_rating
-        p = subprocess.run(["bash", "-c", script], capture_output=True, timeout=900, env=env, cwd=str(self.cwd))
-        if p.returncode != 0:
-            raise RuntimeError(f"Claude Code {self.version} setup failed (exit {p.returncode}): {p.stderr[-500:]!r}")
-        first, _, rest = p.stdout.partition(b"\n")
-        self.fake_pid = int(first.decode().split("=", 1)[1])
-        for item in rest.split(b"\0"):
-            if b"=" in item:
-                k, v = item.decode(errors="replace").split("=", 1)
-                self.env[k] = v
-        self.env["OCCD_HOME"] = str(self.root / "occd-home")
-        self.env.pop("CLAUDECODE", None)
-        self.env.pop("CLAUDE_CODE_SESSION_ID", None)
+        require_claude_code(self.version)
+        try:
+            claude, node_bin = install.claude_code(self.version)
+        except install.InstallError as e:
+            missing_tool(f"Claude Code {self.version}: {e}")
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith(("CLAUDE", "OPENCLAW_")) and k != "CLAUDECODE"}
+        self.env.update({
+            "PATH": f"{node_bin}{os.pathsep}{os.environ.get('PATH', '')}", "HOME": str(self.home),
+            "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{self.port}", "ANTHROPIC_API_KEY": "sk-ant-test",
+            "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1", "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CLAUDE": str(claude),
+            "FAKE_LOG": str(self.home / "anthropic-requests.jsonl"), "OCCD_HOME": str(self.root / "occd-home")})
+        server_env = {**self.env, **({"FAKE_RATING": self.fake_rating} if self.fake_rating else {})}
+        self.server = start_server([sys.executable, str(E2E_DIR / "fake_anthropic.py"), str(self.port)], self.port,
+                                   server_env, cwd=self.cwd)
+        self.fake_pid = self.server.pid
         return self
 
     def __exit__(self, *exc):
         self.close()
 
     def close(self) -> None:
-        if self.fake_pid:
-            try:
-                os.kill(self.fake_pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            self.fake_pid = None
+        stop_server(self.server)
+        self.server = self.fake_pid = None
 
     @property
     def claude(self) -> str:

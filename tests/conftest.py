@@ -10,15 +10,61 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("OCCD_SHARED_DIR", REPO.parent / "shared"))
-ORACLE_SCRIPTS = SHARED / "oracle"
-E2E_DIR = SHARED / "openclaw-e2e"
-IN_CI = bool(os.environ.get("CI"))
+TESTS = REPO / "tests"
+ORACLE_SCRIPTS = TESTS / "oracle"     # OpenClaw's transcript loader, run by node (tests/oracle/README.md)
+E2E_DIR = TESTS / "e2e"               # the scripted model servers, OpenClaw's test config, the installer
+IN_CI = bool(os.environ.get("CI")) and os.environ.get("CI", "").lower() not in ("0", "false", "no")
+MISSING = "[tool missing] "           # the reason of every skip for a tool the machine lacks (see missing_tool)
+_MISSING_KEY = pytest.StashKey[dict]()
+
+sys.path.insert(0, str(E2E_DIR))
+import install  # noqa: E402  (tests/e2e/install.py: installs node, OpenClaw, Claude Code, the oracle into caches)
+
+
+def missing_tool(what: str):
+    """A test cannot run because `what` (node, npm, root, an OpenClaw release, the registry) is missing here: a
+    skip with that reason, counted in the run's last line; with CI=true a failure (CI must run every test)."""
+    if IN_CI:
+        pytest.fail(f"CI=true and this test cannot run: {what}", pytrace=False)
+    pytest.skip(MISSING + what)
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test that uses the `oracle` fixture runs node and OpenClaw's loader: it carries the oracle mark (so the
+    quick subset, `-m "not e2e and not oracle and not systemd and not slow"`, leaves it out) without each file
+    having to say so."""
+    for item in items:
+        if "oracle" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("oracle"):
+            item.add_marker(pytest.mark.oracle)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Count the tests that could not run for a missing tool; the line itself comes last (pytest_unconfigure)."""
+    whats: dict[str, int] = {}
+    for rep in terminalreporter.stats.get("skipped", []):
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr or "")
+        if MISSING in reason:
+            what = reason.split(MISSING, 1)[1].split(":")[0].strip()
+            whats[what] = whats.get(what, 0) + 1
+    config.stash[_MISSING_KEY] = whats
+
+
+def pytest_unconfigure(config):
+    """One line at the very end of the run: how many tests could not run for a missing tool, and which tools."""
+    whats = config.stash.get(_MISSING_KEY, {})
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if whats and reporter is not None:
+        n = sum(whats.values())
+        detail = "; ".join(f"{w} ({k})" for w, k in sorted(whats.items(), key=lambda x: -x[1]))
+        reporter.write_line(f"{n} test{'s' if n != 1 else ''} could not run, a tool is missing: {detail}. "
+                            "`bash scripts/test.sh` installs what it can; CI=true fails them instead.",
+                            yellow=True, bold=True)
 
 
 @pytest.fixture(autouse=True)
@@ -33,7 +79,7 @@ def isolated_env(tmp_path, monkeypatch):
     monkeypatch.setenv("OCCD_HOME", str(tmp_path / "occd-home"))
     monkeypatch.setenv("OPENCLAW_STATE_DIR", str(home / ".openclaw"))
     for var in list(os.environ):
-        if (var.startswith("OCCD_") and var not in ("OCCD_HOME", "OCCD_SHARED_DIR")) or var in (
+        if (var.startswith("OCCD_") and var != "OCCD_HOME") or var in (
             "CLAWDBOT_STATE_DIR", "OPENCLAW_HOME", "OPENCLAW_CONFIG_PATH", "CLAWDBOT_CONFIG_PATH",
             "NOTIFY_SOCKET", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENCLAW_GATEWAY_TOKEN", "OPENCLAW_GATEWAY_PORT"):
             monkeypatch.delenv(var, raising=False)
@@ -41,15 +87,9 @@ def isolated_env(tmp_path, monkeypatch):
     yield home
 
 
-def _oracle_node_modules() -> Path | None:
-    for cand in [os.environ.get("ORACLE_DIR"), str(ORACLE_SCRIPTS)]:
-        if cand and (Path(cand) / "node_modules" / "@mariozechner" / "pi-coding-agent").is_dir():
-            return Path(cand)
-    return None
-
-
 class Oracle:
-    """OpenClaw's own transcript library, run through ../shared/oracle (node)."""
+    """OpenClaw's own transcript library (@mariozechner/pi-coding-agent), run through tests/oracle's scripts by node;
+    its packages are installed from tests/oracle's lock file into ORACLE_DIR (tests/e2e/install.py)."""
 
     def __init__(self, node_modules: Path):
         self.env = {**os.environ, "ORACLE_DIR": str(node_modules)}
@@ -81,9 +121,13 @@ class Oracle:
 
 @pytest.fixture(scope="session")
 def oracle() -> Oracle:
-    nm = _oracle_node_modules()
-    if nm is None or shutil.which("node") is None:
-        if IN_CI:
-            pytest.fail("the transcript oracle is not installed (scripts/test.sh installs it with npm ci)")
-        pytest.skip("transcript oracle not installed (run scripts/test.sh once)")
-    return Oracle(nm)
+    if shutil.which("node") is None:
+        missing_tool("node: the transcript oracle runs OpenClaw's loader with it")
+    if not install.oracle_ready():
+        if not IN_CI:
+            missing_tool(f"the transcript oracle: not installed in {install.oracle_dir()} (scripts/test.sh installs it)")
+        try:
+            install.oracle()
+        except install.InstallError as e:
+            missing_tool(f"the transcript oracle: {e}")
+    return Oracle(install.oracle_dir())

@@ -1,7 +1,8 @@
-"""Run real OpenClaw releases offline (../shared/openclaw-e2e) from tests.
+"""Run real OpenClaw releases offline from tests.
 
-`OpenClawHome(version, root)` prepares an isolated OpenClaw home with setup.sh (installs the release and Node 24
-from the npm registry into OC_CACHE on first use), starts the scripted model server, and runs real agent turns.
+`OpenClawHome(version, root)` prepares an isolated OpenClaw home (tests/e2e/install.py installs the release and
+Node 24 from the npm registry into OC_CACHE on first use; tests/e2e/openclaw.json is its config), starts the
+scripted model server (tests/e2e/fake_model_server.py), and runs real agent turns.
 Every request OpenClaw sends to the model is in `requests()` (log file: `fake_log`). `start_gateway()` runs a
 foreground gateway on a free port (database era: the gateway calls occd makes). `close()` stops what it started,
 by pid (the gateway process and its children, then the model server).
@@ -24,14 +25,14 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
-from conftest import E2E_DIR, IN_CI
+import install
+from conftest import E2E_DIR, IN_CI, missing_tool
 
-REAL_HOME = os.environ.get("HOME", "/root")
-OC_CACHE = os.environ.get("OC_CACHE") or str(Path(os.environ.get("XDG_CACHE_HOME") or Path(REAL_HOME) / ".cache")
-                                                 / "occd-openclaw-e2e")
+OC_CACHE = str(install.oc_cache())
 
 
 DEFAULT_RELEASES = ("2026.7.1", "2026.7.35", "2026.8.1", "2026.9.5", "2026.9.6")
@@ -78,32 +79,39 @@ class OpenClawHome:
         self.port = free_port()
         self.env: dict[str, str] = {}
         self.fake_pid: int | None = None
+        self.server: subprocess.Popen | None = None
         self.gateway: subprocess.Popen | None = None
         self.gateway_port: int | None = None
 
     def __enter__(self):
-        script = (f'export OC_CACHE="{OC_CACHE}"; source "{E2E_DIR}/setup.sh" {self.version} "{self.home}" {self.port} '
-                  '>/dev/null 2>&1 || exit 3; echo "FAKE_PID=$FAKE_PID"; env -0')
-        p = subprocess.run(["bash", "-c", script], capture_output=True, timeout=900,
-                           env={k: v for k, v in os.environ.items() if k not in ("OPENCLAW_STATE_DIR",)})
-        if p.returncode != 0:
-            raise RuntimeError(f"OpenClaw {self.version} setup failed (exit {p.returncode}): {p.stderr[-500:]!r}")
-        first, _, rest = p.stdout.partition(b"\n")
-        self.fake_pid = int(first.decode().split("=", 1)[1])
-        for item in rest.split(b"\0"):
-            if b"=" in item:
-                k, v = item.decode(errors="replace").split("=", 1)
-                self.env[k] = v
-        self.env["OCCD_HOME"] = str(self.root / "occd-home")
-        self.state_dir = Path(self.env["OPENCLAW_STATE_DIR"])
+        why = e2e_available(self.version)
+        if why:
+            missing_tool(why)
+        try:
+            oc, node_bin = install.openclaw(self.version)
+        except install.InstallError as e:
+            missing_tool(f"OpenClaw {self.version}: {e}")
+        state = self.home / ".openclaw"
+        self.env = {k: v for k, v in os.environ.items() if k != "OPENCLAW_STATE_DIR"}
+        self.env.update({
+            "PATH": f"{node_bin}{os.pathsep}{os.environ.get('PATH', '')}", "HOME": str(self.home),
+            "OPENCLAW_STATE_DIR": str(state), "OPENCLAW_CONFIG_PATH": str(state / "openclaw.json"), "NO_COLOR": "1",
+            "OPENCLAW_NO_UPDATE_CHECK": "1", "FAKE_LOG": str(self.home / "model-requests.jsonl"), "OC": str(oc),
+            "OC_CACHE": OC_CACHE, "OCCD_HOME": str(self.root / "occd-home")})
+        self.state_dir = state
         self.workspace = self.home / "workspace"
-        # a gateway port of our own (setup.sh writes OpenClaw's default, 18789, which parallel tests would share:
-        # a CLI call could then reach another test's gateway)
-        cfg_path = Path(self.env["OPENCLAW_CONFIG_PATH"])
-        cfg = json.loads(cfg_path.read_text())
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        state.mkdir(parents=True, exist_ok=True)
+        # the model at our scripted server; a gateway port of our own (OpenClaw's default, 18789, would be shared by
+        # parallel tests: a CLI call could then reach another test's gateway)
+        cfg = json.loads((E2E_DIR / "openclaw.json").read_text()
+                         .replace("WORKSPACE", str(self.workspace)).replace("MODEL_PORT", str(self.port)))
         self.gateway_port = free_port()
-        cfg.setdefault("gateway", {})["port"] = self.gateway_port
-        cfg_path.write_text(json.dumps(cfg, indent=2))
+        cfg["gateway"]["port"] = self.gateway_port
+        (state / "openclaw.json").write_text(json.dumps(cfg, indent=2))
+        self.server = start_server([sys.executable, str(E2E_DIR / "fake_model_server.py"), str(self.port),
+                                    self.env["FAKE_LOG"]], self.port, self.env)
+        self.fake_pid = self.server.pid
         return self
 
     def __exit__(self, *exc):
@@ -164,12 +172,8 @@ class OpenClawHome:
 
     def close(self) -> None:
         self.stop_gateway()
-        if self.fake_pid:
-            try:
-                os.kill(self.fake_pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            self.fake_pid = None
+        stop_server(self.server)
+        self.server = self.fake_pid = None
 
     @property
     def oc(self) -> str:
@@ -216,24 +220,56 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def require_e2e() -> None:
-    """Skip when the real OpenClaw cannot run here; in CI (where scripts/test.sh sets OC_CACHE) fail instead."""
-    import pytest
+def start_server(cmd: list[str], port: int, env: dict, cwd: Path | None = None,
+                 timeout: float = 20) -> subprocess.Popen:
+    """Start a scripted server and wait until it accepts connections on 127.0.0.1:port."""
+    p = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if p.poll() is not None:
+            raise RuntimeError(f"{cmd[1]} exited with {p.returncode} (port {port} taken?)")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return p
+        except OSError:
+            time.sleep(0.1)
+    p.kill()
+    raise RuntimeError(f"{cmd[1]} did not listen on port {port} within {timeout:.0f} s")
 
-    why = e2e_available()
+
+def stop_server(p: subprocess.Popen | None) -> None:
+    """SIGTERM to a scripted server started by start_server, and reap it."""
+    if p is None or p.poll() is not None:
+        return
+    p.terminate()
+    try:
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait(timeout=10)
+
+
+def require_e2e(version: str | None = None) -> None:
+    """Skip (counted as a missing tool) when a real OpenClaw cannot run here; with CI=true fail instead."""
+    why = e2e_available(version)
     if why:
-        if IN_CI:
-            pytest.fail(why)
-        pytest.skip(why)
+        missing_tool(why)
 
 
-def e2e_available() -> str | None:
-    """None when the e2e tests can run here, else why not."""
-    if not (E2E_DIR / "setup.sh").exists():
-        return f"{E2E_DIR} is missing"
-    if not IN_CI and not Path(OC_CACHE).exists():
-        return f"OpenClaw releases are not installed in {OC_CACHE} (CI installs them; set OC_CACHE)"
-    return None
+def e2e_available(version: str | None = None) -> str | None:
+    """None when a real OpenClaw can run here (`version`, or without one any release: OpenClawHome checks its
+    own), else why not. Outside CI only what is installed counts (scripts/test.sh installs every release); with
+    CI=true a missing release is installed on first use, so only npm must be there."""
+    if version:
+        installed = install.openclaw_bin(version).exists()
+    else:
+        installed = any(install.openclaw_bin(v).exists() for v in releases())
+    if installed:
+        return None
+    if IN_CI:
+        return install.npm_missing()
+    return (f"OpenClaw {version or 'releases'}: not installed in {OC_CACHE} (scripts/test.sh installs them)")
 
 
 def message_text(msg: dict) -> str:

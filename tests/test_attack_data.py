@@ -121,6 +121,7 @@ def _occd(*args, env=None) -> subprocess.Popen:
                             env=env or os.environ.copy())
 
 
+@pytest.mark.slow
 def test_concurrent_edits_never_destroy_the_original(fstate):
     """Several `occd edit` at once on one session, repeated for RACE_SECONDS: each exits 0 or 75 (never 1: no
     JSONDecodeError from reading another's file), the first backup always holds the original bytes, and no two
@@ -435,6 +436,7 @@ console.log(JSON.stringify({done}));
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("version", ["2026.7.1", "2026.7.35"])
 def test_real_openclaw_index_writer_racing_rotations(fstate, settings, tmp_path, version):
     """OpenClaw's own session-store writer (updateSessionStore from the release's dist: no lock file, an

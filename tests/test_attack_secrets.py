@@ -124,6 +124,7 @@ def test_every_format_is_redacted(name, template):
 @settings(max_examples=300, deadline=None)
 @given(data=st.data(), before=st.text(max_size=60), after=st.text(max_size=60),
        sep=st.sampled_from([" ", "\n", "\t", " `", "(", ": "]))
+@pytest.mark.slow
 def test_no_planted_secret_survives(data, before, after, sep):
     name, template = data.draw(st.sampled_from(CORPUS))
     text, parts = fill(template, random.Random(data.draw(st.integers(0, 2**32))))

@@ -34,6 +34,7 @@ def occd(*args, timeout=30):
     return subprocess.run([sys.executable, "-m", "occd", *args], capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_traversal_session_id_is_never_written(fstate, tmp_path):
     s = fstate.add_session(KEY, turns=10, tools_per_turn=3)
     victim_dir = tmp_path / "victim"
@@ -191,6 +192,7 @@ main(sys.argv[1:])
 """
 
 
+@pytest.mark.slow
 def test_sigterm_ends_the_daemon_within_seconds_even_with_a_stuck_job(isolated_env, tmp_path):
     import signal
     import time
@@ -220,6 +222,7 @@ def test_sigterm_ends_the_daemon_within_seconds_even_with_a_stuck_job(isolated_e
             p.wait()
 
 
+@pytest.mark.slow
 def test_locked_ledger_makes_run_once_exit_75(isolated_env):
     import sqlite3
 

@@ -1,4 +1,4 @@
-"""occd against sessions the real Claude Code CLI writes (offline, ../shared/claude-code-e2e): the facts occd
+"""occd against sessions the real Claude Code CLI writes (offline, tests/e2e): the facts occd
 reads (messages as Claude Code shows them, compactions, slash-command tasks, window, branch, last activity),
 running from Claude Code's live-process files, the advice `select` gives with keywords and with a scripted
 model (never an unrelated session, never the caller), and `occd mcp` called by Claude Code itself over its

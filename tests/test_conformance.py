@@ -1,4 +1,4 @@
-"""Conformance with OpenClaw's own transcript library (../shared/oracle): sessions written by its writer,
+"""Conformance with OpenClaw's own transcript library (tests/oracle): sessions written by its writer,
 stripped by occd with every preset, must load cleanly (no broken parent, no orphan results, no duplicate ids)
 and show the same conversation. Note: the oracle's loader migrates v1/v2 files IN PLACE when it opens them,
 so old-format files are always handed to it as copies.

@@ -263,6 +263,7 @@ def _wait_for(pred, timeout=20):
     return False
 
 
+@pytest.mark.slow
 def test_daemon_single_instance_sigterm_and_sd_notify(isolated_env, tmp_path):
     state = state_with(isolated_env, {"agent:main:main": {"turns": 10}})
     sock_path = tmp_path / "notify.sock"
@@ -300,6 +301,7 @@ def test_daemon_single_instance_sigterm_and_sd_notify(isolated_env, tmp_path):
         assert run["stopped"] is not None
 
 
+@pytest.mark.slow
 def test_demo_runs_offline_fast(isolated_env, tmp_path):
     t0 = time.time()
     r = subprocess.run([sys.executable, "-m", "occd", "demo", "--keep", str(tmp_path / "demo")], capture_output=True,

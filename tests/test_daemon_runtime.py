@@ -482,6 +482,7 @@ def fake_proc(isolated_env, tmp_path):
             p.wait()
 
 
+@pytest.mark.slow
 def test_second_instance_exits_75_naming_the_pid(fake_proc):
     p = fake_proc("--interval", "1h")
     assert wait_for(lambda: "apply" in fake_proc.events())
@@ -512,6 +513,7 @@ def test_sigterm_during_a_slow_step_finishes_it_then_exits_0(fake_proc):
         assert led.latest_daemon_run()["exit_reason"] == "SIGTERM"
 
 
+@pytest.mark.slow
 def test_sighup_in_a_real_process_rereads_the_config_file(fake_proc):
     from occd import paths
 
@@ -529,6 +531,7 @@ def test_sighup_in_a_real_process_rereads_the_config_file(fake_proc):
     assert p.wait(timeout=30) == 0
 
 
+@pytest.mark.slow
 def test_once_with_the_real_jobs_never_imports_litellm(fake_proc, isolated_env):
     (isolated_env / ".openclaw").mkdir()
     p = fake_proc("--once", FAKE_REAL_JOBS="1")
@@ -601,6 +604,7 @@ def test_logging_destinations(isolated_env, kind):
             logging.getLogger(name).setLevel(logging.NOTSET)
 
 
+@pytest.mark.slow
 def test_scan_now_makes_the_running_daemon_scan(fake_proc):
     from click.testing import CliRunner
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 
 import orjson
+import pytest
 
 from occd.config import load_settings
 from occd.jobs import JobContext
@@ -214,6 +215,7 @@ def test_routine_trigger_is_openclaws_budget_not_the_share_of_the_window(isolate
     assert rows == [] and counts["considered"] == 0
 
 
+@pytest.mark.slow
 def test_covered_by_the_lean_view(isolated_env, tmp_path):
     # BLOCKED: rotated even though the lean view covers it (OpenClaw refuses the next turn whatever it hides)
     state = _state(tmp_path / "a", ["t", "t", "c", "b"], status_pct=60)
@@ -245,6 +247,7 @@ def test_status_marks_a_rotation_done_for_an_emergency():
     assert _emergencies([{**rot, "policy": "rotate_at_compactions"}]) == []
 
 
+@pytest.mark.slow
 def test_a_failing_database_era_compaction_is_tried_once_per_turn_and_trips_its_breaker(isolated_env, tmp_path,
                                                                                          monkeypatch):
     """The routine database-era strip is OpenClaw's compaction through its gateway. When that fails (here: no

@@ -73,6 +73,7 @@ _json = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st
 @settings(max_examples=300, deadline=None)
 @given(etype=st.text(max_size=12), eid=_ids, parent=_ids, rest=st.dictionaries(st.text(max_size=10), _json, max_size=4),
        new=_ids, newline=st.booleans())
+@pytest.mark.slow
 def test_splice_parent_is_parse_set_serialize(etype, eid, parent, rest, new, newline):
     """splice_parent either declines (None) or gives a line that parses to the entry with the new parentId, with
     the key order kept and every other byte unchanged."""

@@ -35,6 +35,7 @@ def _wide(root: Path, bits: int) -> list[str]:
 
 
 @pytest.mark.parametrize("umask", [0o000, 0o022])
+@pytest.mark.slow
 def test_occd_files_are_private_whatever_the_umask(isolated_env, umask):
     home = Path(os.environ["OCCD_HOME"])
     assert not home.exists()

@@ -152,6 +152,7 @@ def _state_with_session_in(home: Path, repo: Path) -> Path:
     return state
 
 
+@pytest.mark.slow
 def test_no_entry_point_runs_a_program_the_repository_names(isolated_env, tmp_path, monkeypatch):
     from occd.relevance.mcp_server import project_status_tool
     from occd.relevance.project import find_root, project_status
@@ -199,6 +200,7 @@ def test_no_entry_point_runs_a_program_the_repository_names(isolated_env, tmp_pa
     assert ran(marker) == [], "the daemon's score job (observe mode)"
 
 
+@pytest.mark.slow
 def test_mcp_server_tools_over_stdio(isolated_env, tmp_path):
     """The real MCP server (stdio), both tools that reach git, started inside the hostile repository."""
     pytest.importorskip("mcp")

@@ -16,6 +16,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+import occd
 from occd.cli.main import cli
 
 # Commands without --json, and why. Anything else must take --json (issue 23: every command has it now).
@@ -119,6 +120,7 @@ def test_every_command_takes_json_or_says_why_not():
     assert not missing, f"commands without --json (add it, or name them in NO_JSON with the reason): {missing}"
 
 
+@pytest.mark.slow
 def test_every_command_prints_the_envelope(demo_state):
     sid = demo_state
     runs = []
@@ -144,6 +146,8 @@ def test_every_command_prints_the_envelope(demo_state):
             continue
         if out.get("schemaVersion") != 1:
             failures.append(f"{label}: schemaVersion {out.get('schemaVersion')!r}")
+        if out.get("occdVersion") != occd.__version__:
+            failures.append(f"{label}: occdVersion {out.get('occdVersion')!r}, not {occd.__version__!r}")
         if not isinstance(out.get("success"), bool):
             failures.append(f"{label}: success {out.get('success')!r}")
         elif out["success"] != (r.exit_code == 0):
@@ -160,6 +164,7 @@ def test_every_command_prints_the_envelope(demo_state):
     assert not failures, "\n".join(failures)
 
 
+@pytest.mark.slow
 def test_list_and_history_are_objects_with_a_named_array(demo_state):
     out = json.loads(invoke(["list", "--json"]).stdout)
     assert out["success"] is True and isinstance(out["sessions"], list) and out["sessions"]
@@ -187,7 +192,8 @@ def test_usage_errors_under_json_print_the_envelope(demo_state):
             continue
         if r.exit_code != 2 or out.get("success") is not False or out.get("error", {}).get("code") != "USAGE":
             failures.append(f"{name}: exit {r.exit_code}, {out}")
-        elif out.get("command") != name or out.get("schemaVersion") != 1 or not out["error"].get("hint"):
+        elif (out.get("command") != name or out.get("schemaVersion") != 1 or out.get("occdVersion") != occd.__version__
+              or not out["error"].get("hint")):
             failures.append(f"{name}: envelope {out}")
     r = invoke(["lsit", "--json"])
     out = json.loads(r.stdout)
@@ -206,3 +212,13 @@ def test_json_ids_and_times_are_what_the_tables_show(demo_state):
     text = invoke(["sessions", "--json"]).stdout
     assert '"lastModified"' in text and "+00:00" not in text
     assert all(ISO_Z.match(s["lastModified"]) for s in json.loads(text)["sessions"])
+
+
+def test_version_is_one_figure_everywhere():
+    """`occd --version`, the installed metadata and every envelope say occd.__version__ (pyproject reads it)."""
+    from importlib.metadata import version
+
+    r = invoke(["--version"])
+    assert r.exit_code == 0 and r.stdout.strip() == f"occd, version {occd.__version__}"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", occd.__version__)
+    assert version("occd") == occd.__version__, "reinstall (pip install -e .): the installed metadata is stale"

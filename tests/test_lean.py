@@ -11,7 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import install
 import pytest
+from conftest import IN_CI, missing_tool
 
 from occd import lean
 from occd.errors import OccdError
@@ -19,15 +21,14 @@ from occd.jobs import run_cycle
 from occd.ledger import Ledger
 
 REPO = Path(__file__).resolve().parent.parent
-OC_CACHE = Path(os.environ.get("OC_CACHE") or Path(os.environ.get("HOME", "/root")).expanduser() / ".cache/occd-openclaw-e2e")
-REAL_CACHE = Path("/root/.cache/occd-openclaw-e2e") if not os.environ.get("OC_CACHE") else Path(os.environ["OC_CACHE"])
+REAL_CACHE = install.oc_cache()  # where tests/e2e/install.py puts the OpenClaw releases
 
 
 def test_node_unit_and_contract_tests():
     """The plugin's own tests (tests/js: the filter as a pure function, the engine's contract), run by node."""
     node = shutil.which("node")
     if not node:
-        pytest.skip("node is not installed")
+        missing_tool("node: the lean plugin's own tests run with it")
     p = subprocess.run([node, "--test", str(REPO / "tests" / "js")], capture_output=True, text=True, timeout=300,
                        cwd=REPO)
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
@@ -35,8 +36,10 @@ def test_node_unit_and_contract_tests():
 
 
 def test_plugin_ships_as_package_data():
-    pyproject = (REPO / "pyproject.toml").read_text()
-    assert '"occd.lean" = ["plugin/*.js", "plugin/*.json"]' in pyproject
+    import tomllib
+
+    st = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "occd.lean.plugin" in st["packages"] and st["package-data"]["occd.lean.plugin"] == ["*.js", "*.json"]
     src = lean.plugin_source()
     assert {p.name for p in src.iterdir()} >= {"package.json", "openclaw.plugin.json", "index.js"}
     # every module the plugin imports ships, and is one of the files a complete install is checked for
@@ -79,11 +82,18 @@ def test_release_support_and_check(tmp_path):
         lean.check_release(lean.release_support(fake_release(tmp_path / "e", "2026.6.30", fence=None)))
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("version,durable", [("2026.7.1", None), ("2026.8.1", "v1"), ("2026.9.6", "v1")])
 def test_release_support_on_the_real_packages(version, durable):
     pkg = REAL_CACHE / f"oc-{version}" / "node_modules" / "openclaw"
     if not pkg.is_dir():
-        pytest.skip(f"OpenClaw {version} is not installed in {REAL_CACHE}")
+        if IN_CI:
+            try:
+                install.openclaw(version)
+            except install.InstallError as e:
+                missing_tool(f"OpenClaw {version}: {e}")
+        else:
+            missing_tool(f"OpenClaw {version}: not installed in {REAL_CACHE} (scripts/test.sh installs it)")
     s = lean.release_support(pkg)
     assert s["version"] == version and s["contextEngines"] and s["durableTurnContract"] == durable
     lean.check_release(s)
@@ -180,6 +190,7 @@ def test_enable_refuses_when_another_engine_owns_the_slot(fake_openclaw):
     assert calls(state) == [] and not lean.installed_plugin_dir().exists()
 
 
+@pytest.mark.slow
 def test_cli_enable_without_yes_in_json_mode_does_not_install(fake_openclaw):
     p = subprocess.run([sys.executable, "-m", "occd", "lean", "enable", "--json"], capture_output=True, text=True,
                        timeout=60, input="")

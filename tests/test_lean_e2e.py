@@ -1,4 +1,4 @@
-"""The lean view on real OpenClaw releases (offline, ../shared/openclaw-e2e): `occd lean enable` installs the
+"""The lean view on real OpenClaw releases (offline, tests/e2e): `occd lean enable` installs the
 plugin, the gateway loads it (only the gateway does: `agent --local` runs without startup plugins), and then
 
 - the model's requests lack the old tool calls and results, the current turn's are there;

@@ -85,6 +85,7 @@ def test_loads_parses_what_json_parse_parses():
 
 
 @pytest.mark.parametrize("planted", list(VARIANTS.values()), ids=list(VARIANTS), indirect=True)
+@pytest.mark.slow
 def test_info_list_edit_keep_the_bytes(planted):
     state, path, planted_lines, esc = planted
     before = path.read_bytes()
@@ -154,6 +155,7 @@ def _chain(path: Path) -> tuple[bool, int]:
 
 
 @pytest.mark.parametrize("how", ["invalid-json", "torn-quote", "not-object", "unreadable-id"])
+@pytest.mark.slow
 def test_drop_malformed_never_breaks_the_parent_chain(isolated_env, how):
     state = state_with(isolated_env, {KEY: {"turns": 30, "tools_per_turn": 2}}, window=150_000)
     (path,) = (state / "agents/main/sessions").glob("*.jsonl")
@@ -185,6 +187,7 @@ def test_drop_malformed_never_breaks_the_parent_chain(isolated_env, how):
 
 
 @pytest.mark.parametrize("esc", ["\\ud83d", "\\ude00\\ud83d"])
+@pytest.mark.slow
 def test_a_session_key_with_a_lone_surrogate_is_indexed_recorded_and_stripped(isolated_env, esc):
     """The escape in a sessions.json key (and so in the ledger's session_key): the agent is indexed, the daemon's
     scan records it (SQLite cannot store a lone surrogate: it is kept as its escape), the strip happens."""

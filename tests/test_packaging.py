@@ -50,6 +50,7 @@ def wheel(tmp_path_factory) -> Path:
     return whl
 
 
+@pytest.mark.slow
 def test_wheel_contains_migrations_and_templates(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for rel in (REPO / "migrations").rglob("*"):
@@ -60,6 +61,9 @@ def test_wheel_contains_migrations_and_templates(wheel):
     for folder, pattern in [("systemd", "*.service"), ("launchd", "*.plist")]:
         for f in (REPO / folder).glob(pattern):  # templates may not exist yet; when they do, they ship
             assert f"occd/{folder}/{f.name}" in names, f"{folder}/{f.name} is not in the wheel"
+    for f in (REPO / "occd" / "lean" / "plugin").iterdir():  # the lean plugin's JavaScript ships as data
+        if f.suffix in (".js", ".json"):
+            assert f"occd/lean/plugin/{f.name}" in names, f"occd/lean/plugin/{f.name} is not in the wheel"
     assert not any(n.endswith((".pyc", ".db")) for n in names)
 
 
@@ -87,3 +91,31 @@ def test_migrations_run_from_the_installed_copy(wheel, tmp_path):
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["occd"].startswith(str(site)) and out["scripts"].startswith(str(site))
     assert out["rev"] == out["head"] == "0003" and out["n"] == 1
+
+
+def test_wheel_version_is_occds_own(wheel):
+    """pyproject takes the version from occd.__version__: the wheel's name and metadata carry that one figure."""
+    import occd
+
+    assert wheel.name.startswith(f"occd-{occd.__version__}-")
+    meta = next(n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".dist-info/METADATA"))
+    assert f"\nVersion: {occd.__version__}\n" in zipfile.ZipFile(wheel).read(meta).decode()
+
+
+@pytest.mark.slow
+def test_build_says_nothing_about_missing_packages(tmp_path):
+    """Every folder shipped as data is declared (no setuptools "Package ... is absent from the packages
+    configuration" warning, which pip prints on every editable install)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "node_modules")
+    for name in ["pyproject.toml", "README.md"]:
+        shutil.copy2(REPO / name, src / name)
+    for d in ["occd", "migrations", "systemd", "launchd"]:
+        shutil.copytree(REPO / d, src / d, ignore=ignore)
+    p = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(tmp_path / "dist"), str(src)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = p.stdout + p.stderr
+    assert "absent from the `packages` configuration" not in out and "is absent from the" not in out, \
+        [line for line in out.splitlines() if "absent" in line][:5]

@@ -61,6 +61,7 @@ def _all_secret_values():
     return list(SECRETS.values()) + [v for _, v in CONTEXT_SECRETS.values()]
 
 
+@pytest.mark.slow
 def test_planted_secrets_never_reach_the_model_server(isolated_env):
     """Secrets in first and latest user messages of every session kind (file era, database era, Claude Code),
     and in the task itself: the fake server's every request body is searched for each secret."""

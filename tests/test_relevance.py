@@ -415,6 +415,7 @@ def _llm(srv, **kw):
     (["malformed"], "keywords", "not valid JSON", 1),
     (["bad"], "mixed", "did not rate 1 session", 1),
 ])
+@pytest.mark.slow
 def test_fake_server_paths(isolated_env, fake_llm, script, method, reason, requests):
     from occd.ledger import Ledger
 
@@ -438,6 +439,7 @@ def test_fake_server_paths(isolated_env, fake_llm, script, method, reason, reque
         assert took < 30
 
 
+@pytest.mark.slow
 def test_cache_means_an_unchanged_session_is_never_rated_twice(isolated_env, fake_llm):
     from occd.ledger import Ledger
 
@@ -848,6 +850,7 @@ def _doctor(*args, env):
     return CliRunner(env=env).invoke(cli, ["doctor", "--check", "llm", *args], catch_exceptions=False)
 
 
+@pytest.mark.slow
 def test_doctor_online_calls_the_model_once_with_one_token_and_nothing_private(isolated_env, fake_llm):
     from occd.relevance.llm import PROBE_MESSAGES
 

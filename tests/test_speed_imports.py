@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.test_cli_daily import _demo_after_a_cycle
 
 HEAVY = ("rich", "sqlalchemy", "sqlmodel", "alembic", "apscheduler", "litellm", "mcp", "httpx", "pygments", "json5",
@@ -18,6 +20,7 @@ READ = [["status"], ["status", "--json"], ["status", "--rotations"], ["history"]
         ["breaker", "status"], ["config", "show"], ["stats"], ["backups"], ["lean", "status"], ["doctor"]]
 
 
+@pytest.mark.slow
 def test_read_only_commands_import_nothing_heavy(isolated_env, monkeypatch, tmp_path):
     _demo_after_a_cycle(isolated_env, monkeypatch)
     code = ("import sys\nfrom occd.cli.main import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"

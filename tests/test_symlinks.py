@@ -147,6 +147,7 @@ def test_idle_archive_never_writes_into_a_symlinked_archive_folder(isolated_env,
     assert list(outside.iterdir()) == [] and (sdir / "old-rota.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_occd_own_files_never_follow_a_planted_symlink(st):
     sdir, path, outside, secret = st
     home = Path(os.environ["OCCD_HOME"])

@@ -83,6 +83,7 @@ def run(args, **kw):
     return subprocess.run([sys.executable, "-m", "occd", *args], capture_output=True, text=True, timeout=120, **kw)
 
 
+@pytest.mark.slow
 def test_every_human_command_escapes_what_came_from_files(evil_state):
     state, repo = evil_state
     for args in commands(repo):

@@ -155,7 +155,7 @@ def console(stderr: bool = False):
 # ---- the JSON contract: every command's --json goes through emit_json (tests/test_json_contract.py checks it) ----
 
 SCHEMA_VERSION = 1
-ENVELOPE_KEYS = ("schemaVersion", "command", "success")
+ENVELOPE_KEYS = ("schemaVersion", "occdVersion", "command", "success")
 # Keys whose value is a time: epoch seconds (or ms, or an ISO string) become ISO-8601 UTC with a Z.
 TIME_KEYS = frozenset({"ts", "started", "stopped", "heartbeat", "created", "updated", "finished", "firstSeen",
                        "lastSeen", "lastCycle", "lastActivity", "nextScan", "since", "until", "time", "when"})
@@ -226,9 +226,13 @@ def command_name() -> str | None:
 
 
 def envelope(payload: Any = None, *, success: bool = True, key: str = "items", error: dict | None = None) -> dict:
-    """{"schemaVersion": 1, "command": "db info", "success": true, ...payload} — an object payload's fields sit
-    beside the envelope's (the edit/clone shapes of the CLI contract); a list goes under `key`."""
-    out: dict[str, Any] = {"schemaVersion": SCHEMA_VERSION, "command": command_name(), "success": success}
+    """{"schemaVersion": 1, "occdVersion": "0.2.0", "command": "db info", "success": true, ...payload} — an object
+    payload's fields sit beside the envelope's (the edit/clone shapes of the CLI contract); a list goes under `key`.
+    occdVersion is the occd that wrote it (occd.__version__)."""
+    from occd import __version__
+
+    out: dict[str, Any] = {"schemaVersion": SCHEMA_VERSION, "occdVersion": __version__, "command": command_name(),
+                           "success": success}
     if isinstance(payload, dict):
         body = dict(payload)
         if body.get("success") is False:

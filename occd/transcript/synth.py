@@ -1,7 +1,7 @@
 """Deterministic generator of realistic OpenClaw session transcripts (for tests, the demo and benchmarks).
 
 The output has exactly the shapes OpenClaw's writer (`@mariozechner/pi-coding-agent` SessionManager, the same
-code as ../shared/oracle/make-session.mjs) produces: the header, `model_change`, `thinking_level_change`,
+code as tests/oracle/make-session.mjs) produces: the header, `model_change`, `thinking_level_change`,
 user / assistant / toolResult messages with usage, `toolCall` blocks, signed thinking blocks, compactions with
 `firstKeptEntryId`, a second branch with a `branch_summary`, labels, `custom` / `custom_message` /
 `session_info` entries, images, aborted replies, an unanswered call at the end, and very large tool results.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# probes.sh KIT_DIR -- issue 22's four probes, for real, in the container that ../shared/systemd-e2e left running.
+# probes.sh KIT_DIR -- issue 22's four probes, for real, in the container that tests/systemd/run-test.sh left running.
 #
 # Run after `SYSD_KEEP=1 KIT_DIR/run-test.sh CHECKOUT` (which boots the container, installs the checkout as
 # `tester` in ~/v and ends with the service uninstalled); tests/test_systemd_e2e.py does exactly that, then
