@@ -403,7 +403,9 @@ def test_rich_console_prints_data_literally_without_escape_codes_off_a_terminal(
 def test_doctor_registry_takes_new_checks_and_survives_a_broken_one(isolated_env, monkeypatch):
     from occd.health import doctor
 
-    monkeypatch.setattr(doctor, "CHECKS", list(doctor.CHECKS))
+    from occd.health import registry
+
+    monkeypatch.setattr(registry, "CHECKS", list(registry.CHECKS))  # where @check registers
 
     @doctor.check("extra-ok", order=1)
     def _ok(ctx):

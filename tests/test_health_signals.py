@@ -97,7 +97,9 @@ def test_an_emergency_the_agent_moved_on_from_is_not_a_problem(healthy):
 def test_doctor_json_failure_writes_the_text_forms_line_to_stderr(isolated_env, monkeypatch):
     from occd.health import doctor
 
-    monkeypatch.setattr(doctor, "CHECKS", list(doctor.CHECKS))
+    from occd.health import registry
+
+    monkeypatch.setattr(registry, "CHECKS", list(registry.CHECKS))  # where @check registers
 
     @doctor.check("extra-broken", order=2)
     def _broken(ctx):
