@@ -281,6 +281,7 @@ def test_observe_mode_makes_one_decision_per_session_per_cycle(isolated_env, mon
     from occd.runtime.daemon import Daemon
     from occd.jobs import apply
     from occd.ledger import Ledger
+    from occd.policy.types import Decision
 
     made = _demo_state(isolated_env, monkeypatch)
     cron = made["sessions"]["agent:main:cron:nightly"]["id"]  # 6 compactions: the rotate job's candidate
@@ -288,7 +289,11 @@ def test_observe_mode_makes_one_decision_per_session_per_cycle(isolated_env, mon
 
     def hopeless(ctx, obs, policy, now, times=()):
         d = real(ctx, obs, policy, now, times)
-        if d is not None and obs.session_id == cron:  # as for a small window: even a fresh session is over target
+        if obs.session_id == cron:  # as for a small window: even a fresh session is over target
+            if d is None:  # the budget rule has nothing due for it now: the decision a small window would bring
+                d = Decision(action="strip", policy="strip_at_budget_percent", reason="over the budget",
+                             agent=obs.agent, session_id=obs.session_id, session_key=obs.session_key,
+                             would_do=policy.mode != "act")
             d = replace(d, action="strip", details={**d.details, "freshSessionTokens": 22_000, "keepTurnsWithTools": 0},
                         reason=d.reason + " (strip every old tool call: a rotation would not help)")
         return d
