@@ -246,7 +246,7 @@ def test_run_once_cli_and_status_history(isolated_env):
 
 def test_status_without_ledger(isolated_env):
     r = CliRunner().invoke(cli, ["status"])
-    assert r.exit_code == 0 and "no ledger yet" in r.output
+    assert r.exit_code == 0 and "the ledger: occd has not run a cycle yet" in r.output  # issue 32 §15 wording
 
 
 def _start_daemon(env, extra=()):

@@ -17,7 +17,7 @@ import logging
 import os
 
 from occd.errors import BusyError, OccdError
-from occd.jobs.decide import DECIDED_KEY, decide_session, no_rotation, resolve_too_small
+from occd.jobs.decide import DECIDED_KEY, decide_session, no_rotation
 
 log = logging.getLogger("occd.jobs.apply")
 REPEAT_QUIET_S = 24 * 3600  # an unchanged would-do is recorded once a day
@@ -256,7 +256,6 @@ def run(ctx) -> dict:
         done = record_time(ctx)
         recent.note(obs, ts=done, dry_run=False, outcome="ok" if ok else "failed", reason=d.reason, real=True)
         breakers.record(led, g, obs.agent, kind, policy.breaker, ok, done)
-    resolve_too_small(ctx, scan, now)
     return counts
 
 
@@ -351,8 +350,7 @@ def _act(ctx, obs, d, policy, counts) -> bool | None:
             if keep is not None:  # the budget trigger: strip to the target, nothing truncated
                 from occd.config import PresetConfig
 
-                strip = ("to-target", PresetConfig(keep_turns_with_tools=keep, truncate_percent=0,
-                                                   keep_tool_results=d.details.get("keepToolResults")))
+                strip = ("to-target", PresetConfig(keep_turns_with_tools=keep, truncate_percent=0))
             else:
                 strip = None
             res = edit_session(ctx.settings, agent=obs.agent, preset=policy.strip_preset, trigger="auto",

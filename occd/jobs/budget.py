@@ -161,35 +161,27 @@ def overhead(ctx, obs, context) -> tuple[int, str]:
     return DEFAULT_OVERHEAD_TOKENS, "default"
 
 
-def _seen_runs(ctx, obs, context) -> tuple[list[int], list[int]]:
-    """The sizes and tool calls of the session's recent runs as they were when they were new: once occd strips
-    a session its older turns look small, so each turn is remembered when it first shows up (within this
-    process; what the file still shows where it is more), the last RUN_HISTORY of them."""
-    from occd.policy.runs import RUN_HISTORY
+def _seen_growth(ctx, obs, context) -> int | None:
+    """The growth margin from the turns as they were when they were new: once occd strips a session its older
+    turns look small, so the newest turn's size is remembered each time a new turn shows up (within this
+    process), and the margin is the largest of the last few remembered, if larger than what the file shows."""
+    from occd.policy.budget import GROWTH_TURNS, growth_margin, with_margin
 
     seen = ctx.cache.setdefault(GROWTH_KEY, {})
-    turns = seen.setdefault((obs.agent, obs.session_id), {})
-    n = len(context.turns)
-    for i in range(max(0, n - RUN_HISTORY), n):
-        t = context.turns[i]
-        calls = sum(k for k, _ in t.calls)
-        old = turns.get(i)
-        if old is None or t.total > old[0]:  # a run still going grows; a strip only makes it look smaller
-            turns[i] = (t.total, calls)
-    for old in sorted(turns)[:-RUN_HISTORY]:
-        del turns[old]
-    for i in [i for i in turns if i >= n]:  # a compaction or rotation: the turns are counted anew
-        del turns[i]
-    keys = sorted(turns)
-    return [turns[i][0] for i in keys], [turns[i][1] for i in keys]
+    k = (obs.agent, obs.session_id)
+    turns = seen.setdefault(k, {})
+    if context.turns:
+        turns.setdefault(len(context.turns), context.turns[-1].total)
+        for old in sorted(turns)[:-GROWTH_TURNS]:
+            del turns[old]
+    remembered = with_margin(max(turns.values())) if turns else 0
+    return max(remembered, growth_margin(context, 0)) or None
 
 
 def evaluate(ctx, obs, policy, now: float):
-    """(prediction, strip target, emergency, fresh session tokens, runs, depth) for one session, or None when it
-    is not worth a look."""
+    """(prediction, strip target, emergency) for one session, or None when it is not worth a look."""
     from dataclasses import replace
 
-    from occd.policy import runs as runs_mod
     from occd.policy.budget import predict, strip_to_target
     from occd.policy.emergency import detect
 
@@ -199,15 +191,10 @@ def evaluate(ctx, obs, policy, now: float):
     if f is None:
         return None
     over, src = overhead(ctx, obs, f.context)
-    sizes, calls = _seen_runs(ctx, obs, f.context)
-    runs = runs_mod.learn(sizes, calls)
-    p = predict(f.context, obs.prompt_budget, over, overhead_source=src,
-                growth_floor=runs.large if runs is not None else None)
+    p = predict(f.context, obs.prompt_budget, over, overhead_source=src, growth_floor=_seen_growth(ctx, obs, f.context))
     target = strip_to_target(f.context, p, policy.strip_target_percent, policy.keep_recent_turns)
     em = detect(replace(f.observations, checkpoints=tuple(obs.checkpoints or ())), now)
-    depth = (runs_mod.choose(f.context, p.predicted, p.budget, p.overhead, runs, policy.keep_recent_results)
-             if runs is not None else None)
-    return p, target, em, fresh_session_tokens(p, obs, policy), runs, depth
+    return p, target, em, fresh_session_tokens(p, obs, policy)
 
 
 def fresh_session_tokens(p, obs, policy) -> int | None:

@@ -33,7 +33,7 @@ def decide_session(ctx, obs, policy, now, times=(), *, priced: bool = True, in_u
 
     Only a session in use (active within policy.active_within_hours) gets a decision: None for the rest
     (`in_use_checked`: the caller checked it on the session's real activity)."""
-    from occd.policy.strip import budget_fires, decide_budget_strip, decide_strip
+    from occd.policy.strip import decide_budget_strip, decide_strip
     from occd.policy.types import in_use
 
     if not in_use_checked and not in_use(_state(obs), policy.active_within_hours, now):
@@ -44,92 +44,15 @@ def decide_session(ctx, obs, policy, now, times=(), *, priced: bool = True, in_u
 
         ev = budget.evaluate(ctx, obs, policy, now)
         if ev is not None:
-            p, target, em, fresh, runs, depth = ev
-            kw = dict(now=now, prediction=p, target=target, emergency=em, recent_action_times=times,
-                      fresh_session_tokens=fresh, strip_emergencies=not db,
-                      economics=economics(ctx, obs) if priced else None,
-                      runs=runs if not db else None, depth=depth if not db else None)
-            # the trigger fires where a fresh session would be over the target too: is the window too small for the
-            # agent? (the ledger is read only then; a blocked session is still rotated)
-            small = None
-            if not db and (em is not None and em.kind == "SPIRAL" or em is None and budget_fires(p, policy, runs)):
-                small = too_small(ctx, obs, p, target, fresh)
-            d = decide_budget_strip(_state(obs), policy, too_small=small, **kw)
-            if small is not None:  # (None then: nothing more, not a strip by the share of the window either)
-                return d
+            p, target, em, fresh = ev
+            d = decide_budget_strip(_state(obs), policy, now=now, prediction=p, target=target, emergency=em,
+                                    recent_action_times=times, fresh_session_tokens=fresh,
+                                    strip_emergencies=not db, economics=economics(ctx, obs) if priced else None)
             if d is not None:
                 return d
         if db:
             return None
     return decide_strip(_state(obs), policy, now=now, window_tokens=obs.context_window, recent_action_times=times)
-
-
-WINDOW_SOURCE = "window"  # the ledger's problems about a window too small for its agent (status, doctor)
-WINDOW_CODE = "WINDOW_TOO_SMALL"
-
-
-def too_small(ctx, obs, p, target, fresh):
-    """occd.policy.runs.WindowTooSmall for this session, or None: only where a fresh session would be over the
-    target (cheap, from the prediction) are the ledger's strips and the transcript's last compaction read. A
-    verified one is an open problem in the ledger (status, doctor), once per cycle."""
-    if fresh is None or fresh <= target.target or ctx.ledger is None:
-        return None
-    from occd.jobs import budget
-    from occd.policy.budget import with_margin
-    from occd.policy.runs import window_too_small
-
-    f = budget.facts(ctx, obs)
-    if f is None:
-        return None
-    strips = [a for a in ctx.ledger.history(kind="strip", agent=obs.agent, session=obs.session_id, limit=200)
-              if a.get("session_id") == obs.session_id and a["outcome"] == "ok" and not a["dry_run"]
-              and a["trigger"] == "auto"]
-    strongest = [a["ts"] for a in strips if isinstance(a.get("before"), dict) and a["before"].get("windowTooSmall")]
-    before, after = with_margin(f.context.history), with_margin(f.context.after_keep(0))
-    small = window_too_small(overhead=p.overhead, budget=p.budget, window=obs.context_window, fresh=fresh,
-                             target=target.target, strip_times=[a["ts"] for a in strips], strongest_times=strongest,
-                             last_compaction=f.last_compaction_at, removed=before - after, after=after + p.overhead)
-    if small is not None:
-        report_too_small(ctx, obs, small)
-    return small
-
-
-def report_too_small(ctx, obs, small) -> None:
-    subject = f"{obs.agent}/{obs.session_key or obs.session_id}"
-    done = ctx.cache.setdefault(WINDOW_SOURCE, (ctx.last_scan, set()))
-    if done[0] is not ctx.last_scan:
-        done = ctx.cache[WINDOW_SOURCE] = (ctx.last_scan, set())
-    if subject in done[1]:
-        return
-    done[1].add(subject)
-    what = ("occd made the strongest strip once and no longer strips this session" if small.strongest_done else
-            "occd makes the strongest strip once, then stops")
-    ctx.ledger.sync_problems((WINDOW_SOURCE,), [{
-        "source": WINDOW_SOURCE, "subject": subject, "code": WINDOW_CODE, "severity": "fail", "agent_id": obs.agent,
-        "session_id": obs.session_id, "message": f"{small.message()}: {what}", "details": small.as_dict(),
-        "hint": "raise the model's contextWindow in openclaw.json, or give the agent fewer tools or a shorter "
-                "system prompt"}], subjects=[subject])
-
-
-def resolve_too_small(ctx, scan, now) -> None:
-    """Resolve the window problems of sessions whose fresh session would now reach the target (a larger window, a
-    leaner agent) or that are gone."""
-    try:
-        open_ = ctx.ledger.open_problems(source=WINDOW_SOURCE)
-    except Exception:  # noqa: BLE001 - an older ledger
-        return
-    if not open_:
-        return
-    from occd.jobs import budget
-
-    by_id = {o.session_id: o for o in scan.sessions}
-    for pr in open_:
-        obs = by_id.get(pr.get("session_id"))
-        if obs is not None:
-            ev = budget.evaluate(ctx, obs, ctx.settings.policy_for(obs.agent), now)
-            if ev is not None and ev[3] is not None and ev[3] > ev[1].target:
-                continue
-        ctx.ledger.sync_problems((WINDOW_SOURCE,), [], subjects=[pr["subject"]], now=now)
 
 
 def economics(ctx, obs):

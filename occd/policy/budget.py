@@ -183,11 +183,6 @@ def message_tokens(m: dict) -> int:
     return n + _content(m.get("content"))
 
 
-def tool_call_count(m: dict) -> int:
-    c = m.get("content") if m.get("role") == "assistant" else None
-    return sum(1 for b in c if is_tool_call(b)) if isinstance(c, list) else 0
-
-
 def has_tool_calls(m: dict) -> bool:
     return m.get("role") == "assistant" and isinstance(m.get("content"), list) and any(is_tool_call(b) for b in m["content"])
 
@@ -201,7 +196,7 @@ def slim_entry(o: dict) -> dict:
     if t == "message" and isinstance(o.get("message"), dict):
         m = o["message"]
         sm = {"role": m.get("role"), "_est": message_tokens(m), "_strip": strippable_tokens(m),
-              "_tools": has_tool_calls(m), "_calls": tool_call_count(m)}
+              "_tools": has_tool_calls(m)}
         if m.get("role") == "assistant":
             c = m.get("content")
             text = c if isinstance(c, str) else " ".join(
@@ -267,8 +262,6 @@ class TurnEstimate:
     total: int       # the turn's messages (user message to the next one), OpenClaw's estimate, no margin
     tools: int       # what stripping the turn's tool calls would take out of it
     has_tools: bool
-    calls: tuple[tuple[int, int], ...] = ()  # per message with tool calls: (its calls, what stripping it and
-    #                                          its results takes out)
 
 
 @dataclass(frozen=True)
@@ -289,28 +282,6 @@ class ContextEstimate:
         with_tools = [i for i, t in enumerate(self.turns) if t.has_tools]
         drop = with_tools[:max(0, len(with_tools) - keep)]
         return self.history - sum(self.turns[i].tools for i in drop)
-
-    def after_keep_results(self, keep: int) -> int:
-        """The history after stripping every tool call but the newest `keep` (with their results; a message's
-        calls stay together, as the executor keeps them: occd.cleaner.plan keep_results)."""
-        removed, need = 0, max(0, keep)
-        for t in reversed(self.turns):
-            if not t.has_tools:
-                continue
-            if need <= 0:
-                removed += t.tools
-                continue
-            groups = t.calls or ((1, t.tools),)
-            for i in range(len(groups) - 1, -1, -1):
-                need -= groups[i][0]
-                if need <= 0:
-                    removed += sum(v for _, v in groups[:i])
-                    break
-        return self.history - removed
-
-    @property
-    def tool_calls(self) -> int:
-        return sum(sum(k for k, _ in t.calls) for t in self.turns)
 
     @property
     def turns_with_tools(self) -> int:
@@ -357,27 +328,21 @@ def context_messages(entries: Sequence[dict]) -> list[dict]:
 def estimate_context(messages: Iterable[dict]) -> ContextEstimate:
     base = 0
     per: list[int] = []
-    turns: list[list] = []  # [total, tools, has_tools, [[calls, tokens], ...]]
+    turns: list[list[int]] = []  # [total, tools, has_tools]
     for m in messages:
         n = m["_est"] if "_est" in m else message_tokens(m)
         per.append(n)
         if m.get("role") == "user":
-            turns.append([0, 0, 0, []])
+            turns.append([0, 0, 0])
         if not turns:
             base += n
             continue
         cur = turns[-1]
         cur[0] += n
-        st = m["_strip"] if "_strip" in m else strippable_tokens(m)
-        cur[1] += st
-        calls = m["_calls"] if "_calls" in m else tool_call_count(m)
-        if calls or (m["_tools"] if "_tools" in m else has_tool_calls(m)):
+        cur[1] += m["_strip"] if "_strip" in m else strippable_tokens(m)
+        if m["_tools"] if "_tools" in m else has_tool_calls(m):
             cur[2] = 1
-            cur[3].append([max(1, calls), st])
-        elif st and cur[3]:  # a tool result: with the calls before it
-            cur[3][-1][1] += st
-    return ContextEstimate(base, tuple(TurnEstimate(a, b, bool(c), tuple((k, v) for k, v in d))
-                                       for a, b, c, d in turns), tuple(per))
+    return ContextEstimate(base, tuple(TurnEstimate(a, b, bool(c)) for a, b, c in turns), tuple(per))
 
 
 def with_margin(tokens: float) -> int:

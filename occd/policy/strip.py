@@ -63,22 +63,10 @@ def decide_strip(s: SessionState, policy: PolicySettings, *, now: float, window_
 BUDGET_POLICY = "strip_at_budget_percent"
 
 
-def budget_fires(prediction, policy: PolicySettings, runs=None) -> bool:
-    """The budget trigger: by the session's runs where known (occd.policy.runs.due), else by the growth margin
-    (occd.policy.budget.should_strip)."""
-    if runs is not None:
-        from occd.policy.runs import due
-
-        return due(prediction.predicted, prediction.budget, runs, policy.strip_at_budget_percent)
-    from occd.policy.budget import should_strip
-
-    return should_strip(prediction, policy.strip_at_budget_percent)
-
-
 def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, prediction, target,
                         emergency=None, recent_action_times: Sequence[float] = (),
                         fresh_session_tokens: int | None = None, strip_emergencies: bool = True,
-                        economics=None, runs=None, depth=None, too_small=None) -> Decision | None:
+                        economics=None) -> Decision | None:
     """The daemon's strip decision on OpenClaw's own terms (occd.policy.budget): strip when the predicted
     pre-prompt estimate after one more turn passes `strip_at_budget_percent` of OpenClaw's budget, or at once
     when the session is in an emergency (occd.policy.emergency: SPIRAL or BLOCKED). The decision says how
@@ -103,28 +91,15 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
 
     `economics` (occd.policy.cost.Economics): act only when it pays: a strip whose cache write costs more than it
     saves before the next compaction is deferred, unless it prevents a compaction (within AVOID_HORIZON_TURNS) or
-    an emergency; after the cache expired it is free. The verdict goes into details["cost"].
-
-    `runs` (occd.policy.runs.Runs, the session's typical and large run) and `depth` (occd.policy.runs.Depth):
-    the strip is due when the large run would no longer fit under the budget (or a typical one passes
-    `strip_at_budget_percent`), and goes as deep as the rules allow (the newest 5 tool results whole, not whole
-    turns) so the next one comes as late as possible (occd.policy.runs.choose); where no strip passes OpenClaw's
-    next check, the rules above (turns, rotation, the strongest strip) decide.
-
-    `too_small` (occd.policy.runs.WindowTooSmall): strips did not stop OpenClaw compacting and a fresh session
-    would be over the target too: the strongest strip once, then nothing (no strip repeated on every wake)."""
+    an emergency; after the cache expired it is free. The verdict goes into details["cost"]."""
     if s.archived or excluded(s.session_key, policy.exclude):
         return None
-    from occd.policy.budget import urgency
+    from occd.policy.budget import should_strip, urgency
 
-    fire = budget_fires(prediction, policy, runs)
+    fire = should_strip(prediction, policy.strip_at_budget_percent)
     urgent = urgency(prediction)
     if not fire and emergency is None:
         return None
-    if too_small is not None and (emergency is None or emergency.kind == "SPIRAL"):  # (a blocked one: rotated)
-        return None if too_small.strongest_done else _strongest_once(s, policy, now, prediction, too_small, urgent)
-    if depth is not None and runs is not None and depth.keep_results is not None and emergency is None:
-        return _by_runs(s, policy, now, prediction, runs, depth, urgent, recent_action_times, economics)
     # the newest turns' results kept, the target out of reach, but OpenClaw has a turn of room: keep them
     keep_newest = (not target.reachable and target.safe_keep is not None and target.safe_keep >= target.floor)
     nothing = target.removed == 0 and (target.reachable or (keep_newest and emergency is None))
@@ -228,83 +203,3 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
         return Decision(action=action, **base, reason=f"{reason} (observe mode: would {what})", would_do=True,
                         details=details)
     return Decision(action=action, **base, reason=f"{reason}: {what}", details=details)
-
-
-def _by_runs(s: SessionState, policy: PolicySettings, now: float, prediction, runs, depth, urgent,
-             recent_action_times: Sequence[float], economics) -> Decision | None:
-    """A due strip chosen by the session's runs (decide_budget_strip): as deep as the rules allow, with room
-    for the large run; None when it would remove nothing."""
-    if depth.removed <= 0:
-        return None
-    base = dict(action="strip", policy=BUDGET_POLICY, agent=s.agent, session_id=s.session_id,
-                session_key=s.session_key)
-    details = {"predictedPromptTokens": prediction.predicted, "promptBudget": prediction.budget,
-               "predictedPercent": round(prediction.percent, 1),
-               "afterNextTurnPercent": round(100.0 * (prediction.predicted + runs.typical) / prediction.budget, 1),
-               "growthTokens": runs.typical, "overheadTokens": prediction.overhead,
-               "overheadSource": prediction.overhead_source, "threshold": policy.strip_at_budget_percent,
-               "keepTurnsWithTools": depth.turns_kept, **depth.as_dict(), **runs.as_dict()}
-    if urgent:
-        details["urgency"] = urgent
-    pct = lambda t: f"{100.0 * t / prediction.budget:.0f}%"  # noqa: E731
-    if prediction.predicted + runs.large >= prediction.budget:
-        reason = (f"the session's large run ({runs.large} tokens) would take OpenClaw's estimate from "
-                  f"{pct(prediction.predicted)} past its budget")
-    else:
-        reason = f"OpenClaw's estimate {pct(prediction.predicted)} of its budget >= {policy.strip_at_budget_percent:g}%"
-    kept = (f"the newest {depth.keep_results} tool results" if depth.keep_results >= depth.floor else
-            f"only the newest {depth.keep_results} tool results (with {depth.floor} OpenClaw would compact)")
-    room = (f"room for about {depth.runs_until_next} more runs like the recent ones" if depth.room else
-            f"no room for a run of {runs.large} tokens: stripped again after the next run")
-    what = (f"strip every tool call but {kept}, to {depth.after} tokens ({pct(depth.after)} of "
-            f"{prediction.budget}): {room}")
-    wait = 0 if urgent else policy.gentle_wait_minutes()
-    busy = idle_check(s, wait, now)
-    if busy:
-        if wait:
-            busy = f"{busy} (a gentle strip: it waits for the prompt cache to expire)"
-        return Decision(**base, reason=f"{reason}; deferred: {busy}", deferred=True,
-                        details={**details, **due_at(s, wait)})
-    if economics is not None:
-        from occd.policy import cost, runs as runs_mod
-
-        details["vsCompaction"] = runs_mod.compare(prediction.predicted, depth, prediction.budget,
-                                                   prediction.overhead, runs, economics.prices,
-                                                   economics.horizon_turns, economics.summary_tokens).as_dict()
-        prevents = bool(urgent)
-        eff, details["cost"] = cost.strip_verdict(details, economics, last_activity=s.last_activity, now=now,
-                                                  prevents_compaction=prevents)
-        if not cost.pays(eff, prevents_compaction=prevents):
-            return Decision(**base, deferred=True, details=details, reason=(
-                f"{reason}; deferred: it does not pay yet (cache write ${eff.writeUsd:.4f} > saving "
-                f"${eff.savedUsd:.4f} on {eff.turns} turns; waits for the cache to expire or a compaction to come "
-                "close)"))
-    n = recent_count(recent_action_times, now, 3600)
-    if n >= policy.max_actions_per_hour:
-        return Decision(**base, reason=f"{reason}; blocked: {n} actions in the last hour "
-                                      f"(max_actions_per_hour {policy.max_actions_per_hour})",
-                        blocked=True, details=details)
-    if policy.mode == "observe":
-        return Decision(**base, reason=f"{reason} (observe mode: would {what})", would_do=True, details=details)
-    return Decision(**base, reason=f"{reason}: {what}", details=details)
-
-
-def _strongest_once(s: SessionState, policy: PolicySettings, now: float, prediction, too_small, urgent
-                    ) -> Decision | None:
-    """The window is too small for the agent (decide_budget_strip): every old tool call stripped, once."""
-    if too_small.removed <= 0:
-        return None
-    details = {"predictedPromptTokens": prediction.predicted, "promptBudget": prediction.budget,
-               "predictedPercent": round(prediction.percent, 1), "overheadTokens": prediction.overhead,
-               "overheadSource": prediction.overhead_source, "growthTokens": prediction.growth,
-               "keepTurnsWithTools": 0, "keepToolResults": 0, "removedTokens": too_small.removed,
-               "predictedAfter": too_small.after, "windowTooSmall": too_small.as_dict()}
-    base = dict(action="strip", policy=BUDGET_POLICY, agent=s.agent, session_id=s.session_id,
-                session_key=s.session_key, details=details)
-    reason = f"{too_small.message()}: the strongest strip, every old tool call, to {too_small.after} tokens"
-    busy = idle_check(s, 0 if urgent else policy.gentle_wait_minutes(), now)
-    if busy:
-        return Decision(**base, reason=f"{reason}; deferred: {busy}", deferred=True)
-    if policy.mode == "observe":
-        return Decision(**base, reason=f"{reason} (observe mode)", would_do=True)
-    return Decision(**base, reason=reason)
