@@ -138,6 +138,12 @@ def ensure_dir(p: Path, mode: int = 0o700) -> Path:
 def write_private(p: Path, data: bytes) -> None:
     """Write one of occd's own small files atomically, mode 0600 whatever the umask."""
     ensure_dir(p.parent)
+    write_atomic(p, data, 0o600)
+
+
+def write_atomic(p: Path, data: bytes, mode: int) -> None:
+    """Write `data` to `p` atomically (a temp file beside it, fsync, rename) with `mode` whatever the umask. The
+    folder must exist."""
     tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
     try:  # a leftover (or a symlink planted at the name) goes; the new name is ours alone (O_EXCL, no follow)
         os.unlink(tmp)
@@ -145,7 +151,7 @@ def write_private(p: Path, data: bytes) -> None:
         pass
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
-        os.fchmod(fd, 0o600)
+        os.fchmod(fd, mode)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]

@@ -263,20 +263,9 @@ def write_textfile(path: Path, data: bytes) -> None:
         mode = os.stat(path).st_mode & 0o7777
     except FileNotFoundError:
         mode = 0o644
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    try:
-        os.fchmod(fd, mode)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        os.unlink(tmp)
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
+    from occd import paths
+
+    paths.write_atomic(path, data, mode)
 
 
 def write_daemon_textfile(daemon, status: dict) -> None:
