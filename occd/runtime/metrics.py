@@ -111,7 +111,7 @@ def _savings(led, settings, cache_owner=None) -> dict:
 
 def families(settings, *, ledger=None, status: dict | None = None, running: bool = False, cache_owner=None) -> list:
     """The metric families (prometheus_client.core) from the ledger and the daemon's status file."""
-    from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily,
+    from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                         InfoMetricFamily, StateSetMetricFamily)
 
     from occd import __version__
