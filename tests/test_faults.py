@@ -250,9 +250,9 @@ def test_full_disk_on_scan_cache_write(isolated_env, monkeypatch, caplog):
 
     real_write = os.write
 
-    def full(fd, data):  # the disk fills while occd writes its scan cache (paths.write_private: the temp file exists)
+    def full(fd, data):  # the disk fills while occd writes its scan cache (paths.write_atomic: the temp file exists)
         caller = sys._getframe(1)
-        if caller.f_code.co_name == "write_private" and caller.f_locals.get("p", Path()).name.startswith("scan-files"):
+        if caller.f_code.co_name == "write_atomic" and caller.f_locals.get("p", Path()).name.startswith("scan-files"):
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_write(fd, data)
 
