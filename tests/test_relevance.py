@@ -563,8 +563,11 @@ def test_score_job_recommends_archives_and_stays_small(isolated_env, fake_llm):
         (row,) = led.history(kind="archive")
         assert row["session_id"] == "old-rota" and row["dry_run"] and "relevance 0.05" in row["reason"]
         assert set(led.latest_scores()) == {"old-rota", "old-hooks", "recent-rota"}
-        out2 = score_job.run(ctx)  # nothing changed: no model call, no second record
-        assert out2["modelCalls"] == 0 and out2["cached"] == 3 and len(led.history(kind="archive")) == 1
+        out2 = score_job.run(ctx)  # nothing changed: nothing rated again (no model call), no second record
+        assert out2["modelCalls"] == 0 and out2["reused"] == 3 and len(led.history(kind="archive")) == 1
+        ctx.cache.clear()  # a restarted daemon: the ledger's cache of model ratings answers
+        out3 = score_job.run(ctx)
+        assert out3["modelCalls"] == 0 and out3["cached"] == 3 and out3["reused"] == 0
     assert "litellm" not in sys.modules
     assert len(fake_llm.requests) == 1
 

@@ -128,6 +128,43 @@ def test_the_score_job_looks_at_each_agent_once(ws, looks):
     assert looks["list_agents"] <= 2 and looks["detect_era"] <= 2 * AGENTS, looks
 
 
+def test_the_score_job_rates_only_what_changed_since_it_last_did(ws, monkeypatch):
+    """Issue 29 point 1: in one daemon (the job's cache kept between runs), a score run where nothing changed
+    reads no agent's sessions again and rates nothing again, with the same decisions; after one idle transcript
+    grew, that agent is read again and that one session rated again."""
+    from occd.config import load_settings
+    from occd.jobs import JobContext, run_cycle
+    from occd.ledger import Ledger
+    from occd.relevance import openclaw_side, select
+
+    read, rated = [], []
+    real_read, real_items = openclaw_side.openclaw_sessions, select.rate_items
+    monkeypatch.setattr(openclaw_side, "openclaw_sessions", lambda *a, **k: read.append(k.get("agent")) or real_read(*a, **k))
+    monkeypatch.setattr(select, "rate_items", lambda xs: rated.extend(s.id for s in xs) or real_items(xs))
+    with Ledger.open() as led:
+        ctx = JobContext(settings=load_settings({"state_dir": str(ws), "llm": {"enabled": False}}), ledger=led,
+                         state_dir=ws)
+        ok, first = run_cycle(ctx, ["score"])["score"]
+        assert ok and len(read) == AGENTS and len(rated) == first["scored"] > AGENTS, first
+        read.clear(), rated.clear()
+        ok, again = run_cycle(ctx, ["score"])["score"]
+        assert ok and read == [] and rated == [], (read, rated)
+        assert again["reused"] == again["scored"] == first["scored"]
+        assert again["archiveCandidates"] == first["archiveCandidates"]
+        sdir = ws / "agents" / "agent0011" / "sessions"
+        oldest = min(sdir.glob("*.jsonl"), key=lambda p: p.stat().st_mtime)
+        st = oldest.stat()
+        with open(oldest, "ab") as fh:  # it grows; its index entry and folder stay as they were
+            fh.write(b'{"type":"custom","customType":"t","data":{},"id":"ef56ab12","parentId":null,'
+                     b'"timestamp":"2025-01-01T10:00:00.000Z"}\n')  # (an old time: it stays the oldest)
+        import os
+
+        os.utime(oldest, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000))  # still idle: the same age, a new state
+        ok, third = run_cycle(ctx, ["score"])["score"]
+        assert ok and read == ["agent0011"] and rated == [oldest.stem], (read, rated)
+        assert third["reused"] == third["scored"] - 1
+
+
 def test_get_agent_looks_at_that_agent_only(ws, looks):
     from occd.errors import OccdError
     from occd.openclaw import open_store

@@ -18,6 +18,59 @@ from pathlib import Path
 log = logging.getLogger("occd.jobs.score")
 REPEAT_QUIET_S = 24 * 3600   # an unchanged would-archive / deferred decision is recorded once a day
 RESUME_KEY = "score.after"   # the last agent scored when the job yielded to a wake
+MEMO_KEY = "score.memo"      # agent id -> _Memo: what the last run read and rated (kept in the daemon's cache)
+
+
+class _Memo:
+    """An agent as the score job last saw it: the fingerprint of its folder (index, sessions folder, database),
+    the sessions read then (reused while the fingerprint holds: no transcript is read again) and each rated
+    session's rating with what it was rated on (its transcript's state and the task): a session is rated again
+    only when one of them changed (issue 29: the score job rates only what changed since it last did)."""
+
+    __slots__ = ("fp", "sessions", "rated")
+
+    def __init__(self, fp, sessions):
+        self.fp, self.sessions, self.rated = fp, sessions, {}
+
+
+def _stat(p: Path):
+    import os
+
+    try:
+        st = os.stat(p)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _agent_fp(agent) -> tuple:
+    """What changes when anything of an agent's sessions does: OpenClaw rewrites its index at every turn (file
+    era) and writes its database (and its WAL) in the database era; a transcript created or removed changes the
+    sessions folder."""
+    from occd.openclaw.state import DB_NAME
+
+    sdir, db = agent.dir / "sessions", agent.dir / "agent" / DB_NAME
+    return (_stat(sdir / "sessions.json"), _stat(sdir), _stat(db), _stat(db.with_name(DB_NAME + "-wal")),
+            agent.era)
+
+
+def _transcripts_same(sessions) -> bool:
+    """Every transcript read last time is as it was (a stat each: a file can grow without its index changing)."""
+    import os
+
+    for s in sessions:
+        if s.path and s.mtime_ns is not None:
+            try:
+                st = os.stat(s.path)
+            except OSError:
+                return False
+            if st.st_mtime_ns != s.mtime_ns or (s.size is not None and st.st_size != s.size):
+                return False
+    return True
+
+
+def _rated_on(s, basis: tuple) -> tuple:
+    return (s.mtime_ns, s.file_mtime, s.size, s.index_updated, s.message_count) + basis
 
 
 @dataclass
@@ -30,6 +83,7 @@ class AgentScore:
     reason: str | None = None
     calls: int = 0
     cached: int = 0
+    reused: int = 0          # of `scored`: ratings kept from the last run (the session and the task did not change)
     cost_usd: float = 0.0
     skipped: str | None = None
 
@@ -43,6 +97,7 @@ class ScoreReport:
 
     def summary(self) -> dict:
         return {"agents": len(self.agents), "scored": sum(a.scored for a in self.agents),
+                "reused": sum(a.reused for a in self.agents),
                 "modelCalls": sum(a.calls for a in self.agents), "cached": sum(a.cached for a in self.agents),
                 "costUsd": round(sum(a.cost_usd for a in self.agents), 6),
                 "archiveCandidates": len(self.decisions),
@@ -59,10 +114,12 @@ def _active(sessions):
 
 
 def score_agents(settings, ledger, state_dir: Path, now: float, *, stop=None, counter_cache: Path | None = None,
-                 worker=None, urgent=None, after: str | None = None) -> ScoreReport:
+                 worker=None, urgent=None, after: str | None = None, memo: dict | None = None) -> ScoreReport:
     """Rate every agent's idle sessions and return the archive decisions (nothing is moved here). `after`: start
     after this agent (sorted ids). `urgent` (an Event): when set, stop after the agent in hand (at least one is
-    scored) and say where in `resume_after`: a wake waits for the daemon's lock."""
+    scored) and say where in `resume_after`: a wake waits for the daemon's lock. `memo` (the daemon's cache,
+    kept between runs): an agent whose folder did not change is not read again, and only sessions whose
+    transcript or task changed are rated again; the decisions are made anew each run (they depend on `now`)."""
     from occd import paths
     from occd.errors import OccdError
     from occd.openclaw import list_agents, workspace_dir
@@ -81,6 +138,9 @@ def score_agents(settings, ledger, state_dir: Path, now: float, *, stop=None, co
     except OccdError as e:
         log.info("score: %s", e.message)
         return report
+    if memo is not None and after is None:  # agents gone since the last run
+        for gone in set(memo) - {a.id for a in agents}:
+            memo.pop(gone, None)
     if after is not None:
         agents = [a for a in agents if a.id > after]
     try:
@@ -92,15 +152,28 @@ def score_agents(settings, ledger, state_dir: Path, now: float, *, stop=None, co
                 break
             if a.era == "empty":
                 continue
-            warnings: list[str] = []
-            try:
-                sessions, _links = openclaw_sessions(state_dir, agent=a.id, counter=counter, warnings=warnings,
-                                                     agents=[a])
-            except OccdError as e:
-                report.agents.append(AgentScore(a.id, None, None, skipped=e.message))
-                continue
-            for w in warnings:
-                log.debug("score: %s", w)
+            fp = _agent_fp(a)
+            m = memo.get(a.id) if memo is not None else None
+            if m is not None and m.fp == fp and _transcripts_same(m.sessions):
+                sessions = m.sessions
+            else:
+                warnings: list[str] = []
+                try:
+                    sessions, _links = openclaw_sessions(state_dir, agent=a.id, counter=counter, warnings=warnings,
+                                                         agents=[a])
+                except OccdError as e:
+                    report.agents.append(AgentScore(a.id, None, None, skipped=e.message))
+                    if memo is not None:
+                        memo.pop(a.id, None)
+                    continue
+                for w in warnings:
+                    log.debug("score: %s", w)
+                old = m
+                m = _Memo(fp, sessions)
+                if old is not None:
+                    m.rated = old.rated
+                if memo is not None:
+                    memo[a.id] = m
             active = _active(sessions)
             if active is None:
                 report.agents.append(AgentScore(a.id, None, None, skipped="no session with a user task"))
@@ -114,20 +187,36 @@ def score_agents(settings, ledger, state_dir: Path, now: float, *, stop=None, co
             if not idle:
                 ag.skipped = "no idle sessions"
                 continue
-            ws = active.repo_path
-            if not ws:
-                try:
-                    ws = str(workspace_dir(state_dir, a.id))
-                except OccdError:
-                    ws = None
-            ps = status_or_none(ws)
-            rel = rate_relevance(active.latest_user_task, rate_items(idle), llm=settings.llm,
-                                 model=settings.llm_model_for(a.id), ledger=ledger, now=now,
-                                 context=ps.summary() if ps else None, worker=worker or run_worker)
-            ag.scored, ag.method, ag.reason = len(idle), rel.method, rel.reason
-            ag.calls, ag.cached, ag.cost_usd = rel.calls, rel.cached, rel.cost_usd
+            task = active.latest_user_task
+            basis = (task, settings.llm.enabled, settings.llm_model_for(a.id))
+            m.rated = {k: v for k, v in m.rated.items() if k in {s.id for s in idle}}  # bounded by the sessions
+            ratings = {s.id: m.rated[s.id][1] for s in idle
+                       if s.id in m.rated and m.rated[s.id][0] == _rated_on(s, basis) and m.rated[s.id][2] > now}
+            todo = [s for s in idle if s.id not in ratings]
+            ag.reused = len(ratings)
+            ag.method = ",".join(sorted({r.method for r in ratings.values()})) or "none"
+            if todo:
+                ws = active.repo_path
+                if not ws:
+                    try:
+                        ws = str(workspace_dir(state_dir, a.id))
+                    except OccdError:
+                        ws = None
+                ps = status_or_none(ws)
+                rel = rate_relevance(task, rate_items(todo), llm=settings.llm, model=settings.llm_model_for(a.id),
+                                     ledger=ledger, now=now, context=ps.summary() if ps else None,
+                                     worker=worker or run_worker)
+                ag.method = rel.method if not ratings or rel.method == ag.method else "mixed"
+                ag.reason, ag.calls, ag.cached, ag.cost_usd = rel.reason, rel.calls, rel.cached, rel.cost_usd
+                for s in todo:
+                    r = ratings[s.id] = rel.ratings[s.id]
+                    # a keyword fallback (no model: not installed, no key, the day's budget spent, a failed call)
+                    # is rated again after a day; a model's rating and a chosen keyword rating hold until the
+                    # session or the task changes
+                    m.rated[s.id] = (_rated_on(s, basis), r, now + REPEAT_QUIET_S if r.reason else float("inf"))
+            ag.scored = len(idle)
             for s in idle:
-                r = rel.ratings[s.id]
+                r = ratings[s.id]
                 st = SessionState(agent=a.id, session_key=s.key, session_id=s.id, context_tokens=s.context_tokens,
                                   context_window=s.context_window, compaction_count=s.compaction_count or 0,
                                   last_activity=since[s.id], running=s.running)
@@ -219,7 +308,7 @@ def run(ctx) -> dict:
     """The scheduler's entry point (occd.jobs.JOBS): score, then act on / record the archive decisions."""
     t0 = time.monotonic()
     report = score_agents(ctx.settings, ctx.ledger, ctx.state_dir, ctx.now(), stop=ctx.stop, urgent=ctx.urgent,
-                          after=ctx.cache.pop(RESUME_KEY, None))
+                          after=ctx.cache.pop(RESUME_KEY, None), memo=ctx.cache.setdefault(MEMO_KEY, {}))
     out = report.summary()
     out.update(act_on(ctx, report))
     if report.resume_after is not None:  # a wake was waiting: the rest on the next run, right after it
