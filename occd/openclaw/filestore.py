@@ -142,23 +142,22 @@ def _resolve_file(sessions_dir: Path, entry: dict, sid: str, agent: str | None =
     if not sf or not sf.strip():
         return fallback
     sf = sf.strip()
-    base = Path(os.path.abspath(sessions_dir))
+    base = os.path.abspath(sessions_dir)
     if os.path.isabs(sf):
-        cand = Path(os.path.normpath(sf))
-        try:
-            rel = cand.relative_to(base)
-            return base / rel if rel.parts else fallback
-        except ValueError:
-            pass
-        parts = cand.parts
+        cand = os.path.normpath(sf)
+        if cand.startswith(base + os.sep):  # inside the sessions directory (string work: 5,000 entries a listing)
+            return Path(cand)
+        if cand == base:
+            return fallback
+        parts = cand.split(os.sep)
         if (len(parts) >= 4 and parts[-2] == "sessions" and parts[-4] == "agents"
                 and (agent is None or parts[-3].lower() == agent.lower())):
-            return cand
+            return Path(cand)
         return fallback
     rel = os.path.normpath(sf)
     if rel.startswith("..") or os.path.isabs(rel) or rel == ".":
         return fallback
-    return base / rel
+    return Path(base, rel)
 
 
 def info_from_entry(sessions_dir: Path, key: str | None, entry: dict, agent: str | None = None) -> SessionInfo | None:
