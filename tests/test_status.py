@@ -92,3 +92,24 @@ def test_status_says_how_far_each_session_is_from_compaction(isolated_env):
     assert got == {"1": (180_000, 30_000), "2": (180_000, -10_000)}
     out = CliRunner().invoke(cli, ["status"], env={"COLUMNS": "120"}).stdout
     assert "TO COMPACT" in out and "30k" in out and "over by 10k" in out
+
+
+def test_many_quiet_agents_are_one_line_in_the_text_form(isolated_env):
+    """A workstation of many agents (issue 29): the agents with nothing in use and nothing done are one line of
+    the text form (2,000 agents' tables took seconds to print and nobody reads them); --json lists every agent;
+    with a few agents, each has its block as before."""
+    now = time.time()
+    with Ledger.open() as led:
+        for i in range(20):
+            busy = i in (3, 17)
+            led.record_observations([dict(agent=f"a{i:02d}", session_id=f"0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a{i:02d}",
+                                          session_key=f"agent:a{i:02d}:main", era="file", compaction_count=0,
+                                          context_tokens=5000, tokens_source="usage", context_window=20_000,
+                                          size=1000, last_activity=now - (60 if busy else 10 * 86400))], now=now - 30)
+        led.record_scan(now - 30, 0.05, agents=20, sessions_seen=20, sessions_changed=0, bytes_read=0)
+    out = run("status").output
+    assert "Agent a03 " in out and "Agent a17 " in out and "Agent a04 " not in out
+    assert "18 more agents with no session in use and nothing done in 24 h (18 idle sessions" in " ".join(out.split())
+    assert len(json.loads(run("status", "--json").stdout)["agents"]) == 20
+    out = run("status", "--agent", "a04").output
+    assert "Agent a04 " in out and "more agents" not in out

@@ -372,6 +372,9 @@ class Table:
             return text.split("\n")
         out = []
         for line in text.split("\n"):
+            if len(line) <= w and line.isprintable() and line == line.strip() and "  " not in line:  # fits:
+                out.append(line)  # what textwrap would give (most cells), without its cost
+                continue
             long = any(len(x) > w for x in line.split())
             out += textwrap.wrap(line, w, break_long_words=long, break_on_hyphens=False) or [""]
         return out

@@ -273,7 +273,11 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
 
     ids = [s["sessionId"] for a in data["agents"] for s in a["biggest"]] + [
         w["sessionId"] for a in data["agents"] for w in a["wouldDo"] if w.get("sessionId")]
-    for a in data["agents"]:
+    shown, quiet = data["agents"], []
+    if len(shown) > FOLD_OVER:  # a workstation of many agents: the quiet ones in one line (--json lists all)
+        quiet = [a for a in shown if _quiet(a)]
+        shown = [a for a in shown if not _quiet(a)]
+    for a in shown:
         summary = counts_summary(a["actions24h"])
         brk = ", ".join(f"{b['kind']} {b['state']}" for b in a["breakers"]) or "closed"
         src = "" if a.get("modeSource") == "daemon" else ", from the config: the daemon is not running"
@@ -317,6 +321,11 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
             why = (w["reason"] or "").split(" (observe mode: would ")[0]  # the line says it once
             c.print(f"  observe mode would {w['kind']} {short_id(w['sessionId'], ids)}: {why}".rstrip(": "),
                     wrap=True, indent=4)
+    if quiet:
+        idle = sum((a.get("idle") or {}).get("sessions", 0) for a in quiet)
+        c.print(f"\n{plural(len(quiet), 'more agent')} with no session in use and nothing done in 24 h "
+                f"({plural(idle, 'idle session')}, left alone): `occd status --agent ID` shows one, "
+                "`occd status --json` all", wrap=True)
     lean = data.get("lean") or {}
     if lean.get("slotLost"):
         from occd.lean.check import SLOT_LOST_HINT
@@ -336,6 +345,19 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
     if sv and (sv["strips"] or sv["rotations"] or sv.get("undone")):
         c.print("\nSaved in the last 7 days: " + _savings_line(sv) + "  (`occd stats` for details)", wrap=True,
                 indent=2)
+
+
+FOLD_OVER = 12  # more agents than this: the quiet ones are one line in the text form
+
+
+def _quiet(a: dict) -> bool:
+    """An agent with nothing to show: every session idle (none in use), no action in 24 h, no emergency, no open
+    breaker, nothing observe mode would do, no savings in 7 days."""
+    sv = a.get("savings7d") or {}
+    return ((a.get("idle") or {}).get("sessions", 0) >= a.get("sessions", 0) and not a.get("actions24h")
+            and not a.get("emergencies") and not a.get("wouldDo")
+            and all(b.get("state") == "closed" for b in a.get("breakers") or [])
+            and not (sv.get("strips") or sv.get("rotations") or sv.get("undone")))
 
 
 def _money(v: float) -> str:
