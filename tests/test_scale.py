@@ -297,3 +297,45 @@ def test_a_long_score_run_gives_way_to_a_wake(ws, monkeypatch):
         d.periodic("score")  # the rest, from where it stopped
     assert len(woke) == 1 and not d.last_results["score"].get("yielded")
     assert len(rated) >= AGENTS - 1 and score_job.RESUME_KEY not in d.ctx.cache
+
+
+def test_the_checks_run_beside_the_wakes(isolated_env, monkeypatch):
+    """Issue 29 point 2: `occd check` (weekly) and `check --read-data` (monthly) read every backup and archive:
+    minutes on a big history. They run beside the wakes, on their own ledger connection, so a run's end is
+    handled while they read; the other periodic jobs keep the one lock."""
+    import threading
+    import time
+
+    from occd.config import load_settings
+    from occd.jobs import JOBS, JobSpec, available_jobs
+    from occd.ledger import Ledger
+    from occd.runtime import daemon as dmod
+
+    assert {j.name for j in JOBS if not j.locked} == {"check", "check-data"}
+    reading, release, seen = threading.Event(), threading.Event(), {}
+
+    def long_check(ctx):  # a check that reads for as long as the test lets it, recording in its own ledger
+        seen["ledger"] = ctx.ledger
+        ctx.ledger.record_scan(ctx.now(), 0.0, agents=0, sessions_seen=0, sessions_changed=0, bytes_read=0)
+        reading.set()
+        release.wait(30)
+        return {"artifacts": 0}
+
+    woke: list[float] = []
+    reg = (JobSpec("scan", "x", lambda s: 300, func=lambda ctx: woke.append(time.monotonic()) or {}),
+           JobSpec("check", "x", lambda s: 86400, in_cycle=False, func=long_check, locked=False))
+    d = dmod.Daemon(lambda: load_settings({"state_dir": str(isolated_env / ".openclaw")}), jobs=reg, env={})
+    with Ledger.open() as led:
+        d.ctx = d.make_context(led)
+        d._registered = {spec.name: (spec, fn) for spec, fn in available_jobs(reg, d.settings)}
+        t = threading.Thread(target=d.periodic, args=("check",), name="check")
+        t.start()
+        assert reading.wait(30)
+        t0 = time.monotonic()
+        d.cycle()  # a wake while the check reads: not held up
+        took = time.monotonic() - t0
+        release.set()
+        t.join(30)
+        assert woke and took < 2 and not d.ctx.urgent.is_set(), took
+        assert seen["ledger"] is not led and d.last_results["check"]["ok"]
+        assert led.last_scan() is not None  # what the check recorded on its connection is in the one ledger

@@ -24,6 +24,8 @@ simply not registered (logged once at debug level); a job whose interval is 0 or
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import importlib
 import logging
 import threading
@@ -64,6 +66,9 @@ class JobSpec:
     trigger: Trigger                       # AFTER_SCAN or settings -> seconds
     in_cycle: bool = True                  # part of `occd run --once`
     func: JobFn | None = None              # given directly instead of imported (embedding, tests)
+    # False: the daemon runs it beside the wakes (its own ledger connection, not under the cycle lock), for a
+    # long job that only reads OpenClaw's files and records in the ledger (the checks read every backup)
+    locked: bool = True
 
     @property
     def after_scan(self) -> bool:
@@ -89,8 +94,9 @@ JOBS: tuple[JobSpec, ...] = (
     JobSpec("maintain", "occd.jobs.maintain", lambda s: s.daemon.maintenance_interval_hours * 3600),
     JobSpec("score", "occd.jobs.score", lambda s: s.daemon.score_interval_seconds),
     # `occd check` on a schedule (not part of `run --once`: the --read-data form reads every backup)
-    JobSpec("check", "occd.jobs.check", lambda s: s.check.interval_days * 86400, in_cycle=False),
-    JobSpec("check-data", "occd.jobs.check_data", lambda s: s.check.read_data_interval_days * 86400, in_cycle=False),
+    JobSpec("check", "occd.jobs.check", lambda s: s.check.interval_days * 86400, in_cycle=False, locked=False),
+    JobSpec("check-data", "occd.jobs.check_data", lambda s: s.check.read_data_interval_days * 86400, in_cycle=False,
+            locked=False),
 )
 
 _absent: set[str] = set()
@@ -146,6 +152,16 @@ def record_failure(ctx: JobContext, name: str, exc: BaseException, duration_s: f
                                  now=ctx.now())
     except Exception:  # noqa: BLE001 - the ledger itself may be the problem (locked, read-only, full disk)
         log.debug("could not record the failure of %s", name, exc_info=True)
+
+
+@contextlib.contextmanager
+def apart(ctx: JobContext):
+    """A context for a job that runs beside the wakes (JobSpec.locked False): its own ledger connection (SQLite
+    WAL: the wakes' writes and its own wait for each other a moment, never for the whole job)."""
+    from occd.ledger import Ledger
+
+    with Ledger.open(ctx.ledger.path) as led:
+        yield dataclasses.replace(ctx, ledger=led)
 
 
 def run_job(ctx: JobContext, spec: JobSpec, fn: JobFn | None = None) -> tuple[bool, dict]:

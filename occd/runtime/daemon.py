@@ -1,10 +1,10 @@
 """`occd run`: the foreground daemon a service manager starts.
 
 - Jobs come from the registry in occd.jobs. An APScheduler 3.11 BackgroundScheduler runs the scan every
-  `daemon.scan_interval_seconds`, and in the same scheduler run, right after it, the jobs chained after the scan
-  (apply, rotate): they never race the scan they depend on. prune, maintain and score run on their own
-  intervals. coalesce=True and max_instances=1: a slow run is never started twice, missed runs fold into one.
-  One lock (`cycle_lock`) serialises all jobs; a wake that finds a long job holding it sets ctx.urgent (it yields).
+  `daemon.scan_interval_seconds` and, right after it in the same run, the jobs chained after it (they never race
+  the scan they depend on); prune, maintain, score and the checks on their own intervals. coalesce=True and
+  max_instances=1. One lock (`cycle_lock`) serialises the jobs; a wake that finds a long job holding it sets
+  ctx.urgent (it yields); the checks (JobSpec.locked False) run beside it on their own ledger connection.
 - Single instance: a non-blocking flock on `<runtime dir>/occd.lock`, which holds our pid; a second `occd run`
   exits 75 naming that pid (occd.runtime.lock). The kernel drops the lock when the process dies.
 - Signals: SIGTERM/SIGINT set the stop flag (jobs check `ctx.stop` between sessions, so the running step
@@ -16,17 +16,14 @@
   (occd.runtime.notify). The watchdog ping is withheld while a job has been stuck longer than the
   stall limit, so systemd restarts a daemon that hangs (e.g. on a dead network mount) instead of trusting it.
 - Heartbeat for `occd status`: `<runtime dir>/status.json` (pid, start, last cycle, next scan, last results),
-  written atomically after every cycle (occd.runtime.statusfile), and the ledger's daemon_runs row when the
-  ledger has one.
+  written atomically after every cycle (occd.runtime.statusfile), and the ledger's daemon_runs row.
 
-Clock jumps. APScheduler 3 plans in wall-clock time: it sleeps (on a monotonic timer) for `next_run - now` and
-then compares run times with `datetime.now()`. A forward jump (or a laptop resuming: CLOCK_MONOTONIC stops in
-suspend) makes the scan late; with coalesce it runs once, and misfire_grace_time is set to the job's interval so
-that late run is not dropped. A backward jump of N seconds would delay the next run by N (it wakes on time, finds
-the job "not yet due" and sleeps again). So the supervisor, which runs on time.monotonic, watches the offset
-between wall and monotonic time; when it moves by more than CLOCK_JUMP_S it re-plans: the scan runs now and the
-periodic jobs are re-planned from their last runs. It also starts a scan itself if none has started for two
-intervals for any other reason.
+Clock jumps. APScheduler 3 plans in wall-clock time (it sleeps on a monotonic timer, then compares run times with
+`datetime.now()`). A forward jump or a resume from suspend makes the scan late: with coalesce it runs once
+(misfire_grace_time = the job's interval, so it is not dropped). A backward jump of N seconds would delay the next
+run by N. So the supervisor, on time.monotonic, watches the wall-vs-monotonic offset: when it moves by more than
+CLOCK_JUMP_S the scan runs now and the periodic jobs are re-planned from their last runs. It also starts a scan
+itself if none has started for two intervals for any other reason.
 """
 
 from __future__ import annotations
@@ -40,8 +37,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from occd.runtime.notify import monotonic_usec, sd_notify, stop_grace_seconds, watchdog_interval
 from occd.runtime import logging_setup
+from occd.runtime.notify import monotonic_usec, sd_notify, stop_grace_seconds, watchdog_interval
 from occd.runtime.metrics import DaemonMetrics, write_daemon_textfile
 from occd.runtime.statusfile import daemon_status, job_times_file, read_json, write_json, write_status
 
@@ -87,8 +84,8 @@ class Daemon:
         self.last_results: dict[str, dict] = {}
         self.job_times: dict[str, float] = {}
         self._registered: dict[str, tuple[Any, Any]] = {}
-        self._sched_jobs: dict[str, Any] = {}
-        self.dispatching: set[str] = set()   # scheduler runs in progress (job + heartbeat)  # APScheduler Job objects by id (MemoryJobStore keeps these)
+        self._sched_jobs: dict[str, Any] = {}  # APScheduler Job objects by id
+        self.dispatching: set[str] = set()   # scheduler runs in progress (job + heartbeat)
         self._stall_reported = False
         self._hard_exit = False
         self.watcher = None      # occd.runtime.watch.Watcher (events mode) or None (polling)
@@ -123,12 +120,12 @@ class Daemon:
         return max(MIN_STALL_S, 4 * self.scan_interval())
 
     # running jobs --------------------------------------------------------------------------------------------
-    def _run(self, spec, fn) -> tuple[bool, dict]:
+    def _run(self, spec, fn, ctx=None) -> tuple[bool, dict]:
         from occd.jobs import run_job
 
         self.running, self.running_since = spec.name, self.mono()
         try:
-            ok, summary = run_job(self.ctx, spec, fn)
+            ok, summary = run_job(ctx or self.ctx, spec, fn)
         finally:
             self.running, self.running_since = None, None
         self.last_results[spec.name] = {"ok": ok, "at": self.clock(), **_scalars(summary)}
@@ -179,16 +176,21 @@ class Daemon:
         entry = self._registered.get(name)
         if entry is None:
             return
-        with self.cycle_lock:
-            summary = self._run(*entry)[1] if not self.stop.is_set() else {}
+        from occd.jobs import apart
+
+        if not entry[0].locked:  # beside the wakes, on its own ledger connection (issue 29: never in their way)
+            with apart(self.ctx) as ctx:
+                summary = self._run(*entry, ctx=ctx)[1] if not self.stop.is_set() else {}
+        else:
+            with self.cycle_lock:
+                summary = self._run(*entry)[1] if not self.stop.is_set() else {}
         if summary.get("yielded") and name in self._sched_jobs:  # it gave way to a wake: the rest right after
             self._sched_jobs[name].modify(next_run_time=_utc(time.time() + 1.0))
         self.heartbeat()
 
     def _dispatch(self, name: str) -> None:
-        """What the scheduler calls: never raises (APScheduler would only log it, without our context).
-        While it runs, APScheduler (max_instances=1) skips a new run of the same job: a re-plan that lands
-        then is dropped, which is fine since that job is running right now."""
+        """What the scheduler calls: never raises (APScheduler would only log it). While it runs, APScheduler
+        (max_instances=1) drops a new run of the same job (a re-plan then): fine, it is running right now."""
         self.dispatching.add(name)
         try:
             self.cycle() if name == "scan" else self.periodic(name)
