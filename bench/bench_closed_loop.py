@@ -7,6 +7,13 @@ time on two ports. occd runs with its defaults: no OCCD_* setting (issue 19).
 
     .venv/bin/python bench/bench_closed_loop.py --release 2026.9.6 --lean --gap 30   # the lean view, via the gateway
 
+Shapes closer to real use (issue 30): --reads N makes each turn one agent run of N tool calls in a row (a coding
+agent's turn); --trace FILE.jsonl replays a real transcript's shape, each turn making as many tool calls as it made
+with its real result texts (--turns caps the turns):
+
+    .venv/bin/python bench/bench_closed_loop.py --release 2026.7.35 --gateway --reads 4 --turns 12 --gap 20
+    .venv/bin/python bench/bench_closed_loop.py --release 2026.7.35 --gateway --trace session.jsonl --turns 30 --gap 15
+
 Prints one row per arm (compactions, questions the model still sees at the end, turns blocked by overflow, the
 newest results whole, prefix breaks, the cost with a prompt cache under Anthropic-style and OpenAI-style prices
 and its ratio to OpenClaw alone in the same run, occd's actions) and, with --json, the JSON lines the harness
@@ -44,13 +51,14 @@ def harness() -> Path:
 
 def start_arm(arm: str, workdir: Path, *, turns: int, window: int, release: str, port: int, doc_words: int | None,
               gap_s: int | None, occd: str, extra_env: dict | None = None, gateway: bool = False,
-              lean: bool = False) -> subprocess.Popen:
+              lean: bool = False, reads: int | None = None, trace: str | None = None) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OCCD_") or k in ("OCCD_SHARED_DIR",)}
     env.update(RELEASE=release, TURNS=str(turns), WINDOW=str(window), PORT=str(port), OCCD=occd)
     if doc_words:
         env["DOC_WORDS"] = str(doc_words)
     if gap_s is not None:
         env["GAP_S"] = str(gap_s)
+    env.update(shape_env(reads, trace))
     if gateway or lean:
         env["GATEWAY"] = "1"
     if lean:
@@ -61,6 +69,27 @@ def start_arm(arm: str, workdir: Path, *, turns: int, window: int, release: str,
     out = open(workdir.with_suffix(".out"), "w")
     return subprocess.Popen(["bash", str(harness()), arm, str(workdir)], env=env, stdout=out,
                             stderr=subprocess.STDOUT)
+
+
+def shape_env(reads: int | None, trace: str | None) -> dict:
+    """The harness's shape knobs: READS (tool calls per turn, one run) and TRACE (a transcript replayed)."""
+    env = {}
+    if reads is not None:
+        if reads < 1:
+            raise SystemExit("--reads must be at least 1")
+        env["READS"] = str(reads)
+    if trace:
+        p = Path(trace).expanduser().resolve()
+        if not p.is_file():
+            raise SystemExit(f"--trace: no such file: {trace}")
+        env["TRACE"] = str(p)
+    return env
+
+
+def shape(reads: int | None, trace: str | None) -> str:
+    if trace:
+        return f"replaying {Path(trace).name}"
+    return f"{reads} tool calls a turn" if reads and reads > 1 else "1 tool call a turn"
 
 
 def result(workdir: Path) -> dict | None:
@@ -91,8 +120,11 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", default=None, help="keep the runs here (default: a temp dir, removed)")
     ap.add_argument("--gateway", action="store_true", help="turns through `openclaw gateway`")
     ap.add_argument("--lean", action="store_true", help="the occd arm turns the lean view on (implies --gateway)")
+    ap.add_argument("--reads", type=int, default=None, help="tool calls per turn, one agent run (harness READS)")
+    ap.add_argument("--trace", default=None, help="a transcript (.jsonl) whose shape the turns replay (harness TRACE)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
+    shape_env(a.reads, a.trace)  # bad shape arguments: one line, before anything starts
     base = Path(a.workdir) if a.workdir else Path(tempfile.mkdtemp(prefix="occd-closed-loop-"))
     base.mkdir(parents=True, exist_ok=True)
     arms = [x.strip() for x in a.arms.split(",") if x.strip()]
@@ -101,7 +133,7 @@ def main(argv=None) -> int:
     for i, arm in enumerate(arms):
         procs[arm] = start_arm(arm, base / f"loop-{arm}", turns=a.turns, window=a.window, release=a.release,
                                port=a.port + 50 * i, doc_words=a.doc_words, gap_s=a.gap, occd=a.occd,
-                               gateway=a.gateway, lean=a.lean)
+                               gateway=a.gateway, lean=a.lean, reads=a.reads, trace=a.trace)
     for p in procs.values():
         p.wait()
     rows = {arm: result(base / f"loop-{arm}") for arm in arms}
@@ -110,7 +142,8 @@ def main(argv=None) -> int:
         for arm in arms:
             print(json.dumps(rows[arm]))
     else:
-        print(f"OpenClaw {a.release}, {a.turns} turns, window {a.window}, gaps {a.gap if a.gap is not None else 7} s, "
+        print(f"OpenClaw {a.release}, {a.turns} turns, {shape(a.reads, a.trace)}, window {a.window}, "
+              f"gaps {a.gap if a.gap is not None else 7} s, "
               f"{'lean view, ' if a.lean else ''}{'gateway' if a.gateway or a.lean else 'agent --local'}, "
               f"arms at once ({wall / 60:.1f} min)")
         print(f"{'arm':<6} {'compactions':>11} {'questions seen':>15} {'blocked':>7} {'newest whole':>12} "

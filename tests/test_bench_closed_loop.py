@@ -1,0 +1,55 @@
+"""bench/bench_closed_loop.py: the shapes (--reads, --trace) reach the harness, and both arms print with cost.
+A fake harness stands in for ../shared/closed-loop/run.sh (no OpenClaw run)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+FAKE = r'''#!/usr/bin/env bash
+arm=$1
+usd=2.0; [ "$arm" = occd ] && usd=1.5
+printf '{"arm": "%s", "turns": 12, "compactions": 0, "questions_seen_at_end": 12, "turns_blocked_by_overflow": 0, "recent_results_intact": "5/5", "reads": "%s", "trace": "%s", "occd_knobs": "%s", "cost": {"prefix_breaks": 3, "usd_with_cache": {"anthropic": %s, "openai": 1.0}}}\n' \
+  "$arm" "${READS:-}" "${TRACE:-}" "${OCCD_POLICY__MODE:-}" "$usd"
+'''
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_closed_loop", ROOT / "bench" / "bench_closed_loop.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_shapes_reach_the_harness_and_both_arms_print_with_cost(tmp_path, monkeypatch, capsys):
+    h = tmp_path / "run.sh"
+    h.write_text(FAKE)
+    trace = tmp_path / "session.jsonl"
+    trace.write_text("{}\n")
+    monkeypatch.setenv("OCCD_CLOSED_LOOP", str(h))
+    monkeypatch.setenv("OCCD_POLICY__MODE", "observe")  # a knob of the caller's shell never reaches the arms
+    b = _bench()
+    assert b.main(["--reads", "4", "--turns", "12", "--workdir", str(tmp_path / "w"), "--json"]) == 0
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [r["arm"] for r in rows] == ["none", "occd"]
+    assert all(r["reads"] == "4" and r["trace"] == "" and r["occd_knobs"] == "" for r in rows)
+    assert b.main(["--trace", str(trace), "--workdir", str(tmp_path / "t")]) == 0
+    out = capsys.readouterr().out
+    assert "replaying session.jsonl" in out
+    none, occd = [ln for ln in out.splitlines() if ln.startswith(("none", "occd"))]
+    assert "2.000/1.000" in none and "1.500/1.000" in occd and "0.750/1.000" in occd  # cost, and vs alone
+    assert json.loads((tmp_path / "t" / "loop-occd.out").read_text())["trace"] == str(trace.resolve())
+
+
+def test_bad_shape_arguments_are_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("OCCD_CLOSED_LOOP", str(tmp_path / "run.sh"))
+    b = _bench()
+    with pytest.raises(SystemExit, match="--reads must be at least 1"):
+        b.main(["--reads", "0"])
+    with pytest.raises(SystemExit, match="no such file"):
+        b.main(["--trace", str(tmp_path / "missing.jsonl")])
