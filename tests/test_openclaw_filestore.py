@@ -87,6 +87,23 @@ def test_list_newest_first_with_unindexed_and_missing(st):
     assert [a.session_id for a in store.archived_sessions()] == ["zzz"]
 
 
+def test_a_moved_state_lists_each_session_once(tmp_path):
+    """A state copied elsewhere keeps absolute `sessionFile`s naming the old place (OpenClaw uses those as they
+    are when they have the .../agents/<agent>/sessions/<file> shape): the copy's own file of the same name is
+    not a second, unindexed session (every session was listed twice and observed in turns)."""
+    import shutil
+
+    a = FileState(tmp_path / "a" / ".openclaw")
+    s1 = a.add_session("agent:main:one", turns=2)
+    s2 = a.add_session("agent:main:two", turns=1)
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    index = json.loads((tmp_path / "a" / ".openclaw" / "agents" / "main" / "sessions" / "sessions.json").read_text())
+    assert all(os.path.isabs(e["sessionFile"]) for e in index.values()), index
+    got = FileStore(tmp_path / "b" / ".openclaw", "main").sessions()
+    assert sorted(i.session_id for i in got) == sorted([s1.session_id, s2.session_id])
+    assert all(not i.unindexed and str(i.path).startswith(str(tmp_path / "a")) for i in got)
+
+
 @pytest.mark.parametrize("content,needle", [
     (b"", "is empty"),
     (b'{"agent:main:main": {"sessionId": "ab', "not valid JSON"),

@@ -243,8 +243,9 @@ class FileStore:
         except OSError as e:
             raise OccdError(f"Cannot read {self.sessions_dir}: {e.strerror}", "check its permissions",
                             code="STATE_UNREADABLE") from None
-        for name in names:
-            if is_session_file(name):
+        indexed = {i.session_id for i in out}  # a file named like an indexed session whose entry names another
+        for name in names:                     # file (a moved state's absolute sessionFile): OpenClaw uses that one
+            if is_session_file(name) and name[: -len(".jsonl")] not in indexed:
                 p = self.sessions_dir / name
                 if os.path.abspath(p) not in seen:
                     info = SessionInfo(key=None, session_id=name[: -len(".jsonl")], path=p, unindexed=True)
