@@ -108,14 +108,19 @@ def _locked(target: Path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _npm(args: list[str], cwd: Path | None = None) -> None:
+def _npm(args: list[str], cwd: Path | None = None, node_bin: Path | None = None) -> None:
+    """npm with `node_bin` (Node 24) first on PATH: the package's install scripts run under it (OpenClaw
+    2026.8.1 and later refuse to install under an older Node, the machine's own may be 20)."""
     why = npm_missing()
     if why:
         raise InstallError(why)
     cmd = ["npm", *args, "--no-audit", "--no-fund", "--loglevel=error"]
+    env = {**os.environ, "HOME": _ENV["HOME"] or os.environ["HOME"]}
+    if node_bin is not None:
+        env["PATH"] = f"{node_bin}{os.pathsep}{env.get('PATH', '')}"
     try:
         p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=NPM_TIMEOUT,
-                           stdin=subprocess.DEVNULL, env={**os.environ, "HOME": _ENV["HOME"] or os.environ["HOME"]})
+                           stdin=subprocess.DEVNULL, env=env)
     except subprocess.TimeoutExpired:
         raise InstallError(f"{' '.join(cmd)}: no answer in {NPM_TIMEOUT} s (is the npm registry reachable?)") from None
     if p.returncode != 0:
@@ -123,7 +128,7 @@ def _npm(args: list[str], cwd: Path | None = None) -> None:
         raise InstallError(f"{' '.join(cmd[:3])} failed (exit {p.returncode}): {' | '.join(last)}")
 
 
-def _install_into(dest: Path, ready: Path, spec: str) -> Path:
+def _install_into(dest: Path, ready: Path, spec: str, node_bin: Path | None = None) -> Path:
     """`npm install --prefix` of one package into `dest`, atomically: nothing to do when `ready` exists."""
     if ready.exists():
         return ready
@@ -133,7 +138,7 @@ def _install_into(dest: Path, ready: Path, spec: str) -> Path:
         tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         try:
-            _npm(["install", "--prefix", str(tmp), spec])
+            _npm(["install", "--prefix", str(tmp), spec], node_bin=node_bin)
             if dest.exists():  # a half-finished install from before (no `ready` in it)
                 shutil.rmtree(dest)
             tmp.rename(dest)
@@ -155,7 +160,8 @@ def openclaw(version: str, cache: Path | None = None) -> tuple[Path, Path]:
     """OpenClaw `version` and Node 24 in OC_CACHE; returns (the openclaw command, Node 24's bin folder)."""
     cache = cache or oc_cache()
     bin_dir = node(cache)
-    return _install_into(cache / f"oc-{version}", openclaw_bin(version, cache), f"openclaw@{version}"), bin_dir
+    return _install_into(cache / f"oc-{version}", openclaw_bin(version, cache), f"openclaw@{version}",
+                         bin_dir), bin_dir
 
 
 def claude_code(version: str, cache: Path | None = None) -> tuple[Path, Path]:
@@ -163,7 +169,7 @@ def claude_code(version: str, cache: Path | None = None) -> tuple[Path, Path]:
     cache = cache or cc_cache()
     bin_dir = node(cache)
     return _install_into(cache / f"cc-{version}", claude_bin(version, cache),
-                         f"@anthropic-ai/claude-code@{version}"), bin_dir
+                         f"@anthropic-ai/claude-code@{version}", bin_dir), bin_dir
 
 
 def oracle(folder: Path | None = None) -> Path:
@@ -204,12 +210,20 @@ def main(argv: list[str]) -> int:
         for v in rest if what == "claude-code" and rest else (CLAUDE_CODE_VERSION,):
             jobs.append((f"Claude Code {v}", lambda v=v: claude_code(v)))
     failed = []
-    for label, job in jobs:
+
+    def run(label, job):
         try:
             job()
         except InstallError as e:
             failed.append(label)
             print(f"could not install {label}: {e}", file=sys.stderr)
+
+    # at once (a fresh machine: minutes of downloads one after another): each target has its own lock and
+    # temp folder, Node 24 is installed once (the others wait for its lock), npm's cache takes parallel installs
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(lambda lj: run(*lj), jobs))
     return 1 if failed else 0
 
 
