@@ -477,3 +477,27 @@ def test_real_openclaw_index_writer_racing_rotations(fstate, settings, tmp_path,
         assert done == 150 and final["agent:main:other"]["n"] == 150, final["agent:main:other"]
         assert rotated >= 1 and final[KEY]["sessionId"] == last  # OpenClaw's stale image did not undo the switch
         print(f"OpenClaw {version} writer vs rotation: {tries} rotations ({rotated} done), {done} updates, 0 lost")
+
+
+def test_rotation_archive_checked_while_openclaw_appends_is_busy_not_an_error(fstate, settings, monkeypatch):
+    """OpenClaw appends between the archive's link and its check (the link is the same file: it grew): the
+    rotation stops as for any write during it (BusyError, exit 75), not with 'archive not complete' (exit 1);
+    the session keeps every line under its name and no temp file is left. (Seen once in a loaded CI run of
+    test_rotation_racing_an_appender_loses_no_line.)"""
+    import occd.transcript.archive as archive
+
+    s = _rot_state(fstate)
+    real = archive.verify_copy
+
+    def append_then_check(tmp, *a, **kw):
+        with open(s.path, "a") as fh:
+            fh.write('{"type":"custom","customType":"t","data":{},"id":"ab12ab12","parentId":null,'
+                     '"timestamp":"2026-11-27T10:00:00.000Z"}\n')
+        return real(tmp, *a, **kw)
+
+    monkeypatch.setattr(archive, "verify_copy", append_then_check)
+    with pytest.raises(BusyError):
+        _rotate(settings)
+    assert "ab12ab12" in s.path.read_text()
+    assert fstate.read_index()[KEY]["sessionId"] == s.session_id
+    assert not list(s.path.parent.rglob("*.occd-tmp"))

@@ -234,7 +234,11 @@ class FileRotation:
             log.info("rotation %s: archive %s incomplete (%s): making it again", self.rid, arch, problem)
             arch.unlink()
         self._check_unchanged()
-        self.details["archivedStat"], how = archive_file(self.old_path, arch, self.row["old_session_id"])
+        try:
+            self.details["archivedStat"], how = archive_file(self.old_path, arch, self.row["old_session_id"])
+        except OccdError:
+            self._check_unchanged()  # OpenClaw wrote while the archive was checked: stopped as any write (75)
+            raise
         self.details["archivedBy"] = how
         self._go("ARCHIVED", note=f"archive verified ({'hard link' if how == 'link' else 'copy'})")
 
