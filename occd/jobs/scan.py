@@ -104,7 +104,8 @@ def forget(ctx, agent: str, session_id: str) -> None:
         seen.obs.pop(session_id, None)
 
 
-def _stat_key(p: Path):
+def stat_key(p: Path):
+    """(inode, size, mtime_ns) of a file, None when it cannot be stat'ed: what says it changed."""
     try:
         st = os.stat(p)
     except OSError:
@@ -114,7 +115,7 @@ def _stat_key(p: Path):
 
 def _agent_fp(agent):
     sdir = agent.dir / "sessions"
-    return _stat_key(sdir / "sessions.json"), _stat_key(sdir)
+    return stat_key(sdir / "sessions.json"), stat_key(sdir)
 
 
 def _basis(ctx):

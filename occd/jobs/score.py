@@ -33,25 +33,15 @@ class _Memo:
         self.fp, self.sessions, self.rated = fp, sessions, {}
 
 
-def _stat(p: Path):
-    import os
-
-    try:
-        st = os.stat(p)
-    except OSError:
-        return None
-    return st.st_ino, st.st_size, st.st_mtime_ns
-
-
 def _agent_fp(agent) -> tuple:
-    """What changes when anything of an agent's sessions does: OpenClaw rewrites its index at every turn (file
-    era) and writes its database (and its WAL) in the database era; a transcript created or removed changes the
-    sessions folder."""
+    """What changes when anything of an agent's sessions does: the scan's fingerprint (OpenClaw rewrites its index
+    at every turn; a transcript created or removed changes the sessions folder), plus its database and WAL (the
+    database era writes there)."""
+    from occd.jobs.scan import _agent_fp as folder_fp, stat_key
     from occd.openclaw.state import DB_NAME
 
-    sdir, db = agent.dir / "sessions", agent.dir / "agent" / DB_NAME
-    return (_stat(sdir / "sessions.json"), _stat(sdir), _stat(db), _stat(db.with_name(DB_NAME + "-wal")),
-            agent.era)
+    db = agent.dir / "agent" / DB_NAME
+    return folder_fp(agent) + (stat_key(db), stat_key(db.with_name(DB_NAME + "-wal")), agent.era)
 
 
 def _transcripts_same(sessions) -> bool:
