@@ -275,8 +275,10 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
         w["sessionId"] for a in data["agents"] for w in a["wouldDo"] if w.get("sessionId")]
     shown, quiet = data["agents"], []
     if len(shown) > FOLD_OVER:  # a workstation of many agents: the quiet ones in one line (--json lists all)
-        quiet = [a for a in shown if _quiet(a)]
-        shown = [a for a in shown if not _quiet(a)]
+        split: dict[bool, list] = {True: [], False: []}
+        for a in shown:  # each agent judged once
+            split[_quiet(a)].append(a)
+        quiet, shown = split[True], split[False]
     for a in shown:
         summary = counts_summary(a["actions24h"])
         brk = ", ".join(f"{b['kind']} {b['state']}" for b in a["breakers"]) or "closed"
