@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 from urllib.parse import quote
@@ -147,7 +148,7 @@ def make_engine(path: Path, *, readonly: bool = False, busy_timeout: float = BUS
         try:
             cur.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             cur.execute("PRAGMA foreign_keys = ON")
-            cur.execute("PRAGMA journal_mode = WAL")
+            _set_wal(cur, busy_timeout)
             cur.execute("PRAGMA synchronous = NORMAL")
         finally:
             cur.close()
@@ -158,6 +159,25 @@ def make_engine(path: Path, *, readonly: bool = False, busy_timeout: float = BUS
         conn.exec_driver_sql(f"BEGIN {mode}")
 
     return eng
+
+
+def _set_wal(cur: sqlite3.Cursor, busy_timeout: float) -> None:
+    """Turn WAL on (it stays on in the file). Switching a journal mode takes the database's exclusive lock and
+    SQLite answers "database is locked" at once, without its busy handler, while another connection holds a
+    lock: two processes opening a new ledger together (the daemon and `occd status`) met that. So the switch is
+    retried for up to the busy timeout, as any other lock is waited for."""
+    deadline = time.monotonic() + busy_timeout
+    pause = 0.002
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as e:
+            msg = str(e).lower()
+            if ("locked" not in msg and "busy" not in msg) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 class _Cursor(sqlite3.Cursor):
