@@ -14,6 +14,13 @@ with its real result texts (--turns caps the turns):
     .venv/bin/python bench/bench_closed_loop.py --release 2026.7.35 --gateway --reads 4 --turns 12 --gap 20
     .venv/bin/python bench/bench_closed_loop.py --release 2026.7.35 --gateway --trace session.jsonl --turns 30 --gap 15
 
+A workstation around the loop (issue 29): --workstation 50x100 fills both arms' states with 50 other agents of
+100 sessions each (a month of history) and runs a busy agent beside the loop (bench/workstation_beside.py, the
+harness's BEFORE and BESIDE):
+
+    .venv/bin/python bench/bench_closed_loop.py --release 2026.7.35 --gateway --window 96000 --turns 16 --gap 30 \
+        --workstation 50x100
+
 Prints one row per arm (compactions, questions the model still sees at the end, turns blocked by overflow, the
 newest results whole, prefix breaks, the cost with a prompt cache under Anthropic-style and OpenAI-style prices
 and its ratio to OpenClaw alone in the same run, occd's actions) and, with --json, the JSON lines the harness
@@ -51,7 +58,8 @@ def harness() -> Path:
 
 def start_arm(arm: str, workdir: Path, *, turns: int, window: int, release: str, port: int, doc_words: int | None,
               gap_s: int | None, occd: str, extra_env: dict | None = None, gateway: bool = False,
-              lean: bool = False, reads: int | None = None, trace: str | None = None) -> subprocess.Popen:
+              lean: bool = False, reads: int | None = None, trace: str | None = None,
+              workstation: str | None = None) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OCCD_") or k in ("OCCD_SHARED_DIR",)}
     env.update(RELEASE=release, TURNS=str(turns), WINDOW=str(window), PORT=str(port), OCCD=occd)
     if doc_words:
@@ -59,6 +67,7 @@ def start_arm(arm: str, workdir: Path, *, turns: int, window: int, release: str,
     if gap_s is not None:
         env["GAP_S"] = str(gap_s)
     env.update(shape_env(reads, trace))
+    env.update(workstation_env(workstation))
     if gateway or lean:
         env["GATEWAY"] = "1"
     if lean:
@@ -84,6 +93,21 @@ def shape_env(reads: int | None, trace: str | None) -> dict:
             raise SystemExit(f"--trace: no such file: {trace}")
         env["TRACE"] = str(p)
     return env
+
+
+def workstation_env(spec: str | None) -> dict:
+    """BEFORE and BESIDE for --workstation AGENTSxSESSIONS: other agents' history, and a busy agent beside."""
+    if not spec:
+        return {}
+    try:
+        agents, sessions = (int(x) for x in spec.lower().split("x"))
+        if agents < 1 or sessions < 1:
+            raise ValueError
+    except ValueError:
+        raise SystemExit(f"--workstation: expected AGENTSxSESSIONS such as 50x100, not {spec!r}") from None
+    py, tool = sys.executable, ROOT / "bench" / "workstation_beside.py"
+    return {"BEFORE": f'"{py}" "{tool}" fill "$OPENCLAW_STATE_DIR" --agents {agents} --sessions {sessions}',
+            "BESIDE": f'exec "{py}" "{tool}" busy "$OPENCLAW_STATE_DIR"'}
 
 
 def shape(reads: int | None, trace: str | None) -> str:
@@ -122,9 +146,12 @@ def main(argv=None) -> int:
     ap.add_argument("--lean", action="store_true", help="the occd arm turns the lean view on (implies --gateway)")
     ap.add_argument("--reads", type=int, default=None, help="tool calls per turn, one agent run (harness READS)")
     ap.add_argument("--trace", default=None, help="a transcript (.jsonl) whose shape the turns replay (harness TRACE)")
+    ap.add_argument("--workstation", default=None, metavar="AGENTSxSESSIONS",
+                    help="fill the state with other agents' history and run a busy agent beside (e.g. 50x100)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     shape_env(a.reads, a.trace)  # bad shape arguments: one line, before anything starts
+    workstation_env(a.workstation)
     base = Path(a.workdir) if a.workdir else Path(tempfile.mkdtemp(prefix="occd-closed-loop-"))
     base.mkdir(parents=True, exist_ok=True)
     arms = [x.strip() for x in a.arms.split(",") if x.strip()]
@@ -133,7 +160,8 @@ def main(argv=None) -> int:
     for i, arm in enumerate(arms):
         procs[arm] = start_arm(arm, base / f"loop-{arm}", turns=a.turns, window=a.window, release=a.release,
                                port=a.port + 50 * i, doc_words=a.doc_words, gap_s=a.gap, occd=a.occd,
-                               gateway=a.gateway, lean=a.lean, reads=a.reads, trace=a.trace)
+                               gateway=a.gateway, lean=a.lean, reads=a.reads, trace=a.trace,
+                               workstation=a.workstation)
     for p in procs.values():
         p.wait()
     rows = {arm: result(base / f"loop-{arm}") for arm in arms}
@@ -145,9 +173,10 @@ def main(argv=None) -> int:
         print(f"OpenClaw {a.release}, {a.turns} turns, {shape(a.reads, a.trace)}, window {a.window}, "
               f"gaps {a.gap if a.gap is not None else 7} s, "
               f"{'lean view, ' if a.lean else ''}{'gateway' if a.gateway or a.lean else 'agent --local'}, "
+              f"{f'workstation {a.workstation} + a busy agent, ' if a.workstation else ''}"
               f"arms at once ({wall / 60:.1f} min)")
         print(f"{'arm':<6} {'compactions':>11} {'questions seen':>15} {'blocked':>7} {'newest whole':>12} "
-              f"{'breaks':>6} {'$ cache A/O':>13} {'vs alone':>13}  occd actions")
+              f"{'breaks':>6} {'$ cache A/O':>13} {'vs alone':>13} {'occd CPU':>9}  occd actions")
         base_cost = _cost(rows.get("none"))
         for arm in arms:
             r = rows[arm]
@@ -158,9 +187,12 @@ def main(argv=None) -> int:
             c = _cost(r)
             money = f"{c[0]:.3f}/{c[1]:.3f}" if c else "-"
             ratio = f"{c[0] / base_cost[0]:.3f}/{c[1] / base_cost[1]:.3f}" if c and base_cost and all(base_cost) else "-"
+            cpu = r.get("occd_cpu_s")
+            share = (f"{cpu / r['wall_s'] * 100:.1f}%" if isinstance(cpu, (int, float))
+                     and isinstance(r.get("wall_s"), (int, float)) and r["wall_s"] > 0 else "-")
             print(f"{arm:<6} {r['compactions']:>11} {str(r['questions_seen_at_end']) + '/' + str(r['turns']):>15} "
                   f"{r['turns_blocked_by_overflow']:>7} {r['recent_results_intact']:>12} "
-                  f"{(r.get('cost') or {}).get('prefix_breaks', '-'):>6} {money:>13} {ratio:>13}  {acts}")
+                  f"{(r.get('cost') or {}).get('prefix_breaks', '-'):>6} {money:>13} {ratio:>13} {share:>9}  {acts}")
     if not a.workdir:
         shutil.rmtree(base, ignore_errors=True)
     return 0 if all(rows.values()) else 1

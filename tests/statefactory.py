@@ -287,7 +287,8 @@ _TEMPLATE_ID = "00000000-0000-7000-8000-00000000f00d"
 
 
 def build_workstation(state_dir: Path, agents: int, sessions: int, *, mean_bytes: int = 68_000, seed: int = 29,
-                      now: float | None = None, max_age_s: float = 30 * 86400, templates: int = 24) -> dict:
+                      now: float | None = None, max_age_s: float = 30 * 86400, templates: int = 24,
+                      write_config: bool = True) -> dict:
     """A file-era state as a workstation has one: `agents` agents (agent0000, ...) with `sessions` sessions each,
     transcript sizes spread log-normally around `mean_bytes`, last used from a minute to `max_age_s` ago (spread
     log-uniformly: a few sessions busy today, most of them days or weeks old), a quarter of them compacted some
@@ -304,8 +305,9 @@ def build_workstation(state_dir: Path, agents: int, sessions: int, *, mean_bytes
     now = time.time() if now is None else now
     rnd = random.Random(seed)
     (state_dir / "agents").mkdir(parents=True, exist_ok=True)
-    (state_dir / "openclaw.json").write_text(json.dumps({"models": {"providers": {"anthropic": {"models": [
-        {"id": "claude-opus-4-6", "contextWindow": WORKSTATION_WINDOW}]}}}}))
+    if write_config:
+        (state_dir / "openclaw.json").write_text(json.dumps({"models": {"providers": {"anthropic": {"models": [
+            {"id": "claude-opus-4-6", "contextWindow": WORKSTATION_WINDOW}]}}}}))
     pool = state_dir / ".templates"
     pool.mkdir(exist_ok=True)
     tpl: list[tuple[bytes, bytes]] = []  # (first line, rest)

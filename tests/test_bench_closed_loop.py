@@ -53,3 +53,39 @@ def test_bad_shape_arguments_are_one_line(tmp_path, monkeypatch):
         b.main(["--reads", "0"])
     with pytest.raises(SystemExit, match="no such file"):
         b.main(["--trace", str(tmp_path / "missing.jsonl")])
+    with pytest.raises(SystemExit, match="AGENTSxSESSIONS"):
+        b.main(["--workstation", "fifty"])
+
+
+RUN_BEFORE_BESIDE = r'''#!/usr/bin/env bash
+# What the harness does with BEFORE and BESIDE, on a state with the loop's own config and agent.
+export OPENCLAW_STATE_DIR="$2/state"
+mkdir -p "$OPENCLAW_STATE_DIR/agents/main/sessions"; echo '{"mine": 1}' > "$OPENCLAW_STATE_DIR/openclaw.json"
+bash -c "$BEFORE" > "$2.before" 2>&1 || exit 1
+bash -c "$BESIDE" > "$2.beside" 2>&1 & BPID=$!
+sleep 1.5; kill $BPID; wait $BPID
+printf '{"arm": "%s", "turns": 1, "compactions": 0, "questions_seen_at_end": 1, "turns_blocked_by_overflow": 0, "recent_results_intact": "1/1", "wall_s": 10, "occd_cpu_s": 0.5}\n' "$1"
+'''
+
+
+def test_workstation_fills_the_state_and_runs_a_busy_agent_beside(tmp_path, monkeypatch, capsys):
+    """--workstation: other agents' history in the loop's state (its openclaw.json and agent untouched), and an
+    agent writing under its run lock the whole loop, its lock gone once it is stopped."""
+    h = tmp_path / "run.sh"
+    h.write_text(RUN_BEFORE_BESIDE)
+    monkeypatch.setenv("OCCD_CLOSED_LOOP", str(h))
+    b = _bench()
+    assert b.main(["--workstation", "3x4", "--arms", "occd", "--workdir", str(tmp_path / "w")]) == 0
+    out = capsys.readouterr().out
+    assert "workstation 3x4 + a busy agent" in out and "5.0%" in out  # occd's CPU share of the loop's wall time
+    state = tmp_path / "w" / "loop-occd" / "state"
+    assert json.loads((state / "openclaw.json").read_text()) == {"mine": 1}
+    assert (state / "agents" / "main").is_dir()
+    for a in range(3):
+        index = json.loads((state / "agents" / f"agent{a:04d}" / "sessions" / "sessions.json").read_text())
+        assert len(index) == 4 and all(Path(e["sessionFile"]).is_file() for e in index.values())
+    busy = state / "agents" / "busy" / "sessions"
+    (transcript,) = busy.glob("*.jsonl")
+    assert len(transcript.read_text().splitlines()) > 3  # a line every 0.2 s
+    assert not list(busy.glob("*.lock"))
+    assert json.loads((tmp_path / "w" / "loop-occd.beside").read_text().splitlines()[-1])["lines"] > 3
