@@ -69,6 +69,7 @@ class PolicySettings(BaseModel):
     max_actions_per_hour: int = Field(60, description="automatic actions per agent per hour (emergencies are not counted; the breaker still applies)")
     exclude: list[str] = Field(default_factory=list, description="session key globs never touched")
     active_within_hours: float = Field(72, gt=0, description="sessions in use: strips, rotations and the lean view touch only sessions active within this many hours (a weekend's pause included); older history is left alone, and rotation counts only compactions while occd watched or within this window (idle sessions are the idle-archive's, or `occd rotate SESSION` on request)")
+    act_on_unseen: bool = Field(False, description="also act on sessions occd has not seen run: their last activity predates occd's first look and they were there when occd first listed their agent (off: a first start over a workstation's history changes nothing; a session is acted on once a run of it ends while occd watches, or after it was last seen; `occd edit` and `occd rotate` act on any session on request)")
     archive_after_days: float = Field(14, description="archive idle sessions older than this whose relevance is low")
     archive_below_relevance: float = Field(0.1, description="relevance under which an old idle session is archived")
     breaker: BreakerSettings = Field(default_factory=BreakerSettings)

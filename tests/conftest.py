@@ -68,7 +68,7 @@ def pytest_unconfigure(config):
 
 
 @pytest.fixture(autouse=True)
-def isolated_env(tmp_path, monkeypatch):
+def isolated_env(request, tmp_path, monkeypatch):
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
@@ -84,6 +84,11 @@ def isolated_env(tmp_path, monkeypatch):
             "NOTIFY_SOCKET", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENCLAW_GATEWAY_TOKEN", "OPENCLAW_GATEWAY_PORT"):
             monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("NO_COLOR", "1")
+    if request.node.get_closest_marker("e2e") is None and request.node.get_closest_marker("first_sight") is None:
+        # Unit tests build a state and act on it at once: its sessions count as seen running (policy.act_on_unseen).
+        # The default (a session occd never saw run is history) is tested where a test is marked first_sight, and
+        # by every e2e test (real OpenClaw turns while occd watches).
+        monkeypatch.setenv("OCCD_POLICY__ACT_ON_UNSEEN", "true")
     yield home
 
 

@@ -63,6 +63,10 @@ def test_blocked_session_is_unblocked_by_one_cycle(tmp_path, monkeypatch):
     try:
         ws = oc.workspace
         oc.turn(f"Q1: READ {ws}/doc1.txt and tell me what is in it")
+        # occd (observe mode) sees the session: it acts only on sessions it saw run (policy.act_on_unseen off)
+        p = subprocess.run([sys.executable, "-m", "occd", "run", "--once"], capture_output=True, text=True,
+                           env={**oc.env, **KNOBS}, timeout=300)
+        assert p.returncode == 0, p.stderr
         predicted = _predict(oc)
         oc.turn(f"Q2: READ {ws}/doc2.txt and tell me what is in it")
         actual = _entry(oc)["contextBudgetStatus"]["estimatedPromptTokens"]

@@ -123,6 +123,9 @@ def test_blocked_db_session_is_rotated_by_one_act_cycle(tmp_path, monkeypatch):
         cfg_path.write_text(cfg.replace(f"127.0.0.1:{oc.port}/v1", f"127.0.0.1:{model.port}/v1"))
         assert f":{model.port}/v1" in cfg_path.read_text()
         oc.turn("plain question oldturn1")
+        # occd sees the session before it is blocked: it acts only on sessions it saw run (policy.act_on_unseen off)
+        r = _occd(oc, "run", "--once")
+        assert r.returncode == 0, r.stderr
         log = "here is my build log oldpaste: " + " ".join(f"line{i} error warning retry" for i in range(4000))  # < 128 KB: one argv string
         # OpenClaw's answer to the paste: its overflow notice, after its own recovery (compaction) failed
         # ("livenessState=blocked suggestedAction=reset_or_new" in its log; the CLI exits non-zero)

@@ -10,6 +10,7 @@ import os
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from occd.cli.main import cli
@@ -131,3 +132,55 @@ def test_the_idle_archive_is_bounded_per_cycle(isolated_env):
         out = score_job.run(ctx)
         assert out["archived"] == 2 and out["held"] == 0, out
         assert len([r for r in led.history(kind="archive") if r["outcome"] == "ok"]) == 5
+
+
+def _acted(led) -> list[tuple[str, str]]:
+    return sorted((a["agent_id"], a["session_id"]) for a in led.history(limit=10_000)
+                  if a["kind"] in ("rotate", "strip", "compact", "lean") and a["outcome"] == "ok" and not a["dry_run"])
+
+
+@pytest.mark.first_sight
+def test_a_first_start_leaves_the_sessions_it_never_saw_run(isolated_env, monkeypatch):
+    """Sessions last used an hour before occd's first look (inside policy.active_within_hours, over the strip
+    threshold) are history to occd: the first act cycle changes none of them. One that runs afterwards is acted on,
+    and so is a session that appears after occd first saw its agent."""
+    monkeypatch.setenv("OCCD_POLICY__CACHE_TTL_MINUTES", "0")  # no gentle wait: first sight is what is tested
+    monkeypatch.setenv("OCCD_IDLE_SECONDS", "1")
+    state = None
+    for n, agent in enumerate(AGENTS):
+        state = state_with(isolated_env, {f"agent:{agent}:s{i}": {"turns": 30, "seed": 10 * n + i}
+                                          for i in range(4)}, agent=agent, window=20_000)
+    before = _files(state)
+    runner = CliRunner()
+    assert runner.invoke(cli, ["run", "--once", "--act"]).exit_code == 0
+    looked = time.time()
+    with Ledger.open() as led:
+        assert _acted(led) == [] and len(led.latest_observations()) == 12
+    assert _files(state) == before
+    # a run of coder's s1 ends after occd's first look: occd saw it in use
+    idx = json.loads((state / "agents/coder/sessions/sessions.json").read_text())
+    ran = idx["agent:coder:s1"]
+    os.utime(ran["sessionFile"], (looked, looked))
+    time.sleep(1.1)
+    # ops gets a new session after occd first saw the agent
+    state_with(isolated_env, {"agent:ops:new": {"turns": 30, "seed": 99}}, agent="ops", window=20_000)
+    born = json.loads((state / "agents/ops/sessions/sessions.json").read_text())["agent:ops:new"]
+    assert runner.invoke(cli, ["run", "--once", "--act"]).exit_code == 0
+    with Ledger.open() as led:
+        assert _acted(led) == sorted([("coder", ran["sessionId"]), ("ops", born["sessionId"])])
+    changed = {p for p, b in before.items() if p.exists() and p.read_bytes() != b}
+    assert changed == {Path(ran["sessionFile"])}
+
+
+@pytest.mark.first_sight
+def test_act_on_unseen_acts_on_a_first_look(isolated_env, monkeypatch):
+    monkeypatch.setenv("OCCD_POLICY__CACHE_TTL_MINUTES", "0")
+    monkeypatch.setenv("OCCD_POLICY__ACT_ON_UNSEEN", "true")
+    state = state_with(isolated_env, {f"agent:main:s{i}": {"turns": 30, "seed": i} for i in range(2)}, window=20_000)
+    assert CliRunner().invoke(cli, ["run", "--once", "--act"]).exit_code == 0
+    with Ledger.open() as led:
+        assert len(_acted(led)) == 2
+    assert load_settings({}).policy.act_on_unseen
+    monkeypatch.delenv("OCCD_POLICY__ACT_ON_UNSEEN")
+    assert not load_settings({}).policy.act_on_unseen  # the default
+    assert state.is_dir()

@@ -95,6 +95,8 @@ def run(keep: Path | None = None, cycles: int = 3, echo=print, root: Path | None
     os.environ["OPENCLAW_STATE_DIR"] = str(root / ".openclaw")
     os.environ.pop("OCCD_CONFIG", None)
     os.environ["OCCD_POLICY__MODE"] = "act"  # the demo shows what act mode does (the default is observe)
+    # and what occd does with sessions it saw run: the demo's were made a moment ago, before its first look
+    os.environ["OCCD_POLICY__ACT_ON_UNSEEN"] = "true"
     t0 = time.monotonic()
     made = build_state(root)
     mark_demo(made)
@@ -108,7 +110,8 @@ def run(keep: Path | None = None, cycles: int = 3, echo=print, root: Path | None
     from occd.ledger import Ledger
 
     def loader():
-        return load_settings({"state_dir": str(made["state"]), "policy": {"mode": "act", "min_idle_minutes": 5}})
+        return load_settings({"state_dir": str(made["state"]), "policy": {"mode": "act", "min_idle_minutes": 5,
+                                                                      "act_on_unseen": True}})
 
     logging_setup.setup("WARNING", quiet_stderr=True)
     with Ledger.open() as ledger:

@@ -17,6 +17,34 @@ def _state(obs):
                         running=obs.running)
 
 
+FIRST_SEEN_KEY = "decide.firstSeen"
+BORN_WATCHED_S = 1.0  # a session first seen this long after its agent was born while occd watched the agent
+
+
+def seen_in_use(ctx, obs, policy) -> bool:
+    """Whether occd has seen the session in use, not only found it there: its last activity is after occd first saw
+    it (a run ended while occd watched, or while occd was stopped after it had seen the session), or it appeared
+    after occd first saw its agent. A workstation's history is not a to-do list: on a first start over 5,000
+    sessions, the ones last used an hour before are not rewritten (`policy.act_on_unseen` allows it; `occd edit`,
+    `occd rotate` act on request). The first sights are read from the ledger once per process and never change."""
+    if getattr(policy, "act_on_unseen", False):
+        return True
+    seen = ctx.cache.get(FIRST_SEEN_KEY)
+    if seen is None:
+        seen = ctx.cache[FIRST_SEEN_KEY] = ctx.ledger.first_seen()
+    k = (obs.agent, obs.session_id)
+    first = seen.get(k)
+    if first is None:  # recorded after the bulk read (a new session): one row
+        first = ctx.ledger.first_seen(*k).get(k)
+        if first is None:
+            return False  # not in the ledger yet: the scan records it, the next cycle decides
+        seen[k] = first
+    session_first, agent_first = first
+    if obs.last_activity is not None and obs.last_activity > session_first:
+        return True
+    return agent_first is not None and session_first > agent_first + BORN_WATCHED_S
+
+
 def decide_session(ctx, obs, policy, now, times=(), *, priced: bool = True, in_use_checked: bool = False):
     """The decision for one session: on OpenClaw's own budget (file era: the transcript's context; database era:
     the same read from the read-only database, from the last reset marker on; both with the spiral/blocked
@@ -31,12 +59,13 @@ def decide_session(ctx, obs, policy, now, times=(), *, priced: bool = True, in_u
     `priced`: a strip acts only when it pays once the prompt cache is priced (occd.policy.cost; the lean job
     turns this off: turning the lean view on rewrites nothing, its plugin moves its boundary on its own terms).
 
-    Only a session in use (active within policy.active_within_hours) gets a decision: None for the rest
-    (`in_use_checked`: the caller checked it on the session's real activity)."""
+    Only a session in use (active within policy.active_within_hours, and seen in use by occd: seen_in_use) gets a
+    decision: None for the rest (`in_use_checked`: the caller checked both on the session's real activity)."""
     from occd.policy.strip import decide_budget_strip, decide_strip
     from occd.policy.types import in_use
 
-    if not in_use_checked and not in_use(_state(obs), policy.active_within_hours, now):
+    if not in_use_checked and (not in_use(_state(obs), policy.active_within_hours, now)
+                               or not seen_in_use(ctx, obs, policy)):
         return None  # history, not a to-do list: only sessions in use are stripped, rotated or put in the lean view
     db = obs.era == "db"
     if obs.prompt_budget and (db or (obs.era == "file" and obs.path is not None)):

@@ -24,10 +24,10 @@ def decision(ctx, obs, policy, now: float):
     """The policy decision that turns the lean view on for a session (None: not now): the apply job's own decision
     (OpenClaw's budget trigger where its figures exist, else the share of the window; exclusions, hourly limit,
     observe/act, emergencies), with no idle check because the lean view writes nothing of the session."""
-    from occd.jobs.decide import _state, decide_session
+    from occd.jobs.decide import _state, decide_session, seen_in_use
     from occd.policy.types import in_use
 
-    if not in_use(_state(obs), policy.active_within_hours, now):
+    if not in_use(_state(obs), policy.active_within_hours, now) or not seen_in_use(ctx, obs, policy):
         return None  # history is not a to-do list: only sessions in use go into the lean view
     obs = dataclasses.replace(obs, running=False, last_activity=None) if dataclasses.is_dataclass(obs) else obs
     return decide_session(ctx, obs, policy.model_copy(update={"min_idle_minutes": 0}), now, priced=False,

@@ -35,6 +35,10 @@ def counted_compactions(ctx, obs, policy, now: float) -> int | None:
     threshold = policy.rotation.rotate_at_compactions
     if (obs.compaction_count or 0) < threshold or not in_use(_state(obs), policy.active_within_hours, now):
         return None
+    from occd.jobs.decide import seen_in_use
+
+    if not seen_in_use(ctx, obs, policy):
+        return None
     window_s = policy.active_within_hours * 3600
     baseline = ctx.ledger.compaction_baseline(obs.agent, obs.session_id, now - window_s)
     n = compactions_counted(obs.compaction_count or 0, baseline, [t for _, t in getattr(obs, "checkpoints", ())],

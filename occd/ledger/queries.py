@@ -33,6 +33,18 @@ class LedgerQueries:
             sql += " AND archived_at IS NULL"
         return self._rows(sql + " ORDER BY agent_id, last_seen DESC", (agent, agent))
 
+    def first_seen(self, agent: str | None = None, session_id: str | None = None) -> dict[tuple[str, str], tuple]:
+        """(agent, session id) -> (when occd first saw the session, when it first saw its agent); all sessions, or
+        one. Read once per process by the jobs (occd.jobs.decide.seen_in_use): first sights never change."""
+        sql = ("SELECT s.agent_id, s.session_id, s.first_seen, a.first_seen FROM sessions s "
+               "LEFT JOIN agents a ON a.id = s.agent_id")
+        args: tuple = ()
+        if agent is not None and session_id is not None:
+            sql += " WHERE s.agent_id = ? AND s.session_id = ?"
+            args = (agent, session_id)
+        with self._r() as c:
+            return {(r[0], r[1]): (r[2], r[3]) for r in c.exec_driver_sql(sql, args)}
+
     def agents(self) -> list[dict]:
         return self._rows("SELECT a.*, (SELECT COUNT(*) FROM sessions s WHERE s.agent_id = a.id "
                           "AND s.archived_at IS NULL) AS sessions FROM agents a ORDER BY a.id")
