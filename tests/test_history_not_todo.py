@@ -157,6 +157,13 @@ def test_a_first_start_leaves_the_sessions_it_never_saw_run(isolated_env, monkey
     with Ledger.open() as led:
         assert _acted(led) == [] and len(led.latest_observations()) == 12
     assert _files(state) == before
+    # status says so: recent sessions occd has not seen run, left alone until they run
+    data = json.loads(runner.invoke(cli, ["status", "--json"]).stdout)
+    data = data.get("data", data)
+    assert {a["id"]: (a["idle"]["sessions"], a["idle"]["unseen"]) for a in data["agents"]} == {
+        a: (0, 4) for a in AGENTS}
+    text = runner.invoke(cli, ["status"]).output
+    assert text.count("not seen run yet: 4 sessions used before occd first looked") == 3, text
     # a run of coder's s1 ends after occd's first look: occd saw it in use
     idx = json.loads((state / "agents/coder/sessions/sessions.json").read_text())
     ran = idx["agent:coder:s1"]
@@ -170,6 +177,9 @@ def test_a_first_start_leaves_the_sessions_it_never_saw_run(isolated_env, monkey
         assert _acted(led) == sorted([("coder", ran["sessionId"]), ("ops", born["sessionId"])])
     changed = {p for p, b in before.items() if p.exists() and p.read_bytes() != b}
     assert changed == {Path(ran["sessionFile"])}
+    data = json.loads(runner.invoke(cli, ["status", "--json"]).stdout)
+    data = data.get("data", data)
+    assert {a["id"]: a["idle"]["unseen"] for a in data["agents"]} == {"main": 4, "coder": 3, "ops": 4}
 
 
 @pytest.mark.first_sight

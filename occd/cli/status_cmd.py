@@ -294,6 +294,8 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
             c.print("  saved (7 days): " + _savings_line(sv), wrap=True, indent=4)
         if (a.get("idle") or {}).get("sessions"):
             c.print("  " + _idle_line(a["idle"]), wrap=True, indent=4)
+        if (a.get("idle") or {}).get("unseen"):
+            c.print("  " + _unseen_line(a["idle"]), wrap=True, indent=4)
         if a["biggest"]:
             t = Table(show_edge=False, box=None)
             for col, j in (("SESSION", "left"), ("KEY", "left"), ("CONTEXT", "right"), ("TO COMPACT", "right"),
@@ -325,8 +327,10 @@ def status_cmd(session, rotations, days, as_json, agent_filter=None, check=False
                     wrap=True, indent=4)
     if quiet:
         idle = sum((a.get("idle") or {}).get("sessions", 0) for a in quiet)
+        unseen = sum((a.get("idle") or {}).get("unseen", 0) for a in quiet)
+        more = f", {unseen} more not seen run yet" if unseen else ""
         c.print(f"\n{plural(len(quiet), 'more agent')} with no session in use and nothing done in 24 h "
-                f"({plural(idle, 'idle session')}, left alone): `occd status --agent ID` shows one, "
+                f"({plural(idle, 'idle session')}{more}, left alone): `occd status --agent ID` shows one, "
                 "`occd status --json` all", wrap=True)
     lean = data.get("lean") or {}
     if lean.get("slotLost"):
@@ -356,7 +360,8 @@ def _quiet(a: dict) -> bool:
     """An agent with nothing to show: every session idle (none in use), no action in 24 h, no emergency, no open
     breaker, nothing observe mode would do, no savings in 7 days."""
     sv = a.get("savings7d") or {}
-    return ((a.get("idle") or {}).get("sessions", 0) >= a.get("sessions", 0) and not a.get("actions24h")
+    idle = a.get("idle") or {}
+    return (idle.get("sessions", 0) + idle.get("unseen", 0) >= a.get("sessions", 0) and not a.get("actions24h")
             and not a.get("emergencies") and not a.get("wouldDo")
             and all(b.get("state") == "closed" for b in a.get("breakers") or [])
             and not (sv.get("strips") or sv.get("rotations") or sv.get("undone")))
@@ -385,6 +390,13 @@ def _savings_line(sv: dict) -> str:
     return (f"{human_tokens(sv['tokensRemoved'])} context tokens removed by {plural(sv['strips'], 'strip')}, "
             f"{plural(sv['compactionsAvoided'], 'compaction')} avoided{waiting}{money}; "
             f"{plural(sv['rotations'], 'rotation')}{moves}{em}{undone}")
+
+
+def _unseen_line(idle: dict) -> str:
+    """The recent sessions occd found but has not seen run (policy.act_on_unseen off)."""
+    n = idle["unseen"]
+    return (f"not seen run yet: {plural(n, 'session')} used before occd first looked ({'it is' if n == 1 else 'they are'}"
+            " acted on once a run ends while occd watches; policy.act_on_unseen acts on them now)")
 
 
 def _idle_line(idle: dict) -> str:

@@ -18,15 +18,15 @@ def _state(obs):
 
 
 FIRST_SEEN_KEY = "decide.firstSeen"
-BORN_WATCHED_S = 1.0  # a session first seen this long after its agent was born while occd watched the agent
 
 
 def seen_in_use(ctx, obs, policy) -> bool:
-    """Whether occd has seen the session in use, not only found it there: its last activity is after occd first saw
-    it (a run ended while occd watched, or while occd was stopped after it had seen the session), or it appeared
-    after occd first saw its agent. A workstation's history is not a to-do list: on a first start over 5,000
-    sessions, the ones last used an hour before are not rewritten (`policy.act_on_unseen` allows it; `occd edit`,
-    `occd rotate` act on request). The first sights are read from the ledger once per process and never change."""
+    """Whether occd has seen the session in use, not only found it there (occd.policy.types.seen_run): a
+    workstation's history is not a to-do list; on a first start over 5,000 sessions, the ones last used an hour
+    before are not rewritten (`policy.act_on_unseen` allows it; `occd edit`, `occd rotate` act on request). The
+    first sights are read from the ledger once per process and never change."""
+    from occd.policy.types import seen_run
+
     if getattr(policy, "act_on_unseen", False):
         return True
     seen = ctx.cache.get(FIRST_SEEN_KEY)
@@ -39,10 +39,7 @@ def seen_in_use(ctx, obs, policy) -> bool:
         if first is None:
             return False  # not in the ledger yet: the scan records it, the next cycle decides
         seen[k] = first
-    session_first, agent_first = first
-    if obs.last_activity is not None and obs.last_activity > session_first:
-        return True
-    return agent_first is not None and session_first > agent_first + BORN_WATCHED_S
+    return seen_run(obs.last_activity, *first)
 
 
 def decide_session(ctx, obs, policy, now, times=(), *, priced: bool = True, in_use_checked: bool = False):

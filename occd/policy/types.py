@@ -95,3 +95,15 @@ def in_use(s: SessionState, active_within_hours: float, now: float) -> bool:
     session whose last activity is unknown is not in use."""
     idle = s.idle_minutes(now)
     return idle is not None and idle <= active_within_hours * 60
+
+
+BORN_WATCHED_S = 1.0  # a session first seen this long after its agent appeared while occd watched the agent
+
+
+def seen_run(last_activity: float | None, session_first_seen: float, agent_first_seen: float | None) -> bool:
+    """Whether occd has seen a session in use rather than only found it (policy.act_on_unseen off): its last activity
+    is after occd first saw it (a run ended while occd watched, or while occd was stopped after it had seen the
+    session), or it appeared after occd first saw its agent."""
+    if last_activity is not None and last_activity > session_first_seen:
+        return True
+    return agent_first_seen is not None and session_first_seen > agent_first_seen + BORN_WATCHED_S

@@ -135,6 +135,7 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
         breakers = led.breakers()
         day = led.history(since=now - 86400, limit=5000)
         week = led.history(kind="archive", since=now - 7 * 86400, limit=100_000)
+        firsts = led.first_seen()  # which recent sessions occd has not seen run (one query for every agent)
         would = open_would(day)
         emergencies = _emergencies(day)
         marks = {(e["agent"], e["sessionId"]): e for e in emergencies}
@@ -174,7 +175,7 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
                              "emergency": _current(marks.get((a["id"], o["session_id"])), o)} for o in biggest],
                 "breakers": [{"kind": b.kind, "state": b.state, "reason": b.reason, "openedAt": b.opened_at}
                              for b in breakers_of.get(a["id"], [])],
-                "idle": idle_summary(obs, policy, now, week, a["id"]),
+                "idle": idle_summary(obs, policy, now, week, a["id"], firsts),
                 "actions24h": counts.get(a["id"], {}),
                 # how the running daemon sees this agent's writes: watched or polled, since when (None: no daemon)
                 "watch": agent_watch(dinfo, a["id"]),
@@ -213,17 +214,29 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
         return out
 
 
-def idle_summary(obs: list[dict], policy, now: float, archives: list[dict], agent: str) -> dict:
+def idle_summary(obs: list[dict], policy, now: float, archives: list[dict], agent: str,
+                 firsts: dict | None = None) -> dict:
     """The agent's sessions occd leaves alone (issue 29): not in use (no activity within
     policy.active_within_hours), so never stripped, rotated or put in the lean view automatically; what the
-    idle-archive did with them in the last 7 days and would do next; the commands that act on request."""
+    idle-archive did with them in the last 7 days and would do next; the commands that act on request. `unseen`:
+    the recent ones occd has not seen run (occd.policy.types.seen_run; `firsts` is Ledger.first_seen())."""
+    from occd.policy.types import seen_run
+
     hours = policy.active_within_hours
     idle = [o for o in obs if o.get("last_activity") is None or now - o["last_activity"] > hours * 3600]
+    unseen = 0
+    if firsts is not None and not getattr(policy, "act_on_unseen", False):
+        for o in obs:
+            la = o.get("last_activity")
+            first = firsts.get((agent, o["session_id"]))
+            if la is not None and now - la <= hours * 3600 and first is not None and not seen_run(la, *first):
+                unseen += 1
     mine = [x for x in archives if x.get("agent_id") == agent and x.get("trigger") == "auto"]
     done = sum(1 for x in mine if x["outcome"] == "ok" and not x["dry_run"])
     pending = len({x["session_id"] for x in open_would(mine)} | {
         x["session_id"] for x in mine if x["outcome"] == "deferred"})
-    return {"sessions": len(idle), "activeWithinHours": hours, "archived7d": done, "archivePending": pending,
+    return {"sessions": len(idle), "unseen": unseen, "activeWithinHours": hours, "archived7d": done,
+            "archivePending": pending,
             "archiveAfterDays": policy.archive_after_days, "archiveBelowRelevance": policy.archive_below_relevance,
             "commands": ["occd rotate SESSION --dry-run", "occd rotate SESSION"]}
 
