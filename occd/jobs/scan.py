@@ -49,11 +49,18 @@ def _store_for(state_dir: Path, agent):
     return FileStore(state_dir, agent.id, agent.dir)
 
 
+CYCLE_CFG_KEY = "scan.cycle_config"  # (cycle token, config, its mtime): looked at once per scan, not per agent
+
+
 def _openclaw_config(ctx) -> dict | None:
-    """OpenClaw's config (JSON5, slow to parse), parsed again only when the file changed."""
+    """OpenClaw's config (JSON5, slow to parse), parsed again only when the file changed. Within a scan the look
+    at the file is made once (scan.run), not once per agent."""
     from occd.openclaw import load_openclaw_config
     from occd.openclaw.state import config_path
 
+    cyc = ctx.cache.get(CYCLE_CFG_KEY)
+    if cyc is not None and cyc[0] is ctx.cache.get(CYCLE_TOKEN_KEY):
+        return cyc[1]
     p = config_path(ctx.state_dir)
     try:
         st = os.stat(p)
@@ -104,7 +111,30 @@ def forget(ctx, agent: str, session_id: str) -> None:
         seen.obs.pop(session_id, None)
 
 
-def stat_key(p: Path):
+CYCLE_TOKEN_KEY = "scan.cycle"
+
+
+def _cycle_config_mtime(ctx) -> float | None:
+    cyc = ctx.cache.get(CYCLE_CFG_KEY)
+    if cyc is not None and cyc[0] is ctx.cache.get(CYCLE_TOKEN_KEY):
+        return cyc[2]
+    return config_mtime(ctx.state_dir)
+
+
+def _begin_cycle(ctx) -> None:
+    """OpenClaw's config and its mtime, looked at once for the whole scan (every agent reads them)."""
+    ctx.cache.pop(CYCLE_CFG_KEY, None)
+    token = ctx.cache[CYCLE_TOKEN_KEY] = object()
+    cfg = _openclaw_config(ctx)
+    ctx.cache[CYCLE_CFG_KEY] = (token, cfg, config_mtime(ctx.state_dir))
+
+
+def _end_cycle(ctx) -> None:
+    ctx.cache.pop(CYCLE_TOKEN_KEY, None)
+    ctx.cache.pop(CYCLE_CFG_KEY, None)
+
+
+def stat_key(p):
     """(inode, size, mtime_ns) of a file, None when it cannot be stat'ed: what says it changed."""
     try:
         st = os.stat(p)
@@ -114,8 +144,8 @@ def stat_key(p: Path):
 
 
 def _agent_fp(agent):
-    sdir = agent.dir / "sessions"
-    return stat_key(sdir / "sessions.json"), stat_key(sdir)
+    sdir = os.path.join(agent.dir, "sessions")  # strings: pathlib's joins cost more than the stats at 2,000 agents
+    return stat_key(os.path.join(sdir, "sessions.json")), stat_key(sdir)
 
 
 def _basis(ctx):
@@ -135,6 +165,7 @@ def scan_agent(ctx, agent, result: ScanResult, files: dict, seen_paths: set) -> 
 
 def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: set) -> None:
     cfg = _openclaw_config(ctx)
+    cfg_mtime = _cycle_config_mtime(ctx)
     era = getattr(store, "era", agent.era)
     result.agents[agent.id] = era
     seen_agents = ctx.cache.setdefault(AGENTS_KEY, {})
@@ -166,7 +197,6 @@ def _scan_store(ctx, agent, store, result: ScanResult, files: dict, seen_paths: 
     before = last.obs if last is not None else {}           # the last scan's
     windows: dict = {}
     marks: dict | None = None  # the ledger's post-rewrite estimates, read only when a file was read from its tail
-    cfg_mtime = config_mtime(ctx.state_dir)
     for info in infos:
         if ctx.stop.is_set():
             return
@@ -388,13 +418,27 @@ def run(ctx) -> dict:
         cached = scanstate._load_cache()
     files = dict(cached)  # committed to ctx.cache once the cycle went through
     seen: set = set()
-    complete = True
     try:
         agents = list_agents(ctx.state_dir)
     except OccdError as e:
         result.errors.append(e.message)
         _note(ctx, notes, "state", logging.ERROR, f"{e.message} ({e.hint})" if e.hint else e.message)
         agents = []
+    _begin_cycle(ctx)
+    try:
+        complete = _scan_agents(ctx, agents, result, files, seen, notes)
+    finally:
+        _end_cycle(ctx)
+    if ctx.stop.is_set():
+        complete = False
+    if complete:
+        for p in [p for p in files if p not in seen]:  # forget files that are gone
+            del files[p]
+    return _finish(ctx, result, files, cached, notes, t0)
+
+
+def _scan_agents(ctx, agents, result: ScanResult, files: dict, seen: set, notes: dict) -> bool:
+    complete = True
     for agent in agents:
         if ctx.stop.is_set():
             complete = False
@@ -429,11 +473,10 @@ def run(ctx) -> dict:
             log.debug("scan of %s", agent.id, exc_info=True)
             result.agents.setdefault(agent.id, agent.era)
             complete = False
-    if ctx.stop.is_set():
-        complete = False
-    if complete:
-        for p in [p for p in files if p not in seen]:  # forget files that are gone
-            del files[p]
+    return complete
+
+
+def _finish(ctx, result: ScanResult, files: dict, cached: dict, notes: dict, t0: float) -> dict:
     _note_errors(ctx, notes, result.errors)
     ctx.cache[NOTES_KEY] = notes
     ctx.last_scan = result  # apply may act on what was seen even if the ledger is unavailable right now
@@ -462,7 +505,7 @@ def run(ctx) -> dict:
 def _record(ctx, result: ScanResult, t0: float) -> None:
     led = ctx.ledger
     now = record_time(ctx)
-    known = {a["id"]: a.get("era") for a in led.agents()}
+    known = led.agent_eras()
     with_sessions = {s.agent for s in result.sessions}
     for a, era in result.agents.items():  # agents with sessions are upserted by record_observations
         if a not in known or known[a] != era or a not in with_sessions:

@@ -45,6 +45,11 @@ class LedgerQueries:
         with self._r() as c:
             return {(r[0], r[1]): (r[2], r[3]) for r in c.exec_driver_sql(sql, args)}
 
+    def agent_eras(self) -> dict[str, str | None]:
+        """Agent id -> era (what the scan compares with; no per-agent session count)."""
+        with self._r() as c:
+            return {r[0]: r[1] for r in c.exec_driver_sql("SELECT id, era FROM agents")}
+
     def agents(self) -> list[dict]:
         return self._rows("SELECT a.*, (SELECT COUNT(*) FROM sessions s WHERE s.agent_id = a.id "
                           "AND s.archived_at IS NULL) AS sessions FROM agents a ORDER BY a.id")

@@ -347,8 +347,8 @@ def has_file_era_sessions(agent_dir: Path) -> bool:
     OpenClaw's .reset/.deleted archives or trajectory side files)."""
     from occd.openclaw.filestore import is_session_file
 
-    sdir = agent_dir / "sessions"
-    if (sdir / "sessions.json").is_file():
+    sdir = os.path.join(agent_dir, "sessions")  # strings: this runs for every agent of every cycle
+    if os.path.isfile(os.path.join(sdir, "sessions.json")):
         return True
     return any(is_session_file(n) for n in _listdir(sdir))
 
@@ -381,10 +381,10 @@ def detect_era(agent_dir: Path, *, db_release: bool = False) -> str:
     imported yet — an agent database with session tables exists beside them, or `db_release` says a 2026.8+
     release uses this state (it refuses to run until `openclaw doctor --fix` imports the files, so no agent
     database appears); empty: neither."""
-    db_path = agent_dir / "agent" / DB_NAME
-    db = db_path.is_file()
+    db_name = os.path.join(agent_dir, "agent", DB_NAME)
+    db = os.path.isfile(db_name)
     files = has_file_era_sessions(agent_dir)
-    if db and not db_holds_sessions(db_path):
+    if db and not db_holds_sessions(Path(db_name)):
         if not files:
             return "empty"  # e.g. 7.35's doctor --fix database before the first session is written
         if not db_release:
@@ -412,11 +412,21 @@ def list_agents(state_dir: Path, *, probe_cli: bool = False, release: Release | 
     passes the Agent on (open_store takes one): listing costs a look at every agent's folder and database."""
     _readable_state(state_dir)
     root = state_dir / "agents"
-    names = sorted(n for n in _listdir(root) if not n.startswith(".") and (root / n).is_dir())
+    names = sorted(_subdirs(root))
     if not names:
         return []
     rel = release if release is not None else release_evidence(state_dir, probe_cli=probe_cli)
-    return [Agent(n, root / n, detect_era(root / n, db_release=rel.db_era)) for n in names]
+    return [Agent(n, root / n, detect_era(os.path.join(root, n), db_release=rel.db_era)) for n in names]
+
+
+def _subdirs(root: Path) -> list[str]:
+    """The folders in `root` (not hidden; a link to a folder counts), from the directory entries' types: no stat
+    per entry except where the filesystem does not say (DT_UNKNOWN) or for a link."""
+    try:
+        with os.scandir(root) as it:
+            return [e.name for e in it if not e.name.startswith(".") and e.is_dir()]
+    except OSError:
+        return []
 
 
 def get_agent(state_dir: Path, agent_id: str, *, probe_cli: bool = False, release: Release | None = None) -> Agent:
