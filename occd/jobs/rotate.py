@@ -172,13 +172,16 @@ def run(ctx) -> dict:
     from occd.jobs.decide import no_rotation
 
     skip = no_rotation(ctx)  # sessions this cycle's apply job found a rotation would not help: one decision each
+    policies: dict = {}
     for obs in sessions:
         if ctx.stop.is_set():
             break
         if not obs.session_key or (obs.agent, obs.session_id) in skip:
             continue
+        policy = policies.get(obs.agent) or policies.setdefault(obs.agent, s.policy_for(obs.agent))
+        if (obs.compaction_count or 0) < policy.rotation.rotate_at_compactions:
+            continue  # the cheap test first: most sessions of a workstation stop here
         now = ctx.now()
-        policy = s.policy_for(obs.agent)
         counted = counted_compactions(ctx, obs, policy, now)  # in use, and compactions while occd watched
         if counted is None:
             continue

@@ -305,6 +305,34 @@ def rewrite_marks(agent: str, ledger=None) -> dict[str, RewriteMark]:
             if src == ESTIMATE and isinstance(size, int) and isinstance(tokens, int)}
 
 
+def rewrite_marks_by_agent() -> dict[str, dict[str, RewriteMark]]:
+    """rewrite_marks for every agent at once, from the ledger file (read-only, one connection and one query):
+    a command over 2,000 agents does not open the ledger 2,000 times. {} when there is no readable ledger."""
+    sql = ("SELECT s.agent_id, s.session_id, o.size, o.context_tokens, o.tokens_source FROM sessions s "
+           "JOIN observations o ON o.id = (SELECT id FROM observations WHERE session_pk = s.id "
+           "ORDER BY ts DESC, id DESC LIMIT 1) WHERE s.archived_at IS NULL")
+    try:
+        import sqlite3
+
+        from occd import paths
+
+        p = paths.ledger_path()
+        if not p.exists():
+            return {}
+        con = sqlite3.connect(f"{Path(p).as_uri()}?mode=ro", uri=True, timeout=2)
+        try:
+            rows = con.execute(sql).fetchall()
+        finally:
+            con.close()
+    except Exception:  # noqa: BLE001 - the ledger only refines the figure; an unreadable one is skipped
+        return {}
+    out: dict[str, dict[str, RewriteMark]] = {}
+    for agent, sid, size, tokens, src in rows:
+        if src == ESTIMATE and isinstance(size, int) and isinstance(tokens, int):
+            out.setdefault(agent, {})[sid] = RewriteMark(size, tokens)
+    return out
+
+
 def file_figure(path: str | os.PathLike | None, *, entry: dict | None = None, window: int | None = None,
                 mark: RewriteMark | None = None, session_id: str | None = None,
                 transcript: tuple[int | None, str | None] | None = None, tail_window: int = 8 * 1024) -> Figure:

@@ -270,6 +270,7 @@ def openclaw_sessions(state_dir: Path, *, agent: str | None = None, repo: Path |
         cfg = {}
     out: list[Session] = []
     links: dict[str, Session] = {}
+    all_marks = None if agent is None else {}  # one agent: rewrite_marks of that agent alone
     for a in agents:
         if a.era == "empty" or (agent is not None and a.id != agent):
             continue
@@ -288,9 +289,16 @@ def openclaw_sessions(state_dir: Path, *, agent: str | None = None, repo: Path |
         try:
             for info in infos:
                 if store.era != "db" and marks is None:
-                    from occd.openclaw.figure import rewrite_marks
+                    if agent is not None:
+                        from occd.openclaw.figure import rewrite_marks
 
-                    marks = rewrite_marks(a.id)
+                        marks = rewrite_marks(a.id)
+                    else:
+                        if all_marks is None:  # every agent's, in one read of the ledger
+                            from occd.openclaw.figure import rewrite_marks_by_agent
+
+                            all_marks = rewrite_marks_by_agent()
+                        marks = all_marks.get(a.id, {})
                 if store.era == "db":
                     s = _db_session(state_dir, a.id, store, info, cfg)
                 else:

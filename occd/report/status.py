@@ -147,6 +147,7 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
         breakers_of: dict[str, list] = {}
         for b in breakers:
             breakers_of.setdefault(b.agent, []).append(b)
+        where: dict = {}  # the state folder and OpenClaw's release, looked up once for every agent
         for a in led.agents():
             obs = by_agent.get(a["id"], [])
 
@@ -155,7 +156,7 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
 
             biggest = sorted(obs, key=pct, reverse=True)[:top]
             obs_of = {o["session_id"]: o for o in obs}
-            entries = _index_entries(settings, a["id"], {o["session_id"] for o in biggest})
+            entries = _index_entries(settings, a["id"], {o["session_id"] for o in biggest}, where)
             policy = settings.policy_for(a["id"])
             # the running daemon's mode (its flags and overrides), else the config's
             mode = dinfo["agentModes"].get(a["id"]) or (dinfo.get("mode") if dinfo["running"] else None)
@@ -276,17 +277,23 @@ def _headroom(obs: dict, entry: dict | None) -> dict:
     return {"compactionPoint": point, "toCompaction": point - tokens if point and tokens is not None else None}
 
 
-def _index_entries(settings, agent: str, ids: set) -> dict[str, dict]:
-    """OpenClaw's index entries of the sessions status shows (their budget records), {} when unreadable."""
+def _index_entries(settings, agent: str, ids: set, where: dict | None = None) -> dict[str, dict]:
+    """OpenClaw's index entries of the sessions status shows (their budget records), {} when unreadable. `where`
+    keeps the state folder and OpenClaw's release between the calls for each agent (looked up once)."""
     if not ids:
         return {}
     try:
         from pathlib import Path
 
-        from occd.openclaw import FileStore, open_store, resolve_state_dir
+        from occd.openclaw import FileStore, get_agent, open_store, release_evidence, resolve_state_dir
 
-        state_dir = Path(settings.state_dir) if getattr(settings, "state_dir", None) else resolve_state_dir()
-        store = open_store(state_dir, agent)
+        where = {} if where is None else where
+        if "state" not in where:
+            where["state"] = (Path(settings.state_dir) if getattr(settings, "state_dir", None)
+                              else resolve_state_dir())
+            where["release"] = release_evidence(where["state"])
+        state_dir = where["state"]
+        store = open_store(state_dir, get_agent(state_dir, agent, release=where["release"]))
         if isinstance(store, FileStore):  # the index alone: no stat of every transcript for a few entries
             return {e["sessionId"]: e for e in store.index().values()
                     if isinstance(e, dict) and isinstance(e.get("sessionId"), str) and e["sessionId"] in ids}
