@@ -143,7 +143,7 @@ def _acted(led) -> list[tuple[str, str]]:
 def test_a_first_start_leaves_the_sessions_it_never_saw_run(isolated_env, monkeypatch):
     """Sessions last used an hour before occd's first look (inside policy.active_within_hours, over the strip
     threshold) are history to occd: the first act cycle changes none of them. One that runs afterwards is acted on,
-    and so is a session that appears after occd first saw its agent."""
+    and so is a session that appears after occd's first look at the state."""
     monkeypatch.setenv("OCCD_POLICY__CACHE_TTL_MINUTES", "0")  # no gentle wait: first sight is what is tested
     monkeypatch.setenv("OCCD_IDLE_SECONDS", "1")
     state = None
@@ -169,7 +169,7 @@ def test_a_first_start_leaves_the_sessions_it_never_saw_run(isolated_env, monkey
     ran = idx["agent:coder:s1"]
     os.utime(ran["sessionFile"], (looked, looked))
     time.sleep(1.1)
-    # ops gets a new session after occd first saw the agent
+    # ops gets a new session after occd's first look
     state_with(isolated_env, {"agent:ops:new": {"turns": 30, "seed": 99}}, agent="ops", window=20_000)
     born = json.loads((state / "agents/ops/sessions/sessions.json").read_text())["agent:ops:new"]
     assert runner.invoke(cli, ["run", "--once", "--act"]).exit_code == 0
@@ -194,3 +194,20 @@ def test_act_on_unseen_acts_on_a_first_look(isolated_env, monkeypatch):
     monkeypatch.delenv("OCCD_POLICY__ACT_ON_UNSEEN")
     assert not load_settings({}).policy.act_on_unseen  # the default
     assert state.is_dir()
+
+
+@pytest.mark.first_sight
+def test_an_agent_born_after_occds_first_look_is_acted_on_at_once(isolated_env, monkeypatch):
+    """occd started before OpenClaw's first session (an empty state): the agent and session that appear later were
+    born while occd watched; the first cycle that sees them may act."""
+    monkeypatch.setenv("OCCD_POLICY__CACHE_TTL_MINUTES", "0")
+    monkeypatch.setenv("OCCD_IDLE_SECONDS", "1")
+    (isolated_env / ".openclaw" / "agents").mkdir(parents=True)
+    runner = CliRunner()
+    assert runner.invoke(cli, ["run", "--once", "--act"]).exit_code == 0  # occd's first look: nothing there
+    time.sleep(1.1)
+    state = state_with(isolated_env, {"agent:main:main": {"turns": 30, "seed": 5}}, window=20_000)
+    sid = json.loads((state / "agents/main/sessions/sessions.json").read_text())["agent:main:main"]["sessionId"]
+    assert runner.invoke(cli, ["run", "--once", "--act"]).exit_code == 0
+    with Ledger.open() as led:
+        assert _acted(led) == [("main", sid)]

@@ -29,9 +29,10 @@ def seen_in_use(ctx, obs, policy) -> bool:
 
     if getattr(policy, "act_on_unseen", False):
         return True
-    seen = ctx.cache.get(FIRST_SEEN_KEY)
-    if seen is None:
-        seen = ctx.cache[FIRST_SEEN_KEY] = ctx.ledger.first_seen()
+    cached = ctx.cache.get(FIRST_SEEN_KEY)
+    if cached is None or cached[1] is None:  # (no scan recorded yet: looked up again)
+        cached = ctx.cache[FIRST_SEEN_KEY] = (ctx.ledger.first_seen(), ctx.ledger.first_look())
+    seen, first_look = cached
     k = (obs.agent, obs.session_id)
     first = seen.get(k)
     if first is None:  # recorded after the bulk read (a new session): one row
@@ -39,7 +40,7 @@ def seen_in_use(ctx, obs, policy) -> bool:
         if first is None:
             return False  # not in the ledger yet: the scan records it, the next cycle decides
         seen[k] = first
-    return seen_run(obs.last_activity, *first)
+    return seen_run(obs.last_activity, first, first_look)
 
 
 def decide_session(ctx, obs, policy, now, times=(), *, priced: bool = True, in_use_checked: bool = False):

@@ -33,17 +33,23 @@ class LedgerQueries:
             sql += " AND archived_at IS NULL"
         return self._rows(sql + " ORDER BY agent_id, last_seen DESC", (agent, agent))
 
-    def first_seen(self, agent: str | None = None, session_id: str | None = None) -> dict[tuple[str, str], tuple]:
-        """(agent, session id) -> (when occd first saw the session, when it first saw its agent); all sessions, or
-        one. Read once per process by the jobs (occd.jobs.decide.seen_in_use): first sights never change."""
-        sql = ("SELECT s.agent_id, s.session_id, s.first_seen, a.first_seen FROM sessions s "
-               "LEFT JOIN agents a ON a.id = s.agent_id")
+    def first_seen(self, agent: str | None = None, session_id: str | None = None) -> dict[tuple[str, str], float]:
+        """(agent, session id) -> when occd first saw the session; all sessions, or one. Read once per process by the
+        jobs (occd.jobs.decide.seen_in_use): first sights never change."""
+        sql = "SELECT agent_id, session_id, first_seen FROM sessions"
         args: tuple = ()
         if agent is not None and session_id is not None:
-            sql += " WHERE s.agent_id = ? AND s.session_id = ?"
+            sql += " WHERE agent_id = ? AND session_id = ?"
             args = (agent, session_id)
         with self._r() as c:
-            return {(r[0], r[1]): (r[2], r[3]) for r in c.exec_driver_sql(sql, args)}
+            return {(r[0], r[1]): r[2] for r in c.exec_driver_sql(sql, args)}
+
+    def first_look(self) -> float | None:
+        """When occd's first scan of the state (with this ledger) ended: what was there then, occd found; what
+        appeared later was born while it watched. None before any scan."""
+        with self._r() as c:
+            row = c.exec_driver_sql("SELECT started + duration_s FROM scan_runs ORDER BY started, id LIMIT 1").first()
+        return row[0] if row is not None else None
 
     def agent_eras(self) -> dict[str, str | None]:
         """Agent id -> era (what the scan compares with; no per-agent session count)."""

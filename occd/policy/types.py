@@ -97,13 +97,14 @@ def in_use(s: SessionState, active_within_hours: float, now: float) -> bool:
     return idle is not None and idle <= active_within_hours * 60
 
 
-BORN_WATCHED_S = 1.0  # a session first seen this long after its agent appeared while occd watched the agent
+BORN_WATCHED_S = 1.0  # margin between occd's first look and a session found after it (clock and recording)
 
 
-def seen_run(last_activity: float | None, session_first_seen: float, agent_first_seen: float | None) -> bool:
+def seen_run(last_activity: float | None, session_first_seen: float, first_look: float | None) -> bool:
     """Whether occd has seen a session in use rather than only found it (policy.act_on_unseen off): its last activity
     is after occd first saw it (a run ended while occd watched, or while occd was stopped after it had seen the
-    session), or it appeared after occd first saw its agent."""
+    session), or it appeared after occd's first look at the state ended (`first_look`: a session, or an agent, born
+    while occd watched)."""
     if last_activity is not None and last_activity > session_first_seen:
         return True
-    return agent_first_seen is not None and session_first_seen > agent_first_seen + BORN_WATCHED_S
+    return first_look is not None and session_first_seen > first_look + BORN_WATCHED_S

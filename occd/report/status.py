@@ -135,7 +135,7 @@ def status(settings, now: float | None = None, top: int = 5) -> dict:
         breakers = led.breakers()
         day = led.history(since=now - 86400, limit=5000)
         week = led.history(kind="archive", since=now - 7 * 86400, limit=100_000)
-        firsts = led.first_seen()  # which recent sessions occd has not seen run (one query for every agent)
+        firsts = (led.first_seen(), led.first_look())  # recent sessions occd has not seen run (two queries in all)
         would = open_would(day)
         emergencies = _emergencies(day)
         marks = {(e["agent"], e["sessionId"]): e for e in emergencies}
@@ -220,7 +220,7 @@ def idle_summary(obs: list[dict], policy, now: float, archives: list[dict], agen
     """The agent's sessions occd leaves alone (issue 29): not in use (no activity within
     policy.active_within_hours), so never stripped, rotated or put in the lean view automatically; what the
     idle-archive did with them in the last 7 days and would do next; the commands that act on request. `unseen`:
-    the recent ones occd has not seen run (occd.policy.types.seen_run; `firsts` is Ledger.first_seen())."""
+    the recent ones occd has not seen run (occd.policy.types.seen_run; `firsts`: Ledger.first_seen(), first_look())."""
     from occd.policy.types import seen_run
 
     hours = policy.active_within_hours
@@ -229,8 +229,8 @@ def idle_summary(obs: list[dict], policy, now: float, archives: list[dict], agen
     if firsts is not None and not getattr(policy, "act_on_unseen", False):
         for o in obs:
             la = o.get("last_activity")
-            first = firsts.get((agent, o["session_id"]))
-            if la is not None and now - la <= hours * 3600 and first is not None and not seen_run(la, *first):
+            first = firsts[0].get((agent, o["session_id"]))
+            if la is not None and now - la <= hours * 3600 and first is not None and not seen_run(la, first, firsts[1]):
                 unseen += 1
     mine = [x for x in archives if x.get("agent_id") == agent and x.get("trigger") == "auto"]
     done = sum(1 for x in mine if x["outcome"] == "ok" and not x["dry_run"])
