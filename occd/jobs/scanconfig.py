@@ -11,6 +11,7 @@ from occd.openclaw import config_mtime
 
 log = logging.getLogger("occd.jobs.scan")
 
+CYCLE_TOKEN_KEY = "scan.cycle"  # set while a scan runs (_begin_cycle .. _end_cycle)
 CYCLE_CFG_KEY = "scan.cycle_config"  # (cycle token, config, its mtime): looked at once per scan, not per agent
 
 
@@ -48,9 +49,6 @@ def _window(ctx, cfg: dict | None, agent_id: str, info) -> int | None:
     return None if cfg is None else context_window(ctx.state_dir, agent=agent_id, model=getattr(info, "model", None),
                                                    provider=getattr(info, "model_provider", None), config=cfg,
                                                    default=None)
-
-
-CYCLE_TOKEN_KEY = "scan.cycle"
 
 
 def _cycle_config_mtime(ctx) -> float | None:
