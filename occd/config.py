@@ -243,6 +243,14 @@ def load_settings(overrides: dict[str, Any] | None = None, config_path: Path | N
         s = Settings(**cli)
     except ValidationError as e:
         raise _config_error(e, shown, file_data, cli) from None
+    except Exception as e:  # noqa: BLE001 - pydantic-settings' SettingsError: an OCCD_<SECTION> value that is not JSON
+        if type(e).__name__ != "SettingsError":
+            raise
+        m = re.search(r'field "([^"]+)"', str(e))
+        var = f"OCCD_{m.group(1).upper()}" if m else "an OCCD_* variable"
+        raise OccdError(f"The environment variable {var} is not a JSON object (a whole section is set that way)",
+                        f"unset it, or set one setting: {var}__NAME=value (e.g. OCCD_POLICY__MODE=act)",
+                        code="BAD_CONFIG") from None
     finally:
         _CURRENT_TOML["path"] = None
     s._config_path = path

@@ -305,3 +305,15 @@ def test_observe_mode_makes_one_decision_per_session_per_cycle(isolated_env, mon
     rows = json.loads(run("history", "--session", cron, "--json").stdout)["actions"]
     assert [a["kind"] for a in rows] == ["strip"], rows
     assert "would not help" in rows[0]["reason"]
+
+
+@pytest.mark.parametrize("var,value", [("OCCD_LEAN", "notjson"), ("OCCD_POLICY", "{bad"), ("OCCD_DAEMON", "[1")])
+def test_a_section_variable_that_is_not_json_is_one_line_not_an_internal_error(isolated_env, monkeypatch, var, value):
+    """OCCD_<SECTION> is read as a JSON object by pydantic-settings; anything else is a config error naming the
+    variable (exit 1), never 'Internal error ... please report it'."""
+    monkeypatch.setenv(var, value)
+    r = CliRunner().invoke(cli, ["status"])
+    assert r.exit_code == 1, r.output
+    out = r.output
+    assert f"The environment variable {var} is not a JSON object" in out and f"{var}__NAME=value" in out
+    assert "Internal error" not in out and "Traceback" not in out
