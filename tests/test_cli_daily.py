@@ -655,6 +655,31 @@ def test_history_follow_prints_new_actions_once(isolated_env, monkeypatch):
     assert sum("restore" in x for x in lines) == 1 and "back" in lines[-1]
 
 
+def test_history_follow_keeps_the_outcome_filter(isolated_env, monkeypatch):
+    """`history -f --outcome failed` prints only the failed actions recorded while it follows."""
+    from occd.cli import status_cmd
+    from occd.ledger import Ledger
+
+    with Ledger.open() as led:
+        led.record_action("edit", "main", IDS[0], outcome="failed", error="first", now=time.time() - 60)
+    polls = {"n": 0}
+
+    def fake_sleep(_s):
+        polls["n"] += 1
+        if polls["n"] == 2:
+            with Ledger.open() as led:
+                led.record_action("restore", "main", IDS[0], outcome="ok", reason="fine", now=time.time())
+                led.record_action("edit", "main", IDS[0], outcome="failed", error="later", now=time.time())
+        if polls["n"] > 4:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(status_cmd.time, "sleep", fake_sleep)
+    r = run("history", "--follow", "--outcome", "failed")
+    assert r.exit_code == 0
+    assert "later" in r.output and "first" in r.output
+    assert "restore" not in r.output and "fine" not in r.output
+
+
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
 def test_completion_scripts(shell):
     r = run("completion", shell)

@@ -93,7 +93,7 @@ def history_cmd(agent, session, kind, since, limit, as_json, follow=False, outco
     if not rows:
         c.print("No actions recorded" + (" for that filter." if any((agent, session, kind, since, outcome)) else "."))
         if follow:
-            _follow_actions(_max_action_id(), agent, session, kind)
+            _follow_actions(_max_action_id(), agent, session, kind, outcome=outcome)
         return
     from occd.cli.render import Table
 
@@ -110,7 +110,7 @@ def history_cmd(agent, session, kind, since, limit, as_json, follow=False, outco
     if total > len(rows):
         c.print(f"(showing {len(rows)} of {total}; -n {total} shows all, --since/--kind/--session narrow it)")
     if follow:
-        _follow_actions(max((a["id"] for a in rows), default=0), agent, session, kind)
+        _follow_actions(max((a["id"] for a in rows), default=0), agent, session, kind, outcome=outcome)
 
 
 def _max_action_id() -> int:
@@ -120,13 +120,13 @@ def _max_action_id() -> int:
     return rows[-1]["id"] if rows else 0
 
 
-def _follow_actions(after_id: int, agent, session, kind, poll: float = 2.0) -> None:
+def _follow_actions(after_id: int, agent, session, kind, poll: float = 2.0, outcome=None) -> None:
     from occd.report import status as st
 
     try:
         while True:
             time.sleep(poll)
-            for a in st.new_actions(after_id=after_id, agent=agent, session=session, kind=kind):
+            for a in st.new_actions(after_id=after_id, agent=agent, session=session, kind=kind, outcome=outcome):
                 after_id = max(after_id, a["id"])
                 when = time.strftime("%H:%M:%S", time.localtime(a["ts"]))
                 detail = a.get("reason") or a.get("error") or ""

@@ -317,14 +317,15 @@ def _last_seen(led, s: dict):
     return max(x for x in (newest, s.get("last_seen")) if x is not None) if (newest or s.get("last_seen")) else None
 
 
-def new_actions(*, after_id: int, agent=None, session=None, kind=None, limit=1000) -> list[dict]:
-    """Actions recorded after `after_id`, oldest first (history --follow polls this)."""
+def new_actions(*, after_id: int, agent=None, session=None, kind=None, limit=1000, outcome=None) -> list[dict]:
+    """Actions recorded after `after_id`, oldest first (history --follow polls this), with history's filters."""
     led = _open_ledger()
     if led is None:
         return []
     with led:
         session = _history_session(led, session, agent)
-        return list(reversed(led.history(agent=agent, session=session, kind=kind, limit=limit, after_id=after_id)))
+        return list(reversed(led.history(agent=agent, session=session, kind=kind, limit=limit, after_id=after_id,
+                                         outcome=outcome)))
 
 
 def _history_session(led, ref: str | None, agent: str | None = None) -> str | None:
