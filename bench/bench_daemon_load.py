@@ -12,7 +12,7 @@ cached in --root) and plays OpenClaw's writes from this process, as a gateway do
 
 Per phase it prints the daemon's CPU seconds (from /proc, scaled to an hour and as a share of one core), its
 resident memory (start, largest, end), and the run-end -> decision latency the daemon measured itself (its
-histogram in status.json, a settled transcript or index each: how many within the settle time + 2 s, and the
+histogram in status.json, one per run's settled transcript: how many within the settle time + 2 s, and the
 mean); the neighbour's ratio to the turns-only phase says whether a neighbour starves the others.
 
     .venv/bin/python bench/bench_daemon_load.py                          # 50 x 100, 2 + 2 minutes

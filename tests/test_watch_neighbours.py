@@ -199,7 +199,10 @@ def test_a_live_lock_vetoes_its_own_session_and_its_agents_index_only(tmp_path):
     assert wakes == []  # the run goes on: its release will wake
     w._wake([(str(a / "done.jsonl"), 0.0)])  # another session of the same agent ended: not vetoed by busy's lock
     w._wake([(str(b / "sessions.json"), 0.0)])  # another agent's index: not vetoed by agent a's lock
-    assert len(wakes) == 2 and [len(e) for e in ends] == [1, 1]
+    # an index write wakes, but only a transcript counts as a run's end (the latency histogram: one per run)
+    assert len(wakes) == 2 and [len(e) for e in ends] == [1]
+    w._wake([(str(b / "s1.jsonl"), 0.0), (str(b / "sessions.json"), 0.0)])  # a run of b ended and its index moved
+    assert len(wakes) == 3 and [len(e) for e in ends] == [1, 1]
 
 
 def test_wake_cycles_are_spaced_in_a_storm_of_settling_sessions():

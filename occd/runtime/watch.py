@@ -334,7 +334,7 @@ class Watcher:
         release is itself an event) and an agent's index while a run of that agent holds a lock. Other keys (a
         new folder, the agent database's -wal, the lean view's stats) wake when they settle."""
         now_m, now_w = self.mono(), self.clock()
-        ended, busy = [], {}
+        woke, ended, busy = False, [], {}
         for key, last in due:
             if key.endswith(".jsonl") and _lock_alive(Path(key + ".lock")):
                 continue
@@ -342,11 +342,14 @@ class Watcher:
                 folder = Path(key).parent       # session that ended wakes by its own key (lock released)
                 if busy.setdefault(folder, live_run_lock(folder)):
                     continue
+                woke = True  # a wake, but not a run's end of its own: OpenClaw rewrites the index after each run,
+                continue     # and the run's transcript already counts it (one latency observation per run)
+            woke = True
             ended.append(now_w - (now_m - last))
-        if not ended:
+        if not woke:
             return
         self.wakes += 1
-        if self.run_ends is not None:
+        if self.run_ends is not None and ended:
             try:
                 self.run_ends(ended)
             except Exception as e:  # noqa: BLE001
