@@ -278,39 +278,31 @@ def rewrite_marks(agent: str, ledger=None) -> dict[str, RewriteMark]:
     ledger: an open occd Ledger (the daemon's), else the ledger file is read directly, read-only, with sqlite3
     (no SQLAlchemy import for `occd list`); no ledger, or one that cannot be read: {} (the figures are then
     those of the files and OpenClaw's index)."""
-    sql = ("SELECT s.session_id, o.size, o.context_tokens, o.tokens_source FROM sessions s JOIN observations o "
-           "ON o.id = (SELECT id FROM observations WHERE session_pk = s.id ORDER BY ts DESC, id DESC LIMIT 1) "
-           "WHERE s.agent_id = ? AND s.archived_at IS NULL")
-    rows: list = []
+    if ledger is None:
+        return _read_marks(agent).get(agent, {})
     try:
-        if ledger is not None:
-            rows = [(r["session_id"], r["size"], r["context_tokens"], r["tokens_source"])
-                    for r in ledger.latest_observations(agent)]
-        else:
-            import sqlite3
-
-            from occd import paths
-
-            p = paths.ledger_path()
-            if not p.exists():
-                return {}
-            con = sqlite3.connect(f"{Path(p).as_uri()}?mode=ro", uri=True, timeout=2)
-            try:
-                rows = con.execute(sql, (agent,)).fetchall()
-            finally:
-                con.close()
+        rows = [(agent, r["session_id"], r["size"], r["context_tokens"], r["tokens_source"])
+                for r in ledger.latest_observations(agent)]
     except Exception:  # noqa: BLE001 - the ledger only refines the figure; an unreadable one is skipped
         return {}
-    return {sid: RewriteMark(size, tokens) for sid, size, tokens, src in rows
-            if src == ESTIMATE and isinstance(size, int) and isinstance(tokens, int)}
+    return _marks(rows).get(agent, {})
 
 
 def rewrite_marks_by_agent() -> dict[str, dict[str, RewriteMark]]:
     """rewrite_marks for every agent at once, from the ledger file (read-only, one connection and one query):
     a command over 2,000 agents does not open the ledger 2,000 times. {} when there is no readable ledger."""
+    return _read_marks(None)
+
+
+def _read_marks(agent: str | None) -> dict[str, dict[str, RewriteMark]]:
+    """The ledger file read directly, read-only, with sqlite3 (no SQLAlchemy import for `occd list`): one agent's
+    newest observations, or every agent's. {} when there is no ledger or it cannot be read."""
     sql = ("SELECT s.agent_id, s.session_id, o.size, o.context_tokens, o.tokens_source FROM sessions s "
            "JOIN observations o ON o.id = (SELECT id FROM observations WHERE session_pk = s.id "
            "ORDER BY ts DESC, id DESC LIMIT 1) WHERE s.archived_at IS NULL")
+    args: tuple = ()
+    if agent is not None:
+        sql, args = sql + " AND s.agent_id = ?", (agent,)
     try:
         import sqlite3
 
@@ -321,11 +313,16 @@ def rewrite_marks_by_agent() -> dict[str, dict[str, RewriteMark]]:
             return {}
         con = sqlite3.connect(f"{Path(p).as_uri()}?mode=ro", uri=True, timeout=2)
         try:
-            rows = con.execute(sql).fetchall()
+            rows = con.execute(sql, args).fetchall()
         finally:
             con.close()
     except Exception:  # noqa: BLE001 - the ledger only refines the figure; an unreadable one is skipped
         return {}
+    return _marks(rows)
+
+
+def _marks(rows) -> dict[str, dict[str, RewriteMark]]:
+    """{agent: {session id: RewriteMark}} of (agent, session, size, tokens, source) rows whose figure is an estimate."""
     out: dict[str, dict[str, RewriteMark]] = {}
     for agent, sid, size, tokens, src in rows:
         if src == ESTIMATE and isinstance(size, int) and isinstance(tokens, int):
