@@ -24,13 +24,14 @@ REPO = Path(__file__).resolve().parent.parent
 REAL_CACHE = install.oc_cache()  # where tests/e2e/install.py puts the OpenClaw releases
 
 
-def test_node_unit_and_contract_tests():
-    """The plugin's own tests (tests/js: the filter as a pure function, the engine's contract), run by node."""
+def test_node_unit_and_contract_tests(tmp_path):
+    """The plugin's own tests (tests/js: the filter as a pure function, the engine's contract), run by node.
+    Their temp folders go under the test's own (TMPDIR), not the machine's /tmp."""
     node = shutil.which("node")
     if not node:
         missing_tool("node: the lean plugin's own tests run with it")
     p = subprocess.run([node, "--test", str(REPO / "tests" / "js")], capture_output=True, text=True, timeout=300,
-                       cwd=REPO)
+                       cwd=REPO, env={**os.environ, "TMPDIR": str(tmp_path)})
     assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
     assert "# fail 0" in p.stdout and "# pass 0" not in p.stdout
 
