@@ -34,6 +34,7 @@ class BaseModel(_PydanticModel):
 class PresetConfig(BaseModel):
     keep_turns_with_tools: int = Field(ge=0)
     truncate_percent: float = Field(0, ge=0, le=100)
+    keep_tool_results: int | None = Field(None, ge=0, description="instead of whole turns, keep the newest this many tool calls with their results (a turn of many calls is cut between its calls)")
 
 
 class BreakerSettings(BaseModel):
@@ -64,7 +65,8 @@ class PolicySettings(BaseModel):
     strip_target_percent: float = Field(50, gt=0, description="strip down to this share of OpenClaw's compaction budget (the gentlest strip that gets there); rotate when no strip can")
     compact_db_sessions: bool = Field(False, description="database era without the lean view: let the budget trigger ask OpenClaw to compact (a lossy summary, earlier than OpenClaw would make it); off: occd records that it would, and `occd lean enable` is the lossless way")
     cache_ttl_minutes: float = Field(5, ge=0, description="how long the provider keeps a prompt cache (Anthropic 5 min or 1 h, OpenAI ~5-10 min): gentle actions (nothing compacts soon) wait until the session has been quiet this long, so the rewrite costs no cache write; urgent ones (OpenClaw predicted to compact within the next turn or two, a spiral, a blocked session) happen as soon as the run ends")
-    keep_recent_turns: int = Field(5, ge=0, description="the newest turns with tool calls whose results a strip never removes (what the model just read); when the target cannot be reached while keeping them, a rotation if a fresh session would reach it, else they stay and the rest is stripped")
+    keep_recent_turns: int = Field(5, ge=0, description="whether to strip, rotate or do nothing: the newest turns with tool calls a strip to the target keeps (what the model just read); when the target cannot be reached while keeping them, a rotation if a fresh session would reach it, else they stay and the rest is stripped. How deep a strip then goes: keep_recent_results")
+    keep_recent_results: int = Field(5, ge=0, description="the newest tool results (calls, not turns: a run of 4 calls makes 4) a strip by the budget trigger keeps whole; it strips everything older, so the next strip (a prompt-cache break) comes as late as it can, and keeps fewer only when these would leave OpenClaw no room for the next run")
     min_idle_minutes: float | None = Field(None, ge=0, description="deprecated: a fixed wait before gentle actions instead of cache_ttl_minutes (unset: cache_ttl_minutes)")
     max_actions_per_hour: int = Field(60, description="automatic actions per agent per hour (emergencies are not counted; the breaker still applies)")
     exclude: list[str] = Field(default_factory=list, description="session key globs never touched")
@@ -146,6 +148,7 @@ class AgentOverrides(BaseModel):
     min_idle_minutes: float | None = None
     cache_ttl_minutes: float | None = None
     keep_recent_turns: int | None = None
+    keep_recent_results: int | None = None
     max_actions_per_hour: int | None = None
     exclude: list[str] | None = None
     archive_after_days: float | None = None

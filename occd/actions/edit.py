@@ -172,7 +172,8 @@ def _edit_locked(settings, target, src, *, name, p, kind, force, drop_malformed,
     check_header(t, target.session_id, unindexed=getattr(target.info, "unindexed", False))
     if not drop_malformed:
         refuse_malformed(t)
-    plan = plan_strip(t, p.keep_turns_with_tools, p.truncate_percent, crashed_run=crashed_run)
+    plan = plan_strip(t, p.keep_turns_with_tools, p.truncate_percent, crashed_run=crashed_run,
+                      keep_results=p.keep_tool_results)
     window = context_window_for(target)
     stats = stats_from(plan, t, window=window, target=target)
     dropping = bool(drop_malformed and t.malformed)

@@ -225,16 +225,40 @@ def check_running(t: Transcript, path: list[EntryMeta]) -> None:
 
 
 def plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: float | None, *,
-               crashed_run: bool = False) -> StripPlan:
+               crashed_run: bool = False, keep_results: int | None = None) -> StripPlan:
     """Plan the strip of `t` (see the module docstring). truncate_percent None/0: no truncation.
     crashed_run: the path ends mid-run because its run crashed (the caller checked: no live lock, no change for
-    a long time): plan anyway, and leave the last turn (with the unanswered call) exactly as it is."""
+    a long time): plan anyway, and leave the last turn (with the unanswered call) exactly as it is.
+    keep_results: instead of whole turns, keep the newest that many tool calls with their results (a turn of
+    many calls is cut at the assistant message where its kept calls start; a message's calls stay together)."""
     with gc_paused():
-        return _plan_strip(t, keep_turns_with_tools, truncate_percent, crashed_run)
+        return _plan_strip(t, keep_turns_with_tools, truncate_percent, crashed_run, keep_results)
+
+
+def _kept_by_results(path: list, tool_turns: list, keep: int) -> tuple[list, dict]:
+    """The turns that hold the newest `keep` tool calls, and {turn index: the path index its kept part starts
+    at} for the oldest of them when only its newest calls are needed."""
+    kept, split, need = [], {}, keep
+    for x in reversed(tool_turns):
+        if need <= 0:
+            break
+        kept.append(x)
+        if len(x.call_ids) <= need:
+            need -= len(x.call_ids)
+            continue
+        cnt = 0
+        for j in range(x.end, x.start - 1, -1):
+            cnt += len(path[j].call_ids)
+            if cnt >= need:
+                split[x.index] = j
+                break
+        need = 0
+    kept.reverse()
+    return kept, split
 
 
 def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: float | None,
-                crashed_run: bool = False) -> StripPlan:
+                crashed_run: bool = False, keep_results: int | None = None) -> StripPlan:
     if keep_turns_with_tools < 0 or (truncate_percent is not None and not 0 <= truncate_percent <= 100):
         raise OccdError("Invalid preset values", "keep_turns_with_tools >= 0 and 0 <= truncate_percent <= 100")
     plan = StripPlan(keep_turns_with_tools=keep_turns_with_tools, truncate_percent=truncate_percent or 0,
@@ -260,6 +284,10 @@ def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: flo
     plan.turns_with_tools = len(tool_turns)
     # keep the newest min(n, keep) turns with tools (never a negative slice start: fewer turns than keep keeps all)
     kept = tool_turns[max(0, len(tool_turns) - keep_turns_with_tools):] if keep_turns_with_tools > 0 else []
+    split: dict = {}  # turn index -> the path index where its kept calls start (keep_results)
+    if keep_results is not None:
+        kept, split = _kept_by_results(path, tool_turns, max(0, keep_results))
+        plan.keep_turns_with_tools = len(kept)
     n_trunc = int(len(kept) * (truncate_percent or 0) // 100) if kept else 0
     status_of_turn: dict[int, str] = {}
     for x in tool_turns:
@@ -268,6 +296,7 @@ def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: flo
         status_of_turn[x.index] = TRUNCATED if i < n_trunc else KEPT
     if open_turn is not None and open_turn in status_of_turn:
         status_of_turn[open_turn] = KEPT
+        split.pop(open_turn, None)
     # a provider-native compaction checkpoint (occd.transcript.compaction) is never hidden or rewritten: the path
     # up to and including the newest one stays byte-identical (its replay covers that prefix, which is then not
     # sent anyway; re-parenting or stripping in it would change what the provider's checkpoint was made from)
@@ -276,6 +305,7 @@ def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: flo
         for x in tool_turns:
             if x.start <= cp:
                 status_of_turn[x.index] = KEPT
+                split.pop(x.index, None)
     # turn ranges for --verbose
     for x in tool_turns:
         st = status_of_turn[x.index]
@@ -289,7 +319,10 @@ def _plan_strip(t: Transcript, keep_turns_with_tools: int, truncate_percent: flo
     first = turns[0].start if turns else len(path)
     segments: list = [(None, path[:first])] if first else []
     for x in turns:
-        segments.append((status_of_turn.get(x.index), path[x.start:x.end + 1]))
+        cut = split.get(x.index)
+        if cut is not None:  # its older calls go, its newest stay
+            segments.append((REMOVED, path[x.start:cut]))
+        segments.append((status_of_turn.get(x.index), path[x.start if cut is None else cut:x.end + 1]))
     remove_lines: set = set()  # lines of the removed entries (a line is one entry: it stands for the entry)
     remove_add = remove_lines.add
     # Re-parenting, computed on the way: the active path is a parent chain (path[i - 1] is the entry that

@@ -350,7 +350,8 @@ def _act(ctx, obs, d, policy, counts) -> bool | None:
             if keep is not None:  # the budget trigger: strip to the target, nothing truncated
                 from occd.config import PresetConfig
 
-                strip = ("to-target", PresetConfig(keep_turns_with_tools=keep, truncate_percent=0))
+                strip = ("to-target", PresetConfig(keep_turns_with_tools=keep, truncate_percent=0,
+                                                   keep_tool_results=d.details.get("keepToolResults")))
             else:
                 strip = None
             res = edit_session(ctx.settings, agent=obs.agent, preset=policy.strip_preset, trigger="auto",

@@ -192,7 +192,8 @@ def evaluate(ctx, obs, policy, now: float):
         return None
     over, src = overhead(ctx, obs, f.context)
     p = predict(f.context, obs.prompt_budget, over, overhead_source=src, growth_floor=_seen_growth(ctx, obs, f.context))
-    target = strip_to_target(f.context, p, policy.strip_target_percent, policy.keep_recent_turns)
+    target = strip_to_target(f.context, p, policy.strip_target_percent, policy.keep_recent_turns,
+                             policy.keep_recent_results)
     em = detect(replace(f.observations, checkpoints=tuple(obs.checkpoints or ())), now)
     return p, target, em, fresh_session_tokens(p, obs, policy)
 

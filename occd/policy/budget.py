@@ -18,19 +18,14 @@ record fits. The next turn adds about as much as the recent turns did (the growt
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence
 
-SAFETY_MARGIN = 1.2
-CHARS_PER_TOKEN = 4
-TOOL_RESULT_CHARS_PER_TOKEN = 2
-JSON_CHARS_PER_TOKEN = 3
-MESSAGE_OVERHEAD = 12
-BLOCK_OVERHEAD = 6
-IMAGE_TOKENS = 2000
+# the per-message rules (occd.policy.estimate), used here and named here for the budget's callers
+from occd.policy.estimate import (SAFETY_MARGIN, has_tool_calls, message_tokens, slim_entry,  # noqa: F401
+                                  strippable_tokens, tool_call_count)
+
 MIN_PROMPT_BUDGET_TOKENS = 8000
 MIN_PROMPT_BUDGET_RATIO = 0.5
 DEFAULT_RESERVE_TOKENS = 16384        # the agent runtime's default compaction.reserveTokens
@@ -39,199 +34,6 @@ DEFAULT_RESERVE_TOKENS_FLOOR = 20000  # OpenClaw's DEFAULT_AGENT_COMPACTION_RESE
 # short user message estimates at ~9.5k (×1.2 included); a little more, so an unknown agent is not underestimated.
 DEFAULT_OVERHEAD_TOKENS = 12000
 GROWTH_TURNS = 3  # the growth margin is the largest of the last few turns
-
-_NON_LATIN = re.compile("[\u2E80-\u9FFF\uA000-\uA4FF\uAC00-\uD7AF\uF900-\uFAFF\uFF01-\uFF60\uFFE0-\uFFE6"
-                        "\U00020000-\U0002FA1F]")
-_COMPACTION_PREFIX = ("The conversation history before this point was compacted into the following summary:\n\n"
-                      "<summary>\n")
-_COMPACTION_SUFFIX = "\n</summary>"
-_BRANCH_PREFIX = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
-_BRANCH_SUFFIX = "\n</summary>"
-
-
-def _js_len(s: str) -> int:
-    """JavaScript's String.length (UTF-16 code units)."""
-    if s.isascii():
-        return len(s)
-    return len(s) + sum(1 for ch in s if ord(ch) > 0xFFFF)
-
-
-def _chars(s: str) -> int:
-    """OpenClaw's estimateStringChars: non-Latin (CJK, ...) characters count 4."""
-    if not s:
-        return 0
-    if s.isascii():
-        return len(s)
-    n = len(_NON_LATIN.findall(s))
-    return (_js_len(s) - sum(1 for ch in s if 0x20000 <= ord(ch) <= 0x2FA1F)) + 3 * n if n else _js_len(s)
-
-
-def _str(s: str, cpt: int = CHARS_PER_TOKEN) -> int:
-    return math.ceil(_chars(s) / cpt)
-
-
-def _dumps(v: Any) -> str | None:
-    try:
-        return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
-    except (TypeError, ValueError):
-        return None
-
-
-def _json(v: Any, cpt: int = JSON_CHARS_PER_TOKEN) -> int:
-    s = _dumps(v)
-    return 256 if s is None else math.ceil(_chars(s) / cpt)
-
-
-def _ident(v: Any) -> int:
-    if v is None:
-        return 0
-    if isinstance(v, (str, int, float, bool)):
-        return _str(str(v), JSON_CHARS_PER_TOKEN)
-    return _json(v)
-
-
-def _block(b: Any) -> int:
-    if isinstance(b, str):
-        return _str(b)
-    if not isinstance(b, dict):
-        return _json(b, CHARS_PER_TOKEN)
-    t = b.get("type")
-    if t == "text" and isinstance(b.get("text"), str):
-        return BLOCK_OVERHEAD + _str(b["text"])
-    if t == "thinking" and isinstance(b.get("thinking"), str):
-        return BLOCK_OVERHEAD + _str(b["thinking"])
-    if t == "image":
-        return IMAGE_TOKENS
-    return BLOCK_OVERHEAD + _json(b, CHARS_PER_TOKEN)
-
-
-def _result_str(s: str) -> int:
-    return max(math.ceil(_js_len(s) / TOOL_RESULT_CHARS_PER_TOKEN), _str(s))
-
-
-def _result_block(b: Any) -> int:
-    if isinstance(b, str):
-        return _result_str(b)
-    if not isinstance(b, dict):
-        s = _dumps(b)
-        return 256 if s is None else _result_str(s)
-    t = b.get("type")
-    if t == "text" and isinstance(b.get("text"), str):
-        return BLOCK_OVERHEAD + _result_str(b["text"])
-    if t == "thinking" and isinstance(b.get("thinking"), str):
-        return BLOCK_OVERHEAD + _result_str(b["thinking"])
-    if t == "image":
-        return IMAGE_TOKENS
-    s = _dumps(b)
-    return BLOCK_OVERHEAD + (256 if s is None else _result_str(s))
-
-
-def _content(c: Any) -> int:
-    if isinstance(c, str):
-        return _str(c)
-    if isinstance(c, list):
-        return sum(_block(b) for b in c)
-    return 0 if c is None else _json(c)
-
-
-def tool_call_tokens(b: dict) -> int:
-    args = b.get("arguments", b.get("input", b.get("args", {})))
-    if args is None:
-        args = {}
-    return BLOCK_OVERHEAD + _ident(b.get("name")) + _json(args)
-
-
-def is_tool_call(b: Any) -> bool:
-    return isinstance(b, dict) and b.get("type") in ("toolCall", "tool_use")
-
-
-def message_tokens(m: dict) -> int:
-    """OpenClaw's estimateMessageTokenPressure for one context message (before the safety margin)."""
-    role = m.get("role")
-    n = MESSAGE_OVERHEAD
-    if role in ("toolResult", "tool") or m.get("type") == "toolResult":
-        c = m.get("content")
-        if isinstance(c, str):
-            n += _result_str(c)
-        elif isinstance(c, list):
-            n += sum(_result_block(b) for b in c)
-        elif c is not None:
-            s = _dumps(c)
-            n += 256 if s is None else _result_str(s)
-        return n + _ident(m.get("toolName", m.get("tool_name")))
-    if role == "bashExecution":
-        if m.get("excludeFromContext") is True:
-            return 0
-        return n + _str(f"{m.get('command', '')}\n{m.get('output', '')}")
-    if role == "branchSummary":
-        s = m.get("summary") if isinstance(m.get("summary"), str) else ""
-        return n + _str(_BRANCH_PREFIX + s + _BRANCH_SUFFIX)
-    if role == "compactionSummary":
-        s = m.get("summary") if isinstance(m.get("summary"), str) else ""
-        return n + _str(_COMPACTION_PREFIX + s + _COMPACTION_SUFFIX)
-    if role == "assistant":
-        c = m.get("content")
-        if isinstance(c, list):
-            for b in c:
-                n += tool_call_tokens(b) if is_tool_call(b) else _block(b)
-        else:
-            n += _content(c)
-        calls = m.get("toolCalls", m.get("tool_calls"))
-        if isinstance(calls, list):
-            n += sum(tool_call_tokens(x) if isinstance(x, dict) else _json(x) for x in calls)
-        return n
-    return n + _content(m.get("content"))
-
-
-def has_tool_calls(m: dict) -> bool:
-    return m.get("role") == "assistant" and isinstance(m.get("content"), list) and any(is_tool_call(b) for b in m["content"])
-
-
-def slim_entry(o: dict) -> dict:
-    """A transcript line reduced to what the estimate and the emergency detection need: messages carry their
-    estimate (`_est`), what a strip removes (`_strip`) and whether they call tools (`_tools`), not their content
-    (an assistant's text is kept short, with its usage). Keeps a 100 MB transcript from being held in memory."""
-    t = o.get("type")
-    base = {"type": t, "id": o.get("id"), "parentId": o.get("parentId")}
-    if t == "message" and isinstance(o.get("message"), dict):
-        m = o["message"]
-        sm = {"role": m.get("role"), "_est": message_tokens(m), "_strip": strippable_tokens(m),
-              "_tools": has_tool_calls(m)}
-        if m.get("role") == "assistant":
-            c = m.get("content")
-            text = c if isinstance(c, str) else " ".join(
-                b.get("text", "") for b in c or [] if isinstance(b, dict) and isinstance(b.get("text"), str)) \
-                if isinstance(c, list) else ""
-            sm["content"] = text[:500]
-            for k in ("usage", "errorMessage", "stopReason"):
-                if k in m:
-                    sm[k] = m[k] if k != "errorMessage" or not isinstance(m[k], str) else m[k][:500]
-        base["message"] = sm
-    elif t == "custom_message":
-        m = {"role": "custom", "content": o.get("content")}
-        base["_msg"] = {"role": "custom", "_est": message_tokens(m), "_strip": 0, "_tools": False}
-    elif t in ("compaction", "branch_summary"):
-        base["summary"] = o.get("summary")
-        base["timestamp"] = o.get("timestamp")
-        base["firstKeptEntryId"] = o.get("firstKeptEntryId")
-    return base
-
-
-def strippable_tokens(m: dict) -> int:
-    """What stripping a turn's tool calls takes out of this message's estimate: a tool result entirely; an
-    assistant message's tool calls and thinking (the whole message when nothing else is left in it)."""
-    role = m.get("role")
-    if role in ("toolResult", "tool"):
-        return message_tokens(m)
-    if role != "assistant" or not isinstance(m.get("content"), list):
-        return 0
-    c = m["content"]
-    if not any(is_tool_call(b) for b in c):
-        return 0
-    gone = [b for b in c if is_tool_call(b) or (isinstance(b, dict) and b.get("type") == "thinking")]
-    if len(gone) == len(c):
-        return message_tokens(m)
-    return sum(tool_call_tokens(b) if is_tool_call(b) else _block(b) for b in gone)
 
 
 def prompt_budget(window: int, reserve_tokens: int | None = None, reserve_floor: int | None = None,
@@ -262,6 +64,8 @@ class TurnEstimate:
     total: int       # the turn's messages (user message to the next one), OpenClaw's estimate, no margin
     tools: int       # what stripping the turn's tool calls would take out of it
     has_tools: bool
+    calls: tuple[tuple[int, int], ...] = ()  # per message with tool calls: (its calls, what stripping it and
+    #                                          its results takes out)
 
 
 @dataclass(frozen=True)
@@ -282,6 +86,28 @@ class ContextEstimate:
         with_tools = [i for i, t in enumerate(self.turns) if t.has_tools]
         drop = with_tools[:max(0, len(with_tools) - keep)]
         return self.history - sum(self.turns[i].tools for i in drop)
+
+    def after_keep_results(self, keep: int) -> int:
+        """The history after stripping every tool call but the newest `keep` (with their results; a message's
+        calls stay together, as the executor keeps them: occd.cleaner.plan `keep_results`)."""
+        removed, need = 0, max(0, keep)
+        for t in reversed(self.turns):
+            if not t.has_tools:
+                continue
+            if need <= 0:
+                removed += t.tools
+                continue
+            groups = t.calls or ((1, t.tools),)
+            for i in range(len(groups) - 1, -1, -1):
+                need -= groups[i][0]
+                if need <= 0:
+                    removed += sum(v for _, v in groups[:i])
+                    break
+        return self.history - removed
+
+    @property
+    def tool_calls(self) -> int:
+        return sum(sum(k for k, _ in t.calls) if t.calls else int(t.has_tools) for t in self.turns)
 
     @property
     def turns_with_tools(self) -> int:
@@ -328,21 +154,27 @@ def context_messages(entries: Sequence[dict]) -> list[dict]:
 def estimate_context(messages: Iterable[dict]) -> ContextEstimate:
     base = 0
     per: list[int] = []
-    turns: list[list[int]] = []  # [total, tools, has_tools]
+    turns: list[list] = []  # [total, tools, has_tools, [[calls, tokens], ...]]
     for m in messages:
         n = m["_est"] if "_est" in m else message_tokens(m)
         per.append(n)
         if m.get("role") == "user":
-            turns.append([0, 0, 0])
+            turns.append([0, 0, 0, []])
         if not turns:
             base += n
             continue
         cur = turns[-1]
         cur[0] += n
-        cur[1] += m["_strip"] if "_strip" in m else strippable_tokens(m)
-        if m["_tools"] if "_tools" in m else has_tool_calls(m):
+        st = m["_strip"] if "_strip" in m else strippable_tokens(m)
+        cur[1] += st
+        calls = m["_calls"] if "_calls" in m else tool_call_count(m)
+        if calls or (m["_tools"] if "_tools" in m else has_tool_calls(m)):
             cur[2] = 1
-    return ContextEstimate(base, tuple(TurnEstimate(a, b, bool(c)) for a, b, c in turns), tuple(per))
+            cur[3].append([max(1, calls), st])
+        elif st and cur[3]:  # a tool result: it goes with the calls before it
+            cur[3][-1][1] += st
+    return ContextEstimate(base, tuple(TurnEstimate(a, b, bool(c), tuple((k, v) for k, v in d))
+                                       for a, b, c, d in turns), tuple(per))
 
 
 def with_margin(tokens: float) -> int:
@@ -436,13 +268,64 @@ class StripTarget:
     floor: int = 0                # the newest turns with tools kept whatever the target (keep_recent, at most all)
     removed_all: int | None = None   # unreachable: what the strongest strip (keeping none) removes, and where it
     after_all: int | None = None     # leaves the estimate
+    results: "ResultsDepth | None" = None  # the strip by tool results (keep_results given), when one leaves room
 
 
-def strip_to_target(ctx: ContextEstimate, p: Prediction, target_percent: float, keep_recent: int = 0) -> StripTarget:
+@dataclass(frozen=True)
+class ResultsDepth:
+    """The deepest strip the rules allow, counted in tool results (issue 30.1): every tool call but the newest
+    `keep` goes (a run of 4 calls makes 4), so the next strip, a prompt-cache break, comes as late as it can.
+    `keep` is the floor (`keep_recent_results`) or, when keeping that many leaves OpenClaw no room for the
+    next run, the most that do."""
+
+    keep: int          # tool results kept whole
+    floor: int         # what the rules ask for (keep_recent_results, at most the session's tool calls)
+    turns: int         # the turns with tools those results span
+    after: int         # OpenClaw's predicted estimate after it (margin and overhead included)
+    removed: int       # what it takes out of the estimate (margin included)
+
+
+def results_depth(ctx: ContextEstimate, p: Prediction, keep_results: int) -> ResultsDepth | None:
+    """The deepest strip by tool results that leaves OpenClaw a run of room (after + growth < budget), keeping
+    the newest `keep_results` (or fewer when they leave none); None when not even stripping all of them does."""
+    floor = min(max(0, keep_results), ctx.tool_calls)
+    before = with_margin(ctx.history)
+    for k in range(floor, -1, -1):
+        hist = ctx.after_keep_results(k)
+        after = with_margin(hist) + p.overhead
+        if after + p.growth < p.budget:
+            return ResultsDepth(k, floor, _turns_spanned(ctx, k), after, before - with_margin(hist))
+    return None
+
+
+def _turns_spanned(ctx: ContextEstimate, keep: int) -> int:
+    n, need = 0, keep
+    for t in reversed(ctx.turns):
+        if need <= 0:
+            break
+        if t.has_tools:
+            n += 1
+            need -= sum(k for k, _ in t.calls) if t.calls else 1
+    return n
+
+
+def strip_to_target(ctx: ContextEstimate, p: Prediction, target_percent: float, keep_recent: int = 0,
+                    keep_results: int | None = None) -> StripTarget:
     """The gentlest strip (the most turns with tools kept) whose predicted estimate is under `target_percent`
     of the budget, never keeping fewer than the newest `keep_recent` turns with tools (what the model just read).
     When keeping that many is still over it, `keep_turns_with_tools` is None (rotate, or the strongest allowed
-    strip) and `predicted_after`/`removed` say how far the strongest allowed strip gets."""
+    strip) and `predicted_after`/`removed` say how far the strongest allowed strip gets. The decision uses this
+    for what to do (strip, rotate, nothing); with `keep_results`, `results` says how deep a strip then goes
+    (results_depth: the newest that many tool results whole, the rest stripped)."""
+    from dataclasses import replace
+
+    t = _strip_to_target(ctx, p, target_percent, keep_recent)
+    if keep_results is None:
+        return t
+    return replace(t, results=results_depth(ctx, p, keep_results))
+
+
+def _strip_to_target(ctx: ContextEstimate, p: Prediction, target_percent: float, keep_recent: int = 0) -> StripTarget:
     target = math.floor(p.budget * target_percent / 100.0)
     n = ctx.turns_with_tools
     floor = min(max(0, keep_recent), n)

@@ -173,6 +173,8 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
         action, what = "rotate", (f"rotate: even removing every tool call older than the newest {keep_floor} "
                                   f"turns with tools leaves {pre_prompt(target.predicted_after, prediction.budget)} "
                                   f"(target {policy.strip_target_percent:g}%)")
+    if action == "strip" and not hopeless and target.results is not None:
+        action, what = _by_results(details, target.results, prediction.budget, what)
     # urgent (an emergency, or OpenClaw predicted to compact within the next turn or two): as soon as the run
     # ends; gentle: once the session has been quiet longer than the prompt cache lives (the rewrite is then free)
     wait = 0 if emergency is not None or urgent else policy.gentle_wait_minutes()
@@ -203,3 +205,21 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
         return Decision(action=action, **base, reason=f"{reason} (observe mode: would {what})", would_do=True,
                         details=details)
     return Decision(action=action, **base, reason=f"{reason}: {what}", details=details)
+
+
+def _by_results(details: dict, depth, budget: int, what: str) -> tuple[str, str]:
+    """A due strip goes as deep as the rules allow, counted in tool results (occd.policy.budget.results_depth,
+    issue 30.1): every tool call but the newest `keep_recent_results` goes, so the next strip (a prompt-cache
+    break, wherever it cuts) comes as late as it can; fewer are kept only when those would leave OpenClaw no
+    room for the next run. The figures in `details` become the ones of that strip."""
+    if depth.removed <= 0:
+        return "strip", what
+    details.update(keepToolResults=depth.keep, keepTurnsWithTools=depth.turns, predictedAfter=depth.after,
+                   removedTokens=depth.removed)
+    if depth.keep >= depth.floor:
+        how = f"the newest {depth.keep} tool results"
+    else:
+        how = (f"only the newest {depth.keep} tool results (not {depth.floor}: with them OpenClaw would compact "
+               "during the next run)")
+    return "strip", (f"strip every tool call but {how}, to {pre_prompt(depth.after, budget)}: as deep as the "
+                     "rules allow, so the next strip comes as late as it can")

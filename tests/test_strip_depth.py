@@ -1,0 +1,197 @@
+"""How deep a budget strip goes (issue 30.1): the newest `keep_recent_results` tool results whole (results, not
+turns: a run of 4 calls makes 4), everything older stripped, so the next strip (a prompt-cache break) comes as
+late as it can; fewer only when those would leave OpenClaw no room for the next run.
+
+An agent whose turns are runs of several tool calls is simulated on disk, with OpenClaw's check before each model
+request of a run (its estimate against its budget: a compaction when it is reached), and the daemon's cycle
+(scan → apply, act mode) between runs."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from occd.config import load_settings
+from occd.jobs import JobContext, run_cycle
+from occd.ledger import Ledger
+from occd.policy import budget as b
+
+WINDOW = 60_000   # budget 40,000
+BUDGET = 40_000
+OVERHEAD = 9_500
+SID = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
+
+
+class RunsAgent:
+    def __init__(self, home: Path, result_chars: int):
+        self.state = home / ".openclaw"
+        self.sdir = self.state / "agents" / "main" / "sessions"
+        self.sdir.mkdir(parents=True)
+        (self.state / "openclaw.json").write_text(json.dumps(
+            {"models": {"providers": {"fake": {"models": [{"id": "fake-model", "contextWindow": WINDOW}]}}}}))
+        self.path = self.sdir / f"{SID}.jsonl"
+        self.path.write_text(json.dumps({"type": "session", "version": 3, "id": SID,
+                                         "timestamp": "2026-11-25T10:00:00.000Z", "cwd": "/w"}) + "\n")
+        self.result_chars = result_chars
+        self.turns = 0
+        self.checks = []  # OpenClaw's estimate at each model request
+        self._index(0)
+
+    def _entries(self) -> list[dict]:
+        return [json.loads(x) for x in self.path.read_text().splitlines()]
+
+    def estimate(self) -> tuple[int, int]:
+        msgs = b.context_messages(self._entries())
+        return b.with_margin(b.estimate_context(msgs).history) + OVERHEAD, len(msgs)
+
+    def _add(self, entries: list, msg: dict) -> None:
+        last = entries[-1]["id"] if entries and "id" in entries[-1] and entries[-1]["type"] != "session" else None
+        o = {"type": "message", "id": f"e{self.turns:04d}{len(entries):05d}", "parentId": last,
+             "timestamp": "2026-11-25T10:00:00.000Z", "message": msg}
+        entries.append(o)
+        with open(self.path, "a") as fh:
+            fh.write(json.dumps(o) + "\n")
+
+    def _check(self) -> None:
+        est, count = self.estimate()
+        self.checks.append(est)
+        self._last = (est, count)
+
+    def run(self, calls: int) -> None:
+        """One user turn: a run of `calls` tool calls, OpenClaw's check before each of its model requests."""
+        self.turns += 1
+        i = self.turns
+        entries = self._entries()
+        self._add(entries, {"role": "user", "content": f"Q{i}: READ {calls} files"})
+        for k in range(calls):
+            self._check()
+            self._add(entries, {"role": "assistant", "stopReason": "toolUse", "content": [
+                {"type": "toolCall", "id": f"c{i}_{k}", "name": "read", "arguments": {"path": f"/w/d{i}_{k}"}}]})
+            self._add(entries, {"role": "toolResult", "toolCallId": f"c{i}_{k}", "toolName": "read", "content": [
+                {"type": "text", "text": (f"doc{i}_{k} alpha beta " * 4000)[:self.result_chars]}]})
+        self._check()
+        self._add(entries, {"role": "assistant", "stopReason": "stop", "content": [{"type": "text", "text": f"A{i}"}],
+                            "usage": {"input": 1000, "output": 5, "totalTokens": 1005}})
+        self._index(self._last[1])
+
+    def _index(self, count: int) -> None:
+        old = time.time()   # the run just ended (idle_seconds 0: settled)
+        status = {"estimatedPromptTokens": self.checks[-1] if self.checks else OVERHEAD, "messageCount": count,
+                  "contextTokenBudget": WINDOW, "promptBudgetBeforeReserve": BUDGET}
+        (self.sdir / "sessions.json").write_text(json.dumps({"agent:main:main": {
+            "sessionId": SID, "sessionFile": str(self.path), "updatedAt": int(old * 1000), "model": "fake-model",
+            "modelProvider": "fake", "contextTokens": WINDOW, "contextBudgetStatus": status}}))
+        os.utime(self.path, (old, old))
+
+    def whole_results(self) -> list[str]:
+        """The tool calls whose results are still in the transcript, oldest first."""
+        return [e["message"]["toolCallId"] for e in self._entries()
+                if e.get("type") == "message" and e["message"].get("role") == "toolResult"]
+
+
+def _loop(home: Path, *, runs: int, calls: int, result_chars: int, **policy) -> dict:
+    agent = RunsAgent(home, result_chars)
+    # cache_ttl_minutes 0: gentle strips too act between these back-to-back runs, not only urgent ones
+    whole_turns = policy.pop("whole_turns", False)
+    settings = load_settings({"state_dir": str(agent.state), "idle_seconds": 0,
+                              "policy": {"mode": "act", "cache_ttl_minutes": 0, **policy}})
+    if whole_turns:  # the rule before issue 30.1: strips keep whole turns (keep_recent_turns)
+        settings = settings.model_copy(update={"policy": settings.policy.model_copy(
+            update={"keep_recent_results": None})})
+    strips, kept_after = 0, []
+    with Ledger.open() as led:
+        for _ in range(runs):
+            agent.run(calls)
+            out = run_cycle(JobContext(settings=settings, ledger=led, state_dir=agent.state), ["scan", "apply"])
+            if os.environ.get("DBG"): print(agent.turns, out)
+            done = [x for x in led.history(kind="strip") if x["outcome"] == "ok"]
+            if len(done) > strips:
+                strips = len(done)
+                kept_after.append((len(agent.whole_results()), done[0]["before"], agent.estimate()[0]))
+    text = agent.path.read_text()
+    return {"strips": strips, "over": [c for c in agent.checks if c >= BUDGET], "kept": kept_after,
+            "checks": agent.checks, "questions": sum(1 for i in range(1, runs + 1) if f'"Q{i}: ' in text),
+            "newest": agent.whole_results()[-5:], "calls": calls, "runs": runs}
+
+
+@pytest.mark.parametrize("calls", [1, 4])
+def test_runs_of_calls_keep_the_newest_five_results_and_never_reach_the_budget(isolated_env, calls):
+    r = _loop(isolated_env, runs=24, calls=calls, result_chars=3_000)
+    assert r["over"] == []                               # OpenClaw never compacts, mid-run checks included
+    assert r["questions"] == 24
+    assert r["strips"] >= 2
+    for kept, before, after in r["kept"]:
+        assert kept == before["keepToolResults"] == 5    # the newest 5 results whole, every older one stripped
+        assert after == before["predictedAfter"]          # the estimate of what the strip left is what it planned
+    # the newest results at the end are the last run's and the ones before it, whole
+    assert r["newest"][-1] == f"c24_{calls - 1}"
+
+
+def test_deep_strips_come_less_often_and_send_less_than_whole_turns(isolated_env):
+    """Runs of 4 calls: keeping whole turns (the old rule, keep_recent_results unset) keeps fewer whole results at
+    a time and strips after nearly every run; by results the strips are rarer and every request smaller."""
+    deep = _loop(isolated_env / "deep", runs=24, calls=4, result_chars=3_000)
+    turns = _loop(isolated_env / "turns", runs=24, calls=4, result_chars=3_000, whole_turns=True)
+    assert deep["over"] == [] and turns["over"] == []
+    assert deep["strips"] < turns["strips"]
+    assert sum(deep["checks"]) < sum(turns["checks"])
+
+
+def test_a_run_too_large_for_five_keeps_the_most_that_leave_room(isolated_env):
+    # each result ~4.3k in OpenClaw's estimate: 5 of them + a run of 4 would pass the 40k budget
+    r = _loop(isolated_env, runs=10, calls=4, result_chars=7_000)
+    assert r["over"] == []
+    assert r["strips"] >= 3
+    for kept, before, after in r["kept"]:
+        assert kept == before["keepToolResults"] < 5
+        assert after == before["predictedAfter"]
+        assert before["predictedAfter"] + before["growthTokens"] < BUDGET
+        assert math.isfinite(before["removedTokens"]) and before["removedTokens"] > 0
+
+
+def test_the_strip_cuts_a_run_between_its_calls_and_openclaw_loads_it(isolated_env, oracle):
+    r = _loop(isolated_env, runs=6, calls=4, result_chars=3_000)
+    assert r["strips"] >= 1
+    path = isolated_env / ".openclaw" / "agents" / "main" / "sessions" / f"{SID}.jsonl"
+    entries = [json.loads(x) for x in path.read_text().splitlines()]
+    calls = [b["id"] for e in entries if e.get("type") == "message" and e["message"]["role"] == "assistant"
+             for b in e["message"]["content"] if b.get("type") == "toolCall"]
+    results = [e["message"]["toolCallId"] for e in entries if e.get("type") == "message"
+               and e["message"]["role"] == "toolResult"]
+    assert calls == results                          # each kept call with its result, nothing orphaned
+    assert 5 <= len(results) < 12 and results[0].endswith("_3")   # a run cut between its calls: its last kept
+    chk = oracle.check(path)
+    assert chk["ok"] and chk["orphanResults"] == 0 and chk["toolCalls"] == len(results), chk
+
+
+def test_calls_sent_together_stay_together(tmp_path):
+    """A message with several calls at once (parallel tool calls) is kept or stripped whole."""
+    from occd.cleaner.plan import plan_strip
+    from occd.transcript import scan
+
+    lines = [{"type": "session", "version": 3, "id": SID, "timestamp": "2026-11-25T10:00:00.000Z", "cwd": "/w"}]
+    parent = None
+    for i in range(1, 4):
+        for m in ({"role": "user", "content": f"Q{i}"},
+                  {"role": "assistant", "content": [{"type": "toolCall", "id": f"c{i}_{k}", "name": "read",
+                                                     "arguments": {}} for k in range(3)]},
+                  *({"role": "toolResult", "toolCallId": f"c{i}_{k}", "toolName": "read",
+                     "content": [{"type": "text", "text": "x" * 100}]} for k in range(3)),
+                  {"role": "assistant", "content": [{"type": "text", "text": f"A{i}"}]}):
+            e = {"type": "message", "id": f"m{len(lines):03d}", "parentId": parent,
+                 "timestamp": "2026-11-25T10:00:00.000Z", "message": m}
+            parent = e["id"]
+            lines.append(e)
+    f = tmp_path / "s.jsonl"
+    f.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    plan = plan_strip(scan(f), 0, 0, keep_results=4)   # 4 of 3 + 3 + 3: the newest message of 3 and the one before
+    assert plan.tool_calls_preserved == 6 and plan.tool_calls_removed == 3
+    ctx = b.estimate_context(b.context_messages(lines))   # the estimate counts the same way
+    assert ctx.tool_calls == 9
+    assert ctx.after_keep_results(3) < ctx.after_keep_results(4) == ctx.after_keep_results(6)
+    assert ctx.after_keep_results(6) < ctx.after_keep_results(7) == ctx.history
