@@ -89,3 +89,25 @@ def test_workstation_fills_the_state_and_runs_a_busy_agent_beside(tmp_path, monk
     assert len(transcript.read_text().splitlines()) > 3  # a line every 0.2 s
     assert not list(busy.glob("*.lock"))
     assert json.loads((tmp_path / "w" / "loop-occd.beside").read_text().splitlines()[-1])["lines"] > 3
+
+
+def test_make_trace_writes_a_coding_sessions_shape(tmp_path):
+    """bench/make_trace.py: a transcript of user turns with 0 to 31 tool calls, each result a real text of this
+    repository, the same for the same seed (the closed loop's TRACE replays one tool result per call)."""
+    spec = importlib.util.spec_from_file_location("make_trace", ROOT / "bench" / "make_trace.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    assert mod.main([str(a)]) == 0 and mod.main([str(b)]) == 0
+    assert a.read_bytes() == b.read_bytes()
+    calls, sizes = [], []
+    for e in (json.loads(x) for x in a.read_text().splitlines()[1:]):
+        m = e["message"]
+        if m["role"] == "user":
+            calls.append(0)
+        elif m["role"] == "toolResult":
+            calls[-1] += 1
+            sizes.append(len(m["content"][0]["text"]))
+    assert calls == mod.CALLS[:30] and max(calls) == 31 and 0 in calls
+    assert min(sizes) >= 200 and max(sizes) <= 20_000
+    assert mod.main([str(tmp_path / "c.jsonl"), "--turns", "0"]) == 2
