@@ -190,3 +190,74 @@ def test_a_run_that_may_still_be_going_is_not_touched(isolated_env):
         run_cycle(_ctx(state, led, mode="act"), ["scan", "apply"])
         assert [x["outcome"] for x in led.history(kind="strip")] == ["deferred"]
     assert path.read_bytes() == before
+def _iso(t: float) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(t, timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def _openclaw_turn(path: Path, i: int, at: float, *, compact: bool) -> None:
+    """OpenClaw's next turn, appended: a compaction first (it compacted although occd had stripped), then a run."""
+    lines = path.read_text().splitlines()
+    parent = json.loads(lines[-1])["id"]
+    new = []
+
+    def add(o):
+        nonlocal parent
+        o.update(id=f"t{i}x{len(new)}", parentId=parent, timestamp=_iso(at))
+        parent = o["id"]
+        new.append(o)
+
+    if compact:
+        add({"type": "compaction", "summary": "S", "firstKeptEntryId": json.loads(lines[-1])["id"],
+             "tokensBefore": 41000})
+    add({"type": "message", "message": {"role": "user", "content": f"Q{i}: READ /w/doc{i}.txt"}})
+    add({"type": "message", "message": {"role": "assistant", "content": [
+        {"type": "toolCall", "id": f"call_{i}", "name": "read", "arguments": {"path": f"/w/doc{i}.txt"}}],
+        "usage": {"input": 9000, "output": 5, "totalTokens": 9005}, "stopReason": "toolUse"}})
+    add({"type": "message", "message": {"role": "toolResult", "toolCallId": f"call_{i}", "toolName": "read",
+                                        "content": [{"type": "text", "text": ("alpha beta " * 1600)[:16000]}]}})
+    add({"type": "message", "message": {"role": "assistant", "content": [{"type": "text", "text": f"done {i}"}],
+                                        "usage": {"input": 19000, "output": 5, "totalTokens": 19005},
+                                        "stopReason": "stop"}})
+    path.write_text("\n".join(lines + [json.dumps(e) for e in new]) + "\n")
+    os.utime(path, (at, at))
+
+
+def test_a_window_too_small_for_the_agent_gets_the_strongest_strip_once_then_no_more(isolated_env):
+    """Issue 30.5: a 60k window whose fresh session would be over the target (20k of a 40k budget); OpenClaw
+    compacts although occd stripped. The strongest strip once, then no strip on every wake, and an open problem
+    (status, doctor) with the numbers."""
+    state, path = _state(isolated_env, turns=3)
+    clock = [time.time()]
+    with Ledger.open() as led:
+        ctx = _ctx(state, led, mode="act")
+        ctx.clock = lambda: clock[0]
+
+        def cycle():
+            run_cycle(ctx, ["scan", "apply"])
+            return [a for a in led.history(kind="strip") if a["outcome"] == "ok"]
+
+        assert len(cycle()) == 1                          # an ordinary strip
+        assert led.open_problems(source="window") == []   # not verified yet: no compaction after it
+        counts = []
+        for i, compact in ((4, True), (5, True), (6, True), (7, False), (8, True), (9, True)):
+            at = clock[0] + 60
+            _openclaw_turn(path, i, at, compact=compact)
+            clock[0] = at + 3600
+            strips = cycle()
+            counts.append(len(strips))
+            if len(strips) == 2 and counts[-2:] == [1, 2]:  # the strongest strip, once verified and due
+                assert strips[0]["before"]["windowTooSmall"]["freshSessionTokens"] > 20_000
+                assert strips[0]["before"]["keepToolResults"] == 0
+                assert '"toolResult"' not in path.read_text()  # every old tool call gone
+        assert led.open_problems(source="window")          # verified after turn 4's compaction
+        assert counts[0] == 1 and counts[-1] == 2 and counts.index(2) <= 1  # then no strip on any later wake
+        (p,) = led.open_problems(source="window")
+        assert p["code"] == "WINDOW_TOO_SMALL" and p["severity"] == "fail"
+        assert "too small for this agent" in p["message"] and "no longer strips this session" in p["message"]
+        assert f"{p['details']['overheadTokens']} tokens" in p["message"] and "40000-token budget" in p["message"]
+    from occd.report.status import status
+
+    st = status(load_settings({"state_dir": str(state)}))
+    assert [p["code"] for p in st["problems"]] == ["WINDOW_TOO_SMALL"]   # status and doctor list open problems

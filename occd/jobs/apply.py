@@ -256,6 +256,9 @@ def run(ctx) -> dict:
         done = record_time(ctx)
         recent.note(obs, ts=done, dry_run=False, outcome="ok" if ok else "failed", reason=d.reason, real=True)
         breakers.record(led, g, obs.agent, kind, policy.breaker, ok, done)
+    from occd.jobs import window
+
+    window.resolve(ctx, scan, now)
     return counts
 
 

@@ -59,7 +59,7 @@ def decide_session(ctx, obs, policy, now, times=(), *, priced: bool = True, in_u
 
     Only a session in use (active within policy.active_within_hours, and seen in use by occd: seen_in_use) gets a
     decision: None for the rest (`in_use_checked`: the caller checked both on the session's real activity)."""
-    from occd.policy.strip import decide_budget_strip, decide_strip
+    from occd.policy.strip import budget_fires, decide_budget_strip, decide_strip
     from occd.policy.types import in_use
 
     if not in_use_checked and (not in_use(_state(obs), policy.active_within_hours, now)
@@ -72,10 +72,18 @@ def decide_session(ctx, obs, policy, now, times=(), *, priced: bool = True, in_u
         ev = budget.evaluate(ctx, obs, policy, now)
         if ev is not None:
             p, target, em, fresh = ev
+            # the trigger fires where a fresh session would be over the target too: is the window too small for
+            # the agent? (issue 30.5: the ledger is read only then; a blocked session is still rotated)
+            small = None
+            if not db and (em is not None and em.kind == "SPIRAL" or em is None and budget_fires(p, policy)):
+                from occd.jobs.window import too_small
+
+                small = too_small(ctx, obs, p, target, fresh)
             d = decide_budget_strip(_state(obs), policy, now=now, prediction=p, target=target, emergency=em,
                                     recent_action_times=times, fresh_session_tokens=fresh,
-                                    strip_emergencies=not db, economics=economics(ctx, obs) if priced else None)
-            if d is not None:
+                                    strip_emergencies=not db, economics=economics(ctx, obs) if priced else None,
+                                    too_small=small)
+            if d is not None or small is not None:  # (too small and nothing to do: not a strip by the window share)
                 return d
         if db:
             return None

@@ -63,10 +63,17 @@ def decide_strip(s: SessionState, policy: PolicySettings, *, now: float, window_
 BUDGET_POLICY = "strip_at_budget_percent"
 
 
+def budget_fires(prediction, policy: PolicySettings) -> bool:
+    """The budget trigger (occd.policy.budget.should_strip)."""
+    from occd.policy.budget import should_strip
+
+    return should_strip(prediction, policy.strip_at_budget_percent)
+
+
 def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, prediction, target,
                         emergency=None, recent_action_times: Sequence[float] = (),
                         fresh_session_tokens: int | None = None, strip_emergencies: bool = True,
-                        economics=None) -> Decision | None:
+                        economics=None, too_small=None) -> Decision | None:
     """The daemon's strip decision on OpenClaw's own terms (occd.policy.budget): strip when the predicted
     pre-prompt estimate after one more turn passes `strip_at_budget_percent` of OpenClaw's budget, or at once
     when the session is in an emergency (occd.policy.emergency: SPIRAL or BLOCKED). The decision says how
@@ -91,15 +98,20 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
 
     `economics` (occd.policy.cost.Economics): act only when it pays: a strip whose cache write costs more than it
     saves before the next compaction is deferred, unless it prevents a compaction (within AVOID_HORIZON_TURNS) or
-    an emergency; after the cache expired it is free. The verdict goes into details["cost"]."""
+    an emergency; after the cache expired it is free. The verdict goes into details["cost"].
+
+    `too_small` (occd.policy.window.WindowTooSmall): strips did not stop OpenClaw compacting and a fresh session
+    would be over the target too: the strongest strip once, then nothing (no strip repeated on every wake)."""
     if s.archived or excluded(s.session_key, policy.exclude):
         return None
-    from occd.policy.budget import should_strip, urgency
+    from occd.policy.budget import urgency
 
-    fire = should_strip(prediction, policy.strip_at_budget_percent)
+    fire = budget_fires(prediction, policy)
     urgent = urgency(prediction)
     if not fire and emergency is None:
         return None
+    if too_small is not None and (emergency is None or emergency.kind == "SPIRAL"):  # (a blocked one: rotated)
+        return None if too_small.strongest_done else _strongest_once(s, policy, now, prediction, too_small, urgent)
     # the newest turns' results kept, the target out of reach, but OpenClaw has a turn of room: keep them
     keep_newest = (not target.reachable and target.safe_keep is not None and target.safe_keep >= target.floor)
     nothing = target.removed == 0 and (target.reachable or (keep_newest and emergency is None))
@@ -223,3 +235,24 @@ def _by_results(details: dict, depth, budget: int, what: str) -> tuple[str, str]
                "during the next run)")
     return "strip", (f"strip every tool call but {how}, to {pre_prompt(depth.after, budget)}: as deep as the "
                      "rules allow, so the next strip comes as late as it can")
+
+
+def _strongest_once(s: SessionState, policy: PolicySettings, now: float, prediction, too_small, urgent
+                    ) -> Decision | None:
+    """The window is too small for the agent (decide_budget_strip): every old tool call stripped, once."""
+    if too_small.removed <= 0:
+        return None
+    details = {"predictedPromptTokens": prediction.predicted, "promptBudget": prediction.budget,
+               "predictedPercent": round(prediction.percent, 1), "overheadTokens": prediction.overhead,
+               "overheadSource": prediction.overhead_source, "growthTokens": prediction.growth,
+               "keepTurnsWithTools": 0, "keepToolResults": 0, "removedTokens": too_small.removed,
+               "predictedAfter": too_small.after, "windowTooSmall": too_small.as_dict()}
+    base = dict(action="strip", policy=BUDGET_POLICY, agent=s.agent, session_id=s.session_id,
+                session_key=s.session_key, details=details)
+    reason = f"{too_small.message()}: the strongest strip, every old tool call, to {too_small.after} tokens"
+    busy = idle_check(s, 0 if urgent else policy.gentle_wait_minutes(), now)
+    if busy:
+        return Decision(**base, reason=f"{reason}; deferred: {busy}", deferred=True)
+    if policy.mode == "observe":
+        return Decision(**base, reason=f"{reason} (observe mode)", would_do=True)
+    return Decision(**base, reason=reason)
