@@ -195,3 +195,54 @@ def test_calls_sent_together_stay_together(tmp_path):
     assert ctx.tool_calls == 9
     assert ctx.after_keep_results(3) < ctx.after_keep_results(4) == ctx.after_keep_results(6)
     assert ctx.after_keep_results(6) < ctx.after_keep_results(7) == ctx.history
+
+
+def test_a_run_larger_than_the_room_a_strip_left_is_said_in_status(isolated_env):
+    """OpenClaw compacted during the first run after occd's strip although the strip left room for a run like the
+    recent ones: an open warning RUN_OUTGREW_ROOM with the room and the run (occd acts between runs; the lean view
+    inside them), shown by status; the next strip verified without a compaction closes it."""
+    agent = RunsAgent(isolated_env, 3_000)
+    settings = load_settings({"state_dir": str(agent.state), "idle_seconds": 0,
+                              "policy": {"mode": "act", "cache_ttl_minutes": 0}})
+    jobs = ["scan", "apply", "verify"]
+    with Ledger.open() as led:
+        ctx = JobContext(settings=settings, ledger=led, state_dir=agent.state)
+        while not [x for x in led.history(kind="strip") if x["outcome"] == "ok"]:
+            agent.run(4)
+            run_cycle(ctx, jobs)
+        (strip,) = [x for x in led.history(kind="strip") if x["outcome"] == "ok"]
+        assert strip["before"]["promptBudget"] - strip["before"]["predictedAfter"] > strip["before"]["growthTokens"]
+        # the next run is far larger: OpenClaw compacts in the middle of it
+        agent.run(2)
+        entries = agent._entries()
+        comp = {"type": "compaction", "id": "cmp00001", "parentId": entries[-1]["id"],
+                "timestamp": "2026-11-25T10:00:00.000Z", "summary": "S", "firstKeptEntryId": entries[-1]["id"],
+                "tokensBefore": 41_000}
+        with open(agent.path, "a") as fh:
+            fh.write(json.dumps(comp) + "\n")
+        agent.run(1)
+        idx = agent.sdir / "sessions.json"
+        data = json.loads(idx.read_text())
+        data["agent:main:main"]["compactionCount"] = 1
+        data["agent:main:main"]["compactionCheckpoints"] = [{"reason": "threshold", "createdAt": int(time.time() * 1000),
+                                                            "tokensBefore": 41_000, "tokensAfter": 12_000}]
+        idx.write_text(json.dumps(data))
+        run_cycle(ctx, jobs)
+        (p,) = [x for x in led.open_problems() if x["code"] == "RUN_OUTGREW_ROOM"]
+        assert p["severity"] == "warn" and "acts between runs" in p["message"] and "lean" in p["hint"]
+        assert p["details"]["roomTokens"] == strip["before"]["promptBudget"] - strip["before"]["predictedAfter"]
+        # runs like the recent ones again: the next strip, verified without a compaction, closes it
+        for _ in range(12):
+            agent.run(4)
+            run_cycle(ctx, jobs)
+            if [v for v in led.history(kind="verify-strip") if v["outcome"] == "ok"]:
+                break
+        assert [x for x in led.open_problems() if x["code"] == "RUN_OUTGREW_ROOM"] == []
+        led.sync_problems(("strip",), [p], subjects=[p["subject"]])  # (open again, for the views below)
+    from occd.report.health import recorded_problems
+    from occd.report.status import session_status
+
+    # `status --check` and doctor name it; `occd status SESSION` shows it with its hint
+    assert "RUN_OUTGREW_ROOM" in [x["code"] for x in recorded_problems()]
+    one = session_status(load_settings({"state_dir": str(agent.state)}), SID)
+    assert [x["code"] for x in one["problems"] if x["resolvedAt"] is None] == ["RUN_OUTGREW_ROOM"]

@@ -159,6 +159,31 @@ def _compacted_since(obs, since: float) -> bool:
     return any(at >= since for _reason, at in (obs.checkpoints or ()))
 
 
+def outgrew_room(a: dict, obs, subject: str) -> dict | None:
+    """The open problem for a budget strip after which OpenClaw compacted anyway although the strip left room for
+    a run like the recent ones: the next run was larger than that room. occd acts between runs, so such a run
+    compacts; said in `status` and `doctor` (issue 30.1: "where a single run cannot fit, say so"). None for other
+    strips (a window too small for its agent is its own problem: occd.jobs.window)."""
+    b = a.get("before") or {}
+    budget, after, growth = b.get("promptBudget"), b.get("predictedAfter"), b.get("growthTokens")
+    if not all(isinstance(v, int) for v in (budget, after, growth)) or b.get("windowTooSmall"):
+        return None
+    room = budget - after
+    if room <= growth:
+        return None  # the strip itself said there was no room for a run like the recent ones
+    kept = b.get("keepToolResults")
+    kept = f"the newest {kept} tool results kept" if isinstance(kept, int) else "the newest turns kept"
+    return {"source": SOURCE, "subject": subject, "code": "RUN_OUTGREW_ROOM", "severity": "warn",
+            "agent_id": obs.agent, "session_id": obs.session_id, "path": str(obs.path),
+            "message": (f"OpenClaw compacted during the first run after occd's strip: the strip left {room} tokens of "
+                        f"room under its {budget}-token budget ({kept}), the largest recent run took {growth}, and "
+                        "this run took more. occd acts between runs: a run larger than that room compacts"),
+            "hint": "the lean view acts inside a run (OpenClaw 2026.9.x through the gateway: `occd lean enable`); "
+                    "a larger contextWindow gives a run more room",
+            "details": {"promptBudget": budget, "predictedAfter": after, "roomTokens": room, "growthTokens": growth,
+                        "stripActionId": a["id"]}}
+
+
 def verify_strips(led, sessions, now: float) -> dict:
     """Compare each pending strip with its session's next real turn (file era); record the outcome."""
     counts = {"agreed": 0, "missed": 0, "waiting": 0, "skipped": 0}
@@ -198,7 +223,8 @@ def verify_strips(led, sessions, now: float) -> dict:
             led.record_action("verify-strip", obs.agent, obs.session_id, obs.session_key, trigger="auto",
                               outcome="skipped", reason=turn["why"], before=base,
                               after={"nextTurnCompacted": True} if turn.get("compacted") else None, now=now)
-            led.sync_problems((SOURCE,), [], now=now, subjects=[subject])
+            outgrew = outgrew_room(a, obs, subject) if turn.get("compacted") else None
+            led.sync_problems((SOURCE,), [outgrew] if outgrew else [], now=now, subjects=[subject])
             counts["skipped"] += 1
             continue
         compacted = turn["compactedInTurn"]
@@ -213,6 +239,8 @@ def verify_strips(led, sessions, now: float) -> dict:
         j = judge(predicted, turn["growth"], turn["reported"], saved)
         j["saved"] = saved
         j["nextTurnCompacted"] = bool(compacted)  # occd.policy.savings: a compaction avoided only when False
+        if compacted and (outgrew := outgrew_room(a, obs, subject)):
+            led.sync_problems((SOURCE,), [outgrew], now=now, subjects=[subject])
         if j["agrees"]:
             led.record_action("verify-strip", obs.agent, obs.session_id, obs.session_key, trigger="auto",
                               outcome="ok", reason=f"the next turn reported {j['reported']} tokens, "
