@@ -77,9 +77,10 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     """The daemon's strip decision on OpenClaw's own terms (occd.policy.budget): strip when the predicted
     pre-prompt estimate after one more turn passes `strip_at_budget_percent` of OpenClaw's budget, or at once
     when the session is in an emergency (occd.policy.emergency: SPIRAL or BLOCKED). The decision says how
-    much to keep (details["keepTurnsWithTools"], the gentlest strip that reaches `strip_target_percent`); the
-    executor chooses how (a .jsonl rewrite, or lean rules in a context engine). When no strip reaches the
-    target, the decision is a rotation (action "rotate"). None: nothing to do.
+    much to keep: whether to strip is decided in turns (details["keepTurnsWithTools"], the gentlest strip that
+    reaches `strip_target_percent`), how deep in tool results (details["keepToolResults"]: `_by_results`, the
+    newest `keep_recent_results` whole); the executor chooses how (a .jsonl rewrite, or lean rules in a context
+    engine). When no strip reaches the target, the decision is a rotation (action "rotate"). None: nothing to do.
 
     Keeping the newest (`policy.keep_recent_turns`, issue 19): when the target is out of reach while keeping
     them, they are kept and the rest stripped as long as OpenClaw then has a turn of room (the daemon
