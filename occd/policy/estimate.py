@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import Any, Callable
 
 SAFETY_MARGIN = 1.2
 CHARS_PER_TOKEN = 4
@@ -67,40 +67,27 @@ def _ident(v: Any) -> int:
     return _json(v)
 
 
-def _block(b: Any) -> int:
-    if isinstance(b, str):
-        return _str(b)
-    if not isinstance(b, dict):
-        return _json(b, CHARS_PER_TOKEN)
-    t = b.get("type")
-    if t == "text" and isinstance(b.get("text"), str):
-        return BLOCK_OVERHEAD + _str(b["text"])
-    if t == "thinking" and isinstance(b.get("thinking"), str):
-        return BLOCK_OVERHEAD + _str(b["thinking"])
-    if t == "image":
-        return IMAGE_TOKENS
-    return BLOCK_OVERHEAD + _json(b, CHARS_PER_TOKEN)
-
-
 def _result_str(s: str) -> int:
     return max(math.ceil(_js_len(s) / TOOL_RESULT_CHARS_PER_TOKEN), _str(s))
 
 
-def _result_block(b: Any) -> int:
+def _block(b: Any, text: Callable[[str], int] = _str) -> int:
+    """One content block: its text (and a block that is not text, as JSON) measured by `text`: chars/4 in
+    ordinary messages, _result_str (at least chars/2) in tool results."""
     if isinstance(b, str):
-        return _result_str(b)
+        return text(b)
     if not isinstance(b, dict):
         s = _dumps(b)
-        return 256 if s is None else _result_str(s)
+        return 256 if s is None else text(s)
     t = b.get("type")
     if t == "text" and isinstance(b.get("text"), str):
-        return BLOCK_OVERHEAD + _result_str(b["text"])
+        return BLOCK_OVERHEAD + text(b["text"])
     if t == "thinking" and isinstance(b.get("thinking"), str):
-        return BLOCK_OVERHEAD + _result_str(b["thinking"])
+        return BLOCK_OVERHEAD + text(b["thinking"])
     if t == "image":
         return IMAGE_TOKENS
     s = _dumps(b)
-    return BLOCK_OVERHEAD + (256 if s is None else _result_str(s))
+    return BLOCK_OVERHEAD + (256 if s is None else text(s))
 
 
 def _content(c: Any) -> int:
@@ -131,7 +118,7 @@ def message_tokens(m: dict) -> int:
         if isinstance(c, str):
             n += _result_str(c)
         elif isinstance(c, list):
-            n += sum(_result_block(b) for b in c)
+            n += sum(_block(b, _result_str) for b in c)
         elif c is not None:
             s = _dumps(c)
             n += 256 if s is None else _result_str(s)
