@@ -59,7 +59,8 @@ def decide_session(ctx, obs, policy, now, times=(), *, priced: bool = True, in_u
 
     Only a session in use (active within policy.active_within_hours, and seen in use by occd: seen_in_use) gets a
     decision: None for the rest (`in_use_checked`: the caller checked both on the session's real activity)."""
-    from occd.policy.strip import budget_fires, decide_budget_strip, decide_strip
+    from occd.policy.budget import should_strip
+    from occd.policy.strip import decide_budget_strip, decide_strip
     from occd.policy.types import in_use
 
     if not in_use_checked and (not in_use(_state(obs), policy.active_within_hours, now)
@@ -75,7 +76,7 @@ def decide_session(ctx, obs, policy, now, times=(), *, priced: bool = True, in_u
             # the trigger fires where a fresh session would be over the target too: is the window too small for
             # the agent? (issue 30.5: the ledger is read only then; a blocked session is still rotated)
             small = None
-            if not db and (em is not None and em.kind == "SPIRAL" or em is None and budget_fires(p, policy)):
+            if not db and (em is not None and em.kind == "SPIRAL" or em is None and should_strip(p, policy.strip_at_budget_percent)):
                 from occd.jobs.window import too_small
 
                 small = too_small(ctx, obs, p, target, fresh)

@@ -67,6 +67,15 @@ class TurnEstimate:
     calls: tuple[tuple[int, int], ...] = ()  # per message with tool calls: (its calls, what stripping it and
     #                                          its results takes out)
 
+    @property
+    def call_groups(self) -> tuple[tuple[int, int], ...]:
+        """`calls`, or for a turn with tools known only by its totals one group of one call; () without tools."""
+        return (self.calls or ((1, self.tools),)) if self.has_tools else ()
+
+    @property
+    def n_calls(self) -> int:
+        return sum(k for k, _ in self.call_groups)
+
 
 @dataclass(frozen=True)
 class ContextEstimate:
@@ -97,7 +106,7 @@ class ContextEstimate:
             if need <= 0:
                 removed += t.tools
                 continue
-            groups = t.calls or ((1, t.tools),)
+            groups = t.call_groups
             for i in range(len(groups) - 1, -1, -1):
                 need -= groups[i][0]
                 if need <= 0:
@@ -107,7 +116,7 @@ class ContextEstimate:
 
     @property
     def tool_calls(self) -> int:
-        return sum(sum(k for k, _ in t.calls) if t.calls else int(t.has_tools) for t in self.turns)
+        return sum(t.n_calls for t in self.turns)
 
     @property
     def turns_with_tools(self) -> int:
@@ -305,7 +314,7 @@ def _turns_spanned(ctx: ContextEstimate, keep: int) -> int:
             break
         if t.has_tools:
             n += 1
-            need -= sum(k for k, _ in t.calls) if t.calls else 1
+            need -= t.n_calls
     return n
 
 

@@ -63,13 +63,6 @@ def decide_strip(s: SessionState, policy: PolicySettings, *, now: float, window_
 BUDGET_POLICY = "strip_at_budget_percent"
 
 
-def budget_fires(prediction, policy: PolicySettings) -> bool:
-    """The budget trigger (occd.policy.budget.should_strip)."""
-    from occd.policy.budget import should_strip
-
-    return should_strip(prediction, policy.strip_at_budget_percent)
-
-
 def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, prediction, target,
                         emergency=None, recent_action_times: Sequence[float] = (),
                         fresh_session_tokens: int | None = None, strip_emergencies: bool = True,
@@ -105,9 +98,9 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     would be over the target too: the strongest strip once, then nothing (no strip repeated on every wake)."""
     if s.archived or excluded(s.session_key, policy.exclude):
         return None
-    from occd.policy.budget import urgency
+    from occd.policy.budget import should_strip, urgency
 
-    fire = budget_fires(prediction, policy)
+    fire = should_strip(prediction, policy.strip_at_budget_percent)
     urgent = urgency(prediction)
     if not fire and emergency is None:
         return None
@@ -187,7 +180,7 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
                                   f"turns with tools leaves {pre_prompt(target.predicted_after, prediction.budget)} "
                                   f"(target {policy.strip_target_percent:g}%)")
     if action == "strip" and not hopeless and target.results is not None:
-        action, what = _by_results(details, target.results, prediction.budget, what)
+        what = _by_results(details, target.results, prediction.budget, what)
     # urgent (an emergency, or OpenClaw predicted to compact within the next turn or two): as soon as the run
     # ends; gentle: once the session has been quiet longer than the prompt cache lives (the rewrite is then free)
     wait = 0 if emergency is not None or urgent else policy.gentle_wait_minutes()
@@ -220,13 +213,13 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     return Decision(action=action, **base, reason=f"{reason}: {what}", details=details)
 
 
-def _by_results(details: dict, depth, budget: int, what: str) -> tuple[str, str]:
+def _by_results(details: dict, depth, budget: int, what: str) -> str:
     """A due strip goes as deep as the rules allow, counted in tool results (occd.policy.budget.results_depth,
     issue 30.1): every tool call but the newest `keep_recent_results` goes, so the next strip (a prompt-cache
     break, wherever it cuts) comes as late as it can; fewer are kept only when those would leave OpenClaw no
-    room for the next run. The figures in `details` become the ones of that strip."""
+    room for the next run. The figures in `details` become the ones of that strip; returns what the strip does."""
     if depth.removed <= 0:
-        return "strip", what
+        return what
     details.update(keepToolResults=depth.keep, keepTurnsWithTools=depth.turns, predictedAfter=depth.after,
                    removedTokens=depth.removed)
     if depth.keep >= depth.floor:
@@ -234,8 +227,8 @@ def _by_results(details: dict, depth, budget: int, what: str) -> tuple[str, str]
     else:
         how = (f"only the newest {depth.keep} tool results (not {depth.floor}: with them OpenClaw would compact "
                "during the next run)")
-    return "strip", (f"strip every tool call but {how}, to {pre_prompt(depth.after, budget)}: as deep as the "
-                     "rules allow, so the next strip comes as late as it can")
+    return (f"strip every tool call but {how}, to {pre_prompt(depth.after, budget)}: as deep as the rules allow, "
+            "so the next strip comes as late as it can")
 
 
 def _strongest_once(s: SessionState, policy: PolicySettings, now: float, prediction, too_small, urgent
