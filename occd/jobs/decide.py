@@ -76,7 +76,8 @@ def decide_session(ctx, obs, policy, now, times=(), *, priced: bool = True, in_u
             # the trigger fires where a fresh session would be over the target too: is the window too small for
             # the agent? (issue 30.5: the ledger is read only then; a blocked session is still rotated)
             small = None
-            if not db and (em is not None and em.kind == "SPIRAL" or em is None and should_strip(p, policy.strip_at_budget_percent)):
+            fires = em is None and should_strip(p, policy.strip_at_budget_percent)
+            if not db and (em is not None and em.kind == "SPIRAL" or fires):
                 from occd.jobs.window import too_small
 
                 small = too_small(ctx, obs, p, target, fresh)
