@@ -88,7 +88,7 @@ class LeanSettings(BaseModel):
 
     mode: Literal["drop", "stub"] = Field("drop", description="drop old tool calls and results, or stub the results")
     keep_turns: int = Field(5, ge=0, description="newest turns with tool calls the model always sees whole")
-    keep_results: int = Field(5, ge=0, description="of those, keep only as many newest turns as hold this many tool results (0: all keep_turns): runs of several calls a turn are not kept whole keep_turns times")
+    keep_results: int = Field(5, ge=0, description="of those, keep only the newest this many tool results whole (0: all keep_turns): a run of several calls is cut between its calls, calls sent together stay together")
     batch_turns: int = Field(4, ge=1, description="hide old turns in batches of this many (prompt cache breaks once per batch)")
     never_hide: list[str] = Field(default_factory=lambda: ["memory_*"], description="tools never hidden (a trailing * matches a prefix)")
     keep_results_under_chars: int = Field(300, ge=0, description="results this short stay with their call")

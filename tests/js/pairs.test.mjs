@@ -98,7 +98,7 @@ test("31.4: hostile shapes at random (duplicated ids, missing ids, other tool na
     const rules = { mode: "drop", keepTurns: rnd(4), batchTurns: 1 + rnd(3), neverHide: rnd(2) ? ["memory_*"] : ["bash"], keepResultsUnderChars: 10 };
     assertPairsTogether(msgs, leanView(msgs, rules).messages, `iter ${iter}`);
     // any set of hidden turns a chooser may pick
-    const pick = ({ toolTurns }) => toolTurns.filter(() => rnd(2));
+    const pick = ({ units }) => units.filter(() => rnd(2));
     assertPairsTogether(msgs, leanView(msgs, rules, pick).messages, `iter ${iter} (chooser)`);
   }
 });
@@ -123,7 +123,7 @@ test("31.3: turns that start with the same message and no timestamp: the newest 
 });
 
 // --- issue 30.2: the newest N tool results whole, not N whole turns of results ------------------------------
-test("keepResults: runs of 4 calls a turn keep the fewest newest turns that hold 5 results (2 turns, 8 results)", () => {
+test("keepResults: runs of 4 calls a turn keep the newest 5 results, a run cut between its calls", () => {
   const msgs = [];
   for (let k = 0; k < 10; k++) {
     msgs.push(user(`Q${k}`));
@@ -133,9 +133,16 @@ test("keepResults: runs of 4 calls a turn keep the fewest newest turns that hold
   const sent = (rules) => leanView(msgs, rules).messages.filter((m) => m.role === "toolResult").map((m) => m.toolCallId);
   // keepTurns 5 alone: 5 whole turns, 20 results
   assert.equal(sent({ mode: "drop", keepTurns: 5, batchTurns: 1 }).length, 20);
-  // keepResults 5: the newest 5 results whole, in whole turns: 2 turns
+  // keepResults 5: the newest 5 results whole, the older calls of the run before hidden with their results
   const kept = sent({ mode: "drop", keepTurns: 5, keepResults: 5, batchTurns: 1 });
-  assert.deepEqual(kept, ["c8_0", "c8_1", "c8_2", "c8_3", "c9_0", "c9_1", "c9_2", "c9_3"]);
+  assert.deepEqual(kept, ["c8_3", "c9_0", "c9_1", "c9_2", "c9_3"]);
+  const out = leanView(msgs, { mode: "drop", keepTurns: 5, keepResults: 5, batchTurns: 1 });
+  assert.deepEqual([out.stats.keptTurns, out.stats.hiddenTurns, out.stats.hiddenUnits], [2, 9, 35]);
+  assert.equal(out.messages.filter((m) => m.role === "user").length, 10, "every question stays");
+  // calls sent together in one message are one unit: kept or hidden together
+  const par = msgs.slice(0, -7).concat([asst([call("p1"), call("p2")], "toolUse"), result("p1"), result("p2"), asst(txt("A9"))]);
+  assert.deepEqual(leanView(par, { mode: "drop", keepTurns: 5, keepResults: 5, batchTurns: 1 }).messages
+    .filter((m) => m.role === "toolResult").map((m) => m.toolCallId), ["c8_2", "c8_3", "c9_0", "p1", "p2"]);
   // one call a turn: the same as keepTurns (at most keepTurns turns in any case)
   const single = [];
   for (let k = 0; k < 10; k++) single.push(user(`Q${k}`), asst([call(`s${k}`)], "toolUse"), result(`s${k}`), asst(txt(`A${k}`)));
@@ -145,7 +152,7 @@ test("keepResults: runs of 4 calls a turn keep the fewest newest turns that hold
   const withMemory = msgs.map((m) => (m.role === "toolResult" && m.toolCallId.startsWith("c9") ? { ...m, toolName: "memory_get" } : m));
   const kept2 = leanView(withMemory, { mode: "drop", keepTurns: 5, keepResults: 5, batchTurns: 1, neverHide: ["memory_*"] }).messages
     .filter((m) => m.role === "toolResult").map((m) => m.toolCallId);
-  assert.deepEqual(kept2.filter((id) => !id.startsWith("c9")), ["c7_0", "c7_1", "c7_2", "c7_3", "c8_0", "c8_1", "c8_2", "c8_3"]);
+  assert.deepEqual(kept2.filter((id) => !id.startsWith("c9")), ["c7_3", "c8_0", "c8_1", "c8_2", "c8_3"]);
 });
 
 test("keepResults through the engine's sticky boundary: the newest 5 results always whole, fewer turns kept", async () => {

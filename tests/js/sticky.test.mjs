@@ -9,8 +9,8 @@ import { fileURLToPath } from "node:url";
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const PLUGIN = path.join(HERE, "..", "..", "occd", "lean", "plugin");
-const { createEngine, leanView } = await import(path.join(PLUGIN, "index.js"));
-const { chooseHidden, StateFile, forgetStateFiles, writeAtomic } = await import(path.join(PLUGIN, "sticky.js"));
+const { contextWindowOf, createEngine, leanView } = await import(path.join(PLUGIN, "index.js"));
+const { aggregateCapChars, chooseHidden, StateFile, forgetStateFiles, turnIds, writeAtomic } = await import(path.join(PLUGIN, "sticky.js"));
 
 let seq = 0;
 const user = (text) => ({ role: "user", content: [{ type: "text", text }], timestamp: ++seq });
@@ -23,6 +23,10 @@ const toolTurn = (k) => [user(`Q${k}`), asst([call(`c${k}`)], "toolUse"), result
   .map((m, j) => ({ ...m, timestamp: 1_800_000_000_000 + k * 1000 + j }));
 const RULES = { mode: "drop", keepTurns: 5, batchTurns: 4, neverHide: [], keepResultsUnderChars: 300 };
 const BUDGET = 96000;
+// the model's window in OpenClaw's config (128k: OpenClaw's cap on a prompt's tool results is 256k chars, 14 of
+// these results, so the cost rule alone decides here)
+const CONFIG = { models: { providers: { p: { models: [{ id: "m", contextWindow: 128000 }] } } } };
+const engineOf = (paths) => createEngine({ ...paths, config: CONFIG });
 const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), "occd-sticky-"));
 
 function setup(rules = RULES) {
@@ -43,7 +47,7 @@ const calls = (msgs) => msgs.flatMap((m) => (m.role === "assistant" ? m.content.
 async function simulate(engine, history, from, turns, budget = BUDGET) {
   const outs = [];
   for (let k = from; k < from + turns; k++) {
-    const r = await engine.assemble({ sessionId: "s1", sessionKey: "agent:main:main", messages: structuredClone(history), tokenBudget: budget });
+    const r = await engine.assemble({ sessionId: "s1", sessionKey: "agent:main:main", messages: structuredClone(history), tokenBudget: budget, model: "m" });
     outs.push(r);
     history.push(...toolTurn(k));
   }
@@ -66,7 +70,7 @@ function breaks(outs, prev = null) {
 test("40 turns: each prompt starts with the one before except at a boundary move; at most one move per 7 turns", async () => {
   forgetStateFiles();
   const { paths } = setup();
-  const engine = createEngine(paths);
+  const engine = engineOf(paths);
   const outs = await simulate(engine, [], 1, 40);
   const { n, at } = breaks(outs);
   const stats = JSON.parse(fs.readFileSync(paths.statsPath, "utf8")).sessions["agent:main:main"];
@@ -106,7 +110,7 @@ test("the count rule alone (not sticky) breaks the prefix every batchTurns turns
   const plain = breaks(outs).n;
   forgetStateFiles();
   const { paths } = setup();
-  const sticky = breaks(await simulate(createEngine(paths), [], 1, 40)).n;
+  const sticky = breaks(await simulate(engineOf(paths), [], 1, 40)).n;
   assert.ok(plain >= 8, `count rule: ${plain}`);
   assert.ok(sticky < plain, `sticky ${sticky} < count rule ${plain}`);
 });
@@ -114,7 +118,7 @@ test("the count rule alone (not sticky) breaks the prefix every batchTurns turns
 test("a hidden turn stays hidden: a larger budget later, or a policy re-read, never brings it back", async () => {
   forgetStateFiles();
   const { paths } = setup();
-  const engine = createEngine(paths);
+  const engine = engineOf(paths);
   const history = [];
   const outs = await simulate(engine, history, 1, 20);
   const hiddenBefore = 19 - calls(outs[19].messages).length; // outs[19] was assembled on 19 turns
@@ -128,20 +132,20 @@ test("restart: which turns are hidden survives a new process (state file): the s
   forgetStateFiles();
   const a = setup(), b = setup();
   const ha = [], hb = [];
-  const straight = await simulate(createEngine(a.paths), ha, 1, 26);
-  const first = await simulate(createEngine(b.paths), hb, 1, 20);
+  const straight = await simulate(engineOf(a.paths), ha, 1, 26);
+  const first = await simulate(engineOf(b.paths), hb, 1, 20);
   const state = fs.readFileSync(b.paths.statePath, "utf8");
   assert.ok(!state.includes("doc") && !state.includes("Q1") && !state.includes("www"), "ids and counts, never content");
   const saved = JSON.parse(state).sessions["agent:main:main"];
   assert.ok(saved.hidden.length >= 4 && saved.moves >= 1);
   forgetStateFiles(); // a gateway restart: nothing in memory
-  const second = await simulate(createEngine(b.paths), hb, 21, 6);
+  const second = await simulate(engineOf(b.paths), hb, 21, 6);
   for (let i = 0; i < 6; i++) assert.deepEqual(json(second[i].messages), json(straight[20 + i].messages), `turn ${21 + i}`);
   assert.equal(breaks(second, first[19].messages).n, breaks(straight.slice(20), straight[19].messages).n);
   // without the state file the same history is cut elsewhere (the test is not vacuous)
   fs.rmSync(b.paths.statePath);
   forgetStateFiles();
-  const fresh = await createEngine(b.paths).assemble({ sessionId: "s1", sessionKey: "agent:main:main", messages: structuredClone(hb), tokenBudget: BUDGET });
+  const fresh = await engineOf(b.paths).assemble({ sessionId: "s1", sessionKey: "agent:main:main", messages: structuredClone(hb), tokenBudget: BUDGET, model: "m" });
   assert.ok(!startsWith(fresh.messages, straight[25].messages));
 });
 
@@ -153,23 +157,23 @@ test("chooseHidden: no move under the high water; a move hides at least a batch 
   const rules = { keepTurns: 3, batchTurns: 2, highWater: 0.6, lowWater: 0.3, cacheCostRatio: 1e5 };
   // (growth: the newest three turns' 4000 tokens count ahead of the high water)
   // 20 turns of 4000 tokens = 80k; budget 200k: under 0.6 -> nothing
-  let r = chooseHidden({ ids, toolTurns, saved, charsIn: 80000 * 4, rules, tokenBudget: 200000, hiddenIds: new Set() });
+  let r = chooseHidden({ ids, units: toolTurns, saved, charsIn: 80000 * 4, rules, tokenBudget: 200000, hiddenIds: new Set() });
   assert.deepEqual([r.hidden, r.added, r.moved], [[], [], false]);
   assert.equal(r.charsBefore, r.charsAfter);
   // budget 100k: 80k > 60k -> hide until <= 30k: 13 turns (80k - 13*4k = 28k)
-  r = chooseHidden({ ids, toolTurns, saved, charsIn: 80000 * 4, rules, tokenBudget: 100000, hiddenIds: new Set() });
+  r = chooseHidden({ ids, units: toolTurns, saved, charsIn: 80000 * 4, rules, tokenBudget: 100000, hiddenIds: new Set() });
   assert.equal(r.hidden.length, 13);
   assert.deepEqual(r.hidden, toolTurns.slice(0, 13));
   assert.equal(r.charsBefore - r.charsAfter, 13 * 16000);
   // the next call with those hidden: no move (28k < 60k), the same turns stay hidden
-  const again = chooseHidden({ ids, toolTurns, saved, charsIn: 80000 * 4, rules, tokenBudget: 100000, hiddenIds: new Set(r.added) });
+  const again = chooseHidden({ ids, units: toolTurns, saved, charsIn: 80000 * 4, rules, tokenBudget: 100000, hiddenIds: new Set(r.added) });
   assert.deepEqual(again.hidden, r.hidden);
   assert.equal(again.moved, false);
   // keepTurns bound: a tiny budget hides all but the newest 3
-  r = chooseHidden({ ids, toolTurns, saved, charsIn: 80000 * 4, rules, tokenBudget: 1000, hiddenIds: new Set() });
+  r = chooseHidden({ ids, units: toolTurns, saved, charsIn: 80000 * 4, rules, tokenBudget: 1000, hiddenIds: new Set() });
   assert.equal(r.hidden.length, 17);
   // no budget: only the cost rule moves (below)
-  r = chooseHidden({ ids: ids.slice(0, 5), toolTurns: [0, 1, 2, 3, 4], saved, charsIn: 1, rules, tokenBudget: undefined, hiddenIds: new Set() });
+  r = chooseHidden({ ids: ids.slice(0, 5), units: [0, 1, 2, 3, 4], saved, charsIn: 1, rules, tokenBudget: undefined, hiddenIds: new Set() });
   assert.equal(r.moved, false);
 });
 
@@ -181,7 +185,7 @@ test("chooseHidden, the cost rule: with 5 equal turns kept a move pays once ~8 t
   const firstMove = (budget) => {
     for (let v = 1; v <= n; v++) {
       const toolTurns = ids.slice(0, v).map((_, t) => t);
-      const r = chooseHidden({ ids: ids.slice(0, v), toolTurns, saved, charsIn: v * 16000, rules, tokenBudget: budget, hiddenIds: new Set() });
+      const r = chooseHidden({ ids: ids.slice(0, v), units: toolTurns, saved, charsIn: v * 16000, rules, tokenBudget: budget, hiddenIds: new Set() });
       if (r.moved) return { v, r };
     }
     return null;
@@ -194,16 +198,16 @@ test("chooseHidden, the cost rule: with 5 equal turns kept a move pays once ~8 t
     assert.deepEqual(r.hidden, [0, 1, 2, 3, 4, 5, 6, 7], "every turn but the newest keepTurns");
   }
   // a cheaper write (OpenAI-style, ratio 9) moves a turn earlier; a dearer one later
-  const at = (ratio) => { for (let v = 1; v <= n; v++) { const r = chooseHidden({ ids: ids.slice(0, v), toolTurns: ids.slice(0, v).map((_, t) => t), saved, charsIn: v * 16000, rules: { ...rules, cacheCostRatio: ratio }, tokenBudget: undefined, hiddenIds: new Set() }); if (r.moved) return v; } return null; };
+  const at = (ratio) => { for (let v = 1; v <= n; v++) { const r = chooseHidden({ ids: ids.slice(0, v), units: ids.slice(0, v).map((_, t) => t), saved, charsIn: v * 16000, rules: { ...rules, cacheCostRatio: ratio }, tokenBudget: undefined, hiddenIds: new Set() }); if (r.moved) return v; } return null; };
   assert.ok(at(9) < 13 && at(30) > 13, `${at(9)} ${at(30)}`);
   // a tight budget moves before the cost rule does (the budget reason), keeping the newest 5
   const toolTurns = ids.slice(0, 10).map((_, t) => t);
-  const r = chooseHidden({ ids: ids.slice(0, 10), toolTurns, saved, charsIn: 10 * 16000, rules, tokenBudget: 45000, hiddenIds: new Set() });
+  const r = chooseHidden({ ids: ids.slice(0, 10), units: toolTurns, saved, charsIn: 10 * 16000, rules, tokenBudget: 45000, hiddenIds: new Set() });
   assert.equal(r.why, "budget");
   assert.ok(r.hidden.length >= 4 && r.hidden.length <= 5);
   // past the whole budget a move happens even with fewer than keep + batch visible
   const seven = ids.slice(0, 7).map((_, t) => t);
-  const p = chooseHidden({ ids: ids.slice(0, 7), toolTurns: seven, saved, charsIn: 7 * 16000, rules, tokenBudget: 30000, hiddenIds: new Set() });
+  const p = chooseHidden({ ids: ids.slice(0, 7), units: seven, saved, charsIn: 7 * 16000, rules, tokenBudget: 30000, hiddenIds: new Set() });
   assert.deepEqual([p.why, p.hidden], ["budget", [0, 1]]);
 });
 
@@ -220,4 +224,105 @@ test("state file: atomic write keeps the mode, a damaged file reads as empty (no
   assert.deepEqual(fs.readdirSync(d), ["state.json"], "no temp file left");
   writeAtomic(f, "{}");
   assert.equal(new StateFile(f).get("k").hiddenIds.size, 0);
+});
+
+// --- issue 30.2: runs of many calls, OpenClaw's cap on a prompt's tool results ------------------------------
+const runTurn = (k, n = 4) => {
+  const out = [user(`Q${k}`)];
+  for (let j = 0; j < n; j++) out.push(asst([call(`c${k}_${j}`)], "toolUse"), result(`c${k}_${j}`, `${DOC} doc${k}_${j}`));
+  out.push(asst([{ type: "text", text: `A${k}` }]));
+  return out.map((m, j) => ({ ...m, timestamp: 1_800_000_000_000 + k * 1000 + j }));
+};
+const resultChars = (msgs) => msgs.filter((m) => m.role === "toolResult").reduce((n, m) => n + m.content[0].text.length, 0);
+
+async function runs(paths, turns, window) {
+  const config = { models: { providers: { p: { models: [{ id: "m", contextWindow: window }] } } } };
+  const engine = createEngine({ ...paths, config });
+  const history = [];
+  const outs = [];
+  for (let k = 0; k < turns; k++) {
+    outs.push(await engine.assemble({ sessionId: "s1", sessionKey: "agent:main:main", messages: structuredClone(history),
+                                      tokenBudget: window - 40000, model: "m" }));
+    history.push(...runTurn(k));
+  }
+  return { outs, history };
+}
+
+test("aggregateCapChars: OpenClaw's cap on a prompt's tool results, by window", () => {
+  assert.equal(aggregateCapChars(128000), 256000);
+  assert.equal(aggregateCapChars(96000), 192000);
+  assert.equal(aggregateCapChars(200000), 400000);
+  assert.equal(aggregateCapChars(32000), 64000);
+  assert.equal(aggregateCapChars(undefined), Infinity);
+});
+
+test("contextWindowOf: the model's entry in OpenClaw's config, else the budget plus the output reserve", () => {
+  const config = { models: { providers: { a: { models: [{ id: "m", contextWindow: 128000 }] },
+                                          b: { models: [{ id: "m", contextWindow: 200000, contextTokens: 64000 }, null] } } } };
+  assert.equal(contextWindowOf(config, { model: "m", tokenBudget: 5 }), 128000);
+  assert.equal(contextWindowOf(config, { model: "m", runtimeSettings: { provider: "b" } }), 64000);
+  assert.equal(contextWindowOf(config, { model: "x", tokenBudget: 90000, runtimeSettings: { maxOutputTokens: 8000 } }), 98000);
+  assert.equal(contextWindowOf({ models: { providers: { a: { models: "junk" } } } }, { model: "m", tokenBudget: 7 }), 7);
+  assert.equal(contextWindowOf(null, {}), undefined);
+});
+
+test("runs of 4 calls, 128k: the newest 5 results always whole, the prompt's results under OpenClaw's cap, every question kept", async () => {
+  forgetStateFiles();
+  const { paths } = setup({ ...RULES, keepResults: 5 });
+  const { outs } = await runs(paths, 14, 128000);
+  const cap = aggregateCapChars(128000);
+  outs.forEach((r, k) => {
+    // what the run adds (4 results) must fit beside what assemble() hands on
+    assert.ok(resultChars(r.messages) + 4 * (DOC.length + 8) <= cap, `turn ${k}: ${resultChars(r.messages)}`);
+    const ids = r.messages.filter((m) => m.role === "toolResult").map((m) => m.toolCallId);
+    const want = Array.from({ length: k }, (_, t) => [0, 1, 2, 3].map((j) => `c${t}_${j}`)).flat().slice(-5);
+    assert.deepEqual(ids.slice(-want.length), want, `turn ${k}: the newest 5 whole`);
+    assert.equal(r.messages.filter((m) => m.role === "user").length, k);
+  });
+  const { n, at } = breaks(outs);
+  assert.ok(n >= 3 && n <= 7, `a move at most every other turn: ${n} at ${at}`);
+  for (let i = 1; i < at.length; i++) assert.ok(at[i] - at[i - 1] >= 2, `moves at ${at}`);
+  const stats = JSON.parse(fs.readFileSync(paths.statsPath, "utf8")).sessions["agent:main:main"];
+  assert.equal(stats.boundaryMoves, n);
+  assert.equal(stats.lastMove.why, "cap");
+  // a move hides down to the newest 5 results: the run before is cut between its calls
+  assert.equal(outs.at(-1 - (outs.length - 1 - at.at(-1))).messages.filter((m) => m.role === "toolResult").length, 5);
+  // without the cap (a window 10x larger) the same session's prompt passes 256k chars of results: the rule acts
+  forgetStateFiles();
+  const big = await runs(setup({ ...RULES, keepResults: 5 }).paths, 14, 1280000);
+  assert.ok(big.outs.some((r) => resultChars(r.messages) + 4 * (DOC.length + 8) > cap));
+});
+
+test("units survive a restart, and a state of whole turns (before units) still hides those turns", async () => {
+  forgetStateFiles();
+  const a = setup({ ...RULES, keepResults: 5 });
+  const b = setup({ ...RULES, keepResults: 5 });
+  const straight = (await runs(a.paths, 12, 128000)).outs;
+  const { history } = await runs(b.paths, 8, 128000);
+  forgetStateFiles(); // a gateway restart: only the state file is left
+  const state = JSON.parse(fs.readFileSync(b.paths.statePath, "utf8")).sessions["agent:main:main"];
+  assert.ok(state.hidden.some((id) => id.includes("/")) || state.hidden.length > 0);
+  assert.ok(state.hidden.every((id) => /^[0-9a-f]{20}(#\d+)?(\/\d+)?$/.test(id)), "hashes and ranks only");
+  const config = { models: { providers: { p: { models: [{ id: "m", contextWindow: 128000 }] } } } };
+  const engine = createEngine({ ...b.paths, config });
+  for (let k = 8; k < 12; k++) {
+    const r = await engine.assemble({ sessionId: "s1", sessionKey: "agent:main:main", messages: structuredClone(history), tokenBudget: 88000, model: "m" });
+    assert.deepEqual(json(r.messages), json(straight[k].messages), `turn ${k} after the restart`);
+    history.push(...runTurn(k));
+  }
+  // a state written before units: the ids of whole turns hide every unit of those turns
+  forgetStateFiles();
+  const c = setup({ ...RULES, keepResults: 5 });
+  const old = [];
+  for (let k = 0; k < 6; k++) old.push(...runTurn(k));
+  const firstOfTurn = new Map();
+  old.forEach((m, i) => { if (m.role === "user") firstOfTurn.set(firstOfTurn.size, i); });
+  const tids = turnIds(old, firstOfTurn, 6);
+  fs.writeFileSync(c.paths.statePath, JSON.stringify({ version: 1, sessions: { "agent:main:main": { hidden: [tids[0], tids[1]], moves: 1 } } }));
+  // (a window large enough that no move is due: only the old state hides)
+  const roomy = { models: { providers: { p: { models: [{ id: "m", contextWindow: 1280000 }] } } } };
+  const r = await createEngine({ ...c.paths, config: roomy }).assemble({ sessionId: "s1", sessionKey: "agent:main:main", messages: structuredClone(old), tokenBudget: 1200000, model: "m" });
+  const ids = r.messages.filter((m) => m.role === "toolResult").map((m) => m.toolCallId);
+  assert.ok(!ids.some((id) => id.startsWith("c0_") || id.startsWith("c1_")), ids.join(","));
+  assert.ok(ids.includes("c5_3") && ids.includes("c2_0"), ids.join(","));
 });

@@ -17,7 +17,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { durableRecall, RECALL_MEMORY, recallOnCleanCut, textChars } from "./recall.js";
 import { PolicyFile, Refused, StatsFile } from "./safefs.js";
-import { STICKY_DEFAULTS, stateFile, stickyChooser } from "./sticky.js";
+import { aggregateCapChars, STICKY_DEFAULTS, stateFile, stickyChooser } from "./sticky.js";
 
 export { PolicyFile, StatsFile };
 export { leanTurn, recall, RECALL_SHARE } from "./recall.js";
@@ -97,14 +97,17 @@ export function stubText(toolName, chars) {
  * leanView(messages, rules) -> {messages, stats}. Never changes its input; untouched messages are passed on by
  * reference. Turns start at each user message (messages before the first one, e.g. a compaction summary,
  * form a turn of their own). A tool call is hideable unless its tool is in neverHide or its result is at most
- * keepResultsUnderChars long; a turn holding one is a tool turn. Of the n tool turns (an unfinished last turn
- * is never one), the oldest h = floor((n - keep) / batchTurns) * batchTurns are hidden (keep: keepTurns, or with
- * keepResults > 0 the fewest newest tool turns holding that many results, at most keepTurns): the kept window
- * moves once per batchTurns turns; or, given `choose` (the engine's sticky boundary, sticky.js), the tool turns
- * choose({toolTurns, saved: turn -> chars hiding it saves, charsIn, firstOf: turn -> first index, turns}) returns. In a hidden turn: "drop" removes the hideable calls and their results, and
- * the thinking of an assistant message that lost a call (signed reasoning must not be sent without its call);
- * an assistant message left with nothing else is removed. "stub" keeps the calls (and their thinking) and
- * replaces each result by a short placeholder.
+ * keepResultsUnderChars long. What is hidden or kept as one is a unit: a model message's hideable calls with
+ * their results (a run of 4 reads is 4 units; calls sent together are one); a turn holding one is a tool turn.
+ * The newest units are kept whole: those of the newest keepTurns tool turns, or with keepResults > 0 the fewest
+ * newest of them holding that many results (an unfinished last turn is never touched). Of the older units, those
+ * of the oldest floor(turns / batchTurns) * batchTurns turns are hidden (the kept window moves once per
+ * batchTurns turns); or, given `choose` (the engine's sticky boundary, sticky.js), the units
+ * choose({units, saved: unit -> chars hiding it saves, results: unit -> its results' chars, charsIn, firstOf:
+ * unit -> first index, firstOfTurn, turns, keep, turnOf, rank: unit -> its rank in its turn}) returns. A hidden
+ * unit: "drop" removes the hideable calls and their results, and the thinking of an assistant message that lost
+ * a call (signed reasoning must not be sent without its call); an assistant message left with nothing else is
+ * removed. "stub" keeps the calls (and their thinking) and replaces each result by a short placeholder.
  */
 export function leanView(messages, rawRules, choose) {
   const rules = normalizeRules(rawRules);
@@ -138,7 +141,7 @@ export function leanView(messages, rawRules, choose) {
     if (m.role === "assistant" && Array.isArray(m.content)) {
       m.content.forEach((b, j) => {
         if (!isToolCall(b)) return;
-        const p = { turn: turnOf[i], name: b.name, result: -1 };
+        const p = { turn: turnOf[i], msg: i, name: b.name, result: -1 };
         pairOfCall.set(`${i}:${j}`, p);
         if (b.id != null) waiting.set(b.id, [...(waiting.get(b.id) ?? []), p]);
       });
@@ -168,32 +171,48 @@ export function leanView(messages, rawRules, choose) {
   // an unfinished last turn (a call waiting for its result or for the model's answer) is never hidden
   const last = messages[messages.length - 1];
   const open = last?.role === "toolResult" || (last?.role === "assistant" && last.stopReason === "toolUse");
-  const toolTurnSet = new Set();
+  // units: what is hidden or kept as one, a model message's hideable calls with their results (an orphan result is
+  // a unit of its own); a unit belongs to the turn of its first message
+  const units = [];
+  const unitOf = new Map(); // message index -> unit
+  const skip = (i) => (open && (turnOf[i] === lastTurn || ownerOf(i) === lastTurn));
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i];
-    if (open && (turnOf[i] === lastTurn || ownerOf(i) === lastTurn)) continue;
-    if (m?.role === "assistant" && Array.isArray(m.content) && m.content.some((b, j) => hideableCall(i, j))) toolTurnSet.add(turnOf[i]);
-    else if (m?.role === "toolResult" && hideableResult(i)) toolTurnSet.add(ownerOf(i));
+    if (skip(i)) continue;
+    if (m?.role === "assistant" && Array.isArray(m.content) && m.content.some((b, j) => hideableCall(i, j))) {
+      unitOf.set(i, units.length);
+      units.push({ turn: turnOf[i], first: i, results: 0, resultChars: 0 });
+    } else if (m?.role === "toolResult" && hideableResult(i)) {
+      const p = pairOfResult.get(i);
+      let u = p ? unitOf.get(p.msg) : undefined;
+      if (u === undefined) {
+        u = units.length;
+        units.push({ turn: turnOf[i], first: i, results: 0, resultChars: 0 });
+      }
+      unitOf.set(i, u);
+      units[u].results++;
+      units[u].resultChars += textChars(m.content);
+    }
   }
-  if (open) toolTurnSet.delete(lastTurn);
   // a provider-native compaction checkpoint (OpenClaw 2026.10.2+: `providerReplay` on an assistant message) is
   // never hidden or rewritten, nor is anything before it: the provider's replay was made from that prefix
   const cp = messages.findLastIndex(isCompactionCheckpoint);
-  if (cp >= 0) for (const t of [...toolTurnSet]) if (t <= turnOf[cp]) toolTurnSet.delete(t);
-  const toolTurns = [...toolTurnSet].sort((a, b) => a - b);
+  const hideable = units.map((_, u) => u).filter((u) => cp < 0 || units[u].turn > turnOf[cp]);
+  const toolTurns = [...new Set(hideable.map((u) => units[u].turn))];
   stats.toolTurns = toolTurns.length;
-  // how many of the newest tool turns stay whole: keepTurns, or fewer when keepResults results are in fewer
-  let keep = rules.keepTurns;
+  stats.units = hideable.length;
+  // how many of the newest units stay whole: those of the newest keepTurns tool turns, or with keepResults > 0 the
+  // fewest newest of them that hold that many results (a run of many calls is kept in part)
+  const keptTurns = new Set(toolTurns.slice(Math.max(0, toolTurns.length - rules.keepTurns)));
+  let keep = hideable.filter((u) => keptTurns.has(units[u].turn)).length;
   if (rules.keepResults > 0) {
-    const results = new Map();
-    for (const p of pairOfResult.values()) if (hideablePair(p)) results.set(p.turn, (results.get(p.turn) ?? 0) + 1);
     let n = 0;
     let sum = 0;
-    while (n < toolTurns.length && n < keep && sum < rules.keepResults) sum += results.get(toolTurns[toolTurns.length - 1 - n++]) ?? 0;
+    while (n < keep && sum < rules.keepResults) sum += units[hideable[hideable.length - 1 - n++]].results;
     keep = n;
   }
-  stats.keptTurns = Math.min(keep, toolTurns.length);
-  // the hidden form of message i when its owner turn is hidden (GONE: it is left out), counted into `st`
+  stats.keptTurns = new Set(hideable.slice(hideable.length - keep).map((u) => units[u].turn)).size;
+  // the hidden form of message i when its unit is hidden (GONE: it is left out), counted into `st`
   const hideMsg = (i, st) => {
     const m = messages[i];
     if (!m || typeof m !== "object") return m;
@@ -223,24 +242,38 @@ export function leanView(messages, rawRules, choose) {
   };
   let hidden;
   if (typeof choose === "function") {
-    // the caller decides which tool turns are hidden, from what each would save (sticky.js)
-    const saved = new Map(toolTurns.map((t) => [t, 0]));
+    // the caller decides which units are hidden, from what each would save (sticky.js)
+    const saved = new Map(hideable.map((u) => [u, 0]));
     const scratch = { callsHidden: 0, thinkingDropped: 0, resultsHidden: 0, resultsStubbed: 0 };
-    const firstOf = new Map();
+    const firstOfTurn = new Map();
     for (let i = 0; i < messages.length; i++) {
-      if (!firstOf.has(turnOf[i])) firstOf.set(turnOf[i], i);
-      const t = ownerOf(i);
-      if (!saved.has(t)) continue;
+      if (!firstOfTurn.has(turnOf[i])) firstOfTurn.set(turnOf[i], i);
+      const u = unitOf.get(i);
+      if (!saved.has(u)) continue;
       const h = hideMsg(i, scratch);
-      saved.set(t, saved.get(t) + textChars(messages[i]?.content) - (h === GONE ? 0 : textChars(h?.content)));
+      saved.set(u, saved.get(u) + textChars(messages[i]?.content) - (h === GONE ? 0 : textChars(h?.content)));
     }
-    hidden = new Set(choose({ toolTurns, saved, charsIn: stats.charsIn, firstOf, turns: lastTurn + 1, keep }));
+    const rankOf = new Map();
+    const perTurn = new Map();
+    for (const u of hideable) {
+      const t = units[u].turn;
+      rankOf.set(u, perTurn.get(t) ?? 0);
+      perTurn.set(t, (perTurn.get(t) ?? 0) + 1);
+    }
+    hidden = new Set(choose({
+      units: hideable, saved, results: new Map(hideable.map((u) => [u, units[u].resultChars])), charsIn: stats.charsIn,
+      firstOf: new Map(hideable.map((u) => [u, units[u].first])), firstOfTurn, turns: lastTurn + 1, keep,
+      turnOf: (u) => units[u].turn, rank: (u) => rankOf.get(u),
+    }));
   } else {
-    const over = toolTurns.length - keep;
-    const h = over >= rules.batchTurns ? Math.floor(over / rules.batchTurns) * rules.batchTurns : 0;
-    hidden = new Set(toolTurns.slice(0, h));
+    // the oldest whole batches of batchTurns turns beyond the kept units
+    const candidates = hideable.slice(0, Math.max(0, hideable.length - keep));
+    const turns = [...new Set(candidates.map((u) => units[u].turn))];
+    const h = new Set(turns.slice(0, Math.floor(turns.length / rules.batchTurns) * rules.batchTurns));
+    hidden = new Set(candidates.filter((u) => h.has(units[u].turn)));
   }
-  stats.hiddenTurns = hidden.size;
+  stats.hiddenUnits = hidden.size;
+  stats.hiddenTurns = new Set([...hidden].map((u) => units[u].turn)).size;
   if (hidden.size === 0) {
     stats.messagesOut = messages.length;
     stats.charsOut = stats.charsIn;
@@ -248,7 +281,7 @@ export function leanView(messages, rawRules, choose) {
   }
   const out = [];
   for (let i = 0; i < messages.length; i++) {
-    const m = hidden.has(ownerOf(i)) ? hideMsg(i, stats) : messages[i];
+    const m = hidden.has(unitOf.get(i)) ? hideMsg(i, stats) : messages[i];
     if (m !== GONE) out.push(m);
   }
   stats.messagesOut = out.length;
@@ -290,6 +323,30 @@ export function withTurn(prev, s, rec) {
   turns.push(rec);
   return { ...s, sessionId: rec.sessionId ?? undefined, at: rec.at, calls: (Number.isInteger(old.calls) ? old.calls : 0) + 1,
            firstAt: typeof old.firstAt === "number" ? old.firstAt : rec.at, turns: turns.slice(-MAX_TURNS) };
+}
+
+/**
+ * The context window (tokens) OpenClaw sizes this prompt for: the model's entry in OpenClaw's config (`contextTokens`,
+ * else `contextWindow`, the smaller of the two when both are set), found by provider and model id; else a lower
+ * bound, the budget assemble() was given plus the output reserve (OpenClaw also takes its system prompt off it).
+ */
+export function contextWindowOf(config, params) {
+  const rs = params?.runtimeSettings && typeof params.runtimeSettings === "object" ? params.runtimeSettings : {};
+  const model = typeof params?.model === "string" ? params.model : rs.resolvedModel;
+  const pos = (v) => (typeof v === "number" && Number.isFinite(v) && v > 0 ? Math.floor(v) : undefined);
+  const providers = config?.models?.providers;
+  if (model && providers && typeof providers === "object") {
+    const order = [rs.provider, ...Object.keys(providers)].filter((p) => typeof p === "string");
+    for (const p of order) {
+      const list = providers[p]?.models;
+      const m = Array.isArray(list) ? list.find((e) => e && typeof e === "object" && e.id === model) : undefined;
+      if (!m) continue;
+      const sizes = [pos(m.contextTokens), pos(m.contextWindow)].filter((v) => v !== undefined);
+      if (sizes.length) return Math.min(...sizes);
+    }
+  }
+  const budget = pos(params?.tokenBudget);
+  return budget === undefined ? undefined : budget + (pos(rs.maxOutputTokens) ?? 0);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -386,7 +443,8 @@ export function createEngine({ policyPath, statsPath, statePath, recallDir, logg
         // sticky (sticky.js): the turns hidden before stay hidden; the boundary moves rarely and far
         const skey = params.sessionKey ?? params.sessionId;
         const sticky = state && skey != null && rules.mode !== "off"
-          ? stickyChooser({ state, key: skey, messages: whole, rules, tokenBudget: params.tokenBudget, textChars }) : null;
+          ? stickyChooser({ state, key: skey, messages: whole, rules, tokenBudget: params.tokenBudget, textChars,
+                            capChars: aggregateCapChars(contextWindowOf(config, params)) }) : null;
         const { messages: lean, stats: s } = leanView(whole, rules, sticky?.choose);
         s.turnsRecalled = turnsRecalled;
         sticky?.record(s, params.sessionId, warn);

@@ -1,22 +1,26 @@
-// occd-lean: the sticky boundary of the lean view (issue 20: cache-stable).
+// occd-lean: the sticky boundary of the lean view (issue 20: cache-stable; issue 30.2: runs of many calls).
 //
-// Providers cache the prompt's prefix; every time the lean view hides another turn, the prompt from that turn on
-// is a cache write. So the view is sticky:
-// - a turn hidden once stays hidden, rendered byte-identically (its hidden form depends only on its own messages);
-// - the boundary moves rarely and far, for one of two reasons:
-//   * it pays: a move rewrites the turns kept whole (K chars: a cache write instead of a read, costing
-//     `cacheCostRatio` = (write - read) / read times their read price) and saves reading the hidden turns (D chars)
+// Providers cache the prompt's prefix; every time the lean view hides more, the prompt from there on is a cache
+// write. So the view is sticky. What it hides is a unit: a model message's tool calls with their results (a run
+// of 4 reads is 4 units, so the newest 5 results can be kept whole without keeping two whole runs).
+// - a unit hidden once stays hidden, rendered byte-identically (its hidden form depends only on its own messages);
+// - the boundary moves rarely and far, for one of three reasons:
+//   * it pays: a move rewrites the units kept whole (K chars: a cache write instead of a read, costing
+//     `cacheCostRatio` = (write - read) / read times their read price) and saves reading the hidden ones (D chars)
 //     on every later request. With the prompt growing g chars a turn and `requestsPerTurn` requests a turn, the
 //     cheapest rhythm moves when D^2 >= 2 * ratio * K * g / requestsPerTurn (the cost of a move spread over the
-//     turns until the next one equals the extra reads of the prompt growing meanwhile); then it hides every tool
-//     turn but the newest keepTurns. With 5 kept turns of similar size this is a move every ~7 turns, whatever
-//     the window: short sessions never pay for one, long ones stop paying for reads they do not need;
+//     turns until the next one equals the extra reads of the prompt growing meanwhile); then it hides every unit
+//     but the newest kept ones. With 5 kept turns of similar size this is a move every ~7 turns, whatever the
+//     window: short sessions never pay for one, long ones stop paying for reads they do not need;
 //   * the budget: the lean prompt plus one more turn would pass `highWater` of the token budget (and at least
-//     keepTurns + batchTurns tool turns are visible; or any, past the whole budget, since OpenClaw would compact):
-//     it hides the oldest visible tool turns until the prompt is down to `lowWater` of the budget (keeping the
-//     newest keepTurns whole);
-// - which turns are hidden survives a gateway restart: a state file in occd's data dir holds, per session, one-way
-//   hashes of the hidden turns' first messages and counts (never content), written atomically.
+//     batchTurns tool turns could be hidden; or any, past the whole budget, since OpenClaw would compact): it hides
+//     the oldest visible units until the prompt is down to `lowWater` of the budget (keeping the newest whole);
+//   * OpenClaw's cap: the tool results passed on plus one more turn's would pass OpenClaw's own cap on a prompt's
+//     tool results (aggregateCapChars), past which OpenClaw cuts results itself, the newest ones included: it
+//     hides every unit but the newest kept ones;
+// - which units are hidden survives a gateway restart: a state file in occd's data dir holds, per session, one-way
+//   hashes of the hidden turns' first messages (with a unit's rank in its turn where only some of a turn's units
+//   are hidden) and counts (never content), written atomically.
 // Between two moves the prompt for turn N+1 therefore starts with exactly the prompt for turn N.
 
 import crypto from "node:crypto";
@@ -25,7 +29,7 @@ import { Refused, readRegular, signature, writeAtomic } from "./safefs.js";
 export { writeAtomic };
 
 export const STICKY_DEFAULTS = Object.freeze({ highWater: 0.9, lowWater: 0.3, cacheCostRatio: 11.5, requestsPerTurn: 2 });
-const MAX_KEYS = 4000;      // hidden-turn hashes kept per session (oldest forgotten first)
+const MAX_KEYS = 8000;      // hidden turn and unit hashes kept per session (oldest forgotten first)
 const MAX_SESSIONS = 500;
 
 function firstText(m) {
@@ -64,56 +68,86 @@ export function waters(rules) {
   return { high, low };
 }
 
+/** OpenClaw's cap on the tool results of one prompt (every release from 2026.7.35 to 2026.9.6,
+ * resolveLiveToolResultAggregateMaxChars): past it, OpenClaw cuts results itself, the newest ones included, and
+ * keeps them cut. In characters, for a context window of `window` tokens. */
+export function aggregateCapChars(window) {
+  if (!(Number.isFinite(window) && window > 0)) return Infinity;
+  const w = Math.floor(window);
+  const auto = w >= 200000 ? 64000 : w >= 100000 ? 32000 : 16000;
+  const perResult = Math.min(Math.floor(w * 0.3) * 4, auto);
+  return Math.max(perResult * 4, Math.floor(w * 4 * 0.5));
+}
+
 /**
- * chooseHidden(ctx) -> {hidden: [turn index], added: [turn id], moved, charsBefore, charsAfter}. Pure.
- * ctx: {ids: [turn id per turn index], toolTurns: [turn index, oldest first], saved: Map turn -> chars the turn
- * loses when hidden, charsIn: chars of the whole history, rules: {keepTurns, batchTurns, highWater?, lowWater?},
- * keep: the newest tool turns kept whole (default keepTurns; fewer with keepResults, see leanView),
- * tokenBudget, hiddenIds: Set of turn ids hidden before}.
+ * chooseHidden(ctx) -> {hidden: [unit], added: [unit id], moved, why, charsBefore, charsAfter}. Pure.
+ * A unit is what is hidden or kept as one: a model message's tool calls with their results (a run of 4 calls is 4
+ * units, calls sent together are one); each belongs to a turn (`turnOf`, default: a unit is its own turn).
+ * ctx: {ids: [id per unit], units: [unit, oldest first], saved: Map unit -> chars hiding it saves, charsIn: chars
+ * of the whole history, rules: {keepTurns, batchTurns (counted in turns), highWater?, lowWater?}, keep: the newest
+ * units kept whole, tokenBudget, hiddenIds: Set of unit ids hidden before, turnOf, results: Map unit -> chars of
+ * its tool results, capChars: OpenClaw's cap on a prompt's tool results (aggregateCapChars)}.
  */
-export function chooseHidden({ ids, toolTurns, saved, charsIn, rules, tokenBudget, hiddenIds, keep = rules.keepTurns }) {
+export function chooseHidden({ ids, units, saved, charsIn, rules, tokenBudget, hiddenIds, keep = rules.keepTurns,
+                               turnOf = (u) => u, results = null, capChars = Infinity }) {
   const hidden = [];
   const visible = [];
-  // the newest keepTurns tool turns are never hidden, whatever their id says (two turns that start alike share
-  // a base id; an id hidden before must not take the newest results with it)
-  const newestKept = new Set(toolTurns.slice(Math.max(0, toolTurns.length - keep)));
-  for (const t of toolTurns) (hiddenIds.has(ids[t]) && !newestKept.has(t) ? hidden : visible).push(t);
+  // the newest `keep` units are never hidden, whatever their id says (two turns that start alike share a base id;
+  // an id hidden before must not take the newest results with it)
+  const newestKept = new Set(units.slice(Math.max(0, units.length - keep)));
+  for (const u of units) (hiddenIds.has(ids[u]) && !newestKept.has(u) ? hidden : visible).push(u);
   let chars = charsIn;
-  for (const t of hidden) chars -= saved.get(t) ?? 0;
+  for (const u of hidden) chars -= saved.get(u) ?? 0;
   const batch = rules.batchTurns;
   const candidates = visible.slice(0, Math.max(0, visible.length - keep));
   const budget = Number.isFinite(tokenBudget) && tokenBudget > 0 ? tokenBudget : null;
   const { high, low } = waters(rules);
-  const crowded = visible.length >= keep + batch;
+  const crowded = turnCount(candidates, turnOf) >= batch;
   // the next turn must fit too: one turn's growth (the largest of the newest three tool turns) counts ahead
-  const newest = visible.slice(-3).map((t) => saved.get(t) ?? 0);
+  const newest = newestTurns(visible, turnOf, saved);
   const growth = Math.max(0, ...newest);
   const over = budget ? (chars + growth) / 4 > high * budget : false;
   const past = budget ? (chars + growth) / 4 > budget : false; // OpenClaw would compact: any batch will do
+  // OpenClaw's own cap on the prompt's tool results, with the next turn's results: past it OpenClaw cuts them
+  const resultsOf = (us) => us.reduce((n, u) => n + (results?.get(u) ?? 0), 0);
+  const capped = results !== null && Number.isFinite(capChars)
+    && resultsOf(visible) + Math.max(0, ...newestTurns(visible, turnOf, results)) > capChars;
   const charsBefore = chars;
-  const why = movePays({ candidates, visible, saved, keep, batch, newest, rules }) ? "pays"
-    : (over && crowded) || past ? "budget" : null;
+  const why = movePays({ candidates, visible, saved, keep, batch, newest, rules, turnOf }) ? "pays"
+    : (over && crowded) || past ? "budget" : capped ? "cap" : null;
   if (!why || candidates.length === 0) return { hidden, added: [], moved: false, charsBefore, charsAfter: chars, why: null };
-  const added = [];
-  for (const t of candidates) {
-    if (why === "budget" && added.length >= batch && chars / 4 <= low * budget) break;
-    hidden.push(t);
-    added.push(ids[t]);
-    chars -= saved.get(t) ?? 0;
+  const taken = [];
+  for (const u of candidates) {
+    if (why === "budget" && turnCount(taken, turnOf) >= batch && chars / 4 <= low * budget) break;
+    hidden.push(u);
+    taken.push(u);
+    chars -= saved.get(u) ?? 0;
   }
+  const added = taken.map((u) => ids[u]);
   hidden.sort((a, b) => a - b);
   return { hidden, added, moved: added.length > 0, charsBefore, charsAfter: chars, why };
 }
 
+function turnCount(units, turnOf) {
+  return new Set(units.map(turnOf)).size;
+}
+
+/** Per turn, newest first, the sum of `by` over the units of the newest three turns among `units`. */
+function newestTurns(units, turnOf, by) {
+  const sums = new Map();
+  for (const u of units) sums.set(turnOf(u), (sums.get(turnOf(u)) ?? 0) + (by?.get(u) ?? 0));
+  return [...sums.keys()].sort((a, b) => b - a).slice(0, 3).map((t) => sums.get(t));
+}
+
 /** The cost rule (see the head of this file): hiding every candidate now is the cheapest rhythm of moves.
- * K: the chars of the turns kept whole (rewritten by the move), D: the chars the candidates would stop costing,
+ * K: the chars of the units kept whole (rewritten by the move), D: the chars the candidates would stop costing,
  * g: the prompt's growth per turn (the mean of the newest three tool turns). */
-export function movePays({ candidates, visible, saved, keep, batch, newest, rules }) {
-  if (candidates.length < Math.max(1, batch)) return false;
+export function movePays({ candidates, visible, saved, keep, batch, newest, rules, turnOf = (u) => u }) {
+  if (turnCount(candidates, turnOf) < Math.max(1, batch)) return false;
   const num = (v, d) => (typeof v === "number" && Number.isFinite(v) && v > 0 ? v : d);
   const ratio = num(rules?.cacheCostRatio, STICKY_DEFAULTS.cacheCostRatio);
   const perTurn = num(rules?.requestsPerTurn, STICKY_DEFAULTS.requestsPerTurn);
-  const sum = (ts) => ts.reduce((n, t) => n + (saved.get(t) ?? 0), 0);
+  const sum = (us) => us.reduce((n, u) => n + (saved.get(u) ?? 0), 0);
   const D = sum(candidates);
   const K = sum(visible.slice(visible.length - keep));
   const g = newest.length ? newest.reduce((a, b) => a + b, 0) / newest.length : 0;
@@ -121,26 +155,46 @@ export function movePays({ candidates, visible, saved, keep, batch, newest, rule
 }
 
 /**
- * stickyChooser({state, key, messages, rules, tokenBudget, textChars}) -> {choose, record}: `choose` is leanView's
- * hook (which tool turns are hidden: chooseHidden over the session's persisted hidden ids); `record(stats,
+ * stickyChooser({state, key, messages, rules, tokenBudget, capChars, textChars}) -> {choose, record}: `choose` is
+ * leanView's hook (which units are hidden: chooseHidden over the session's persisted hidden ids); `record(stats,
  * sessionId, warn)` after leanView puts the move's counts into the stats (boundaryMoves, movedNow, lastMove:
  * the prompt's chars before and after, and before the first change, which stays a cache read) and persists the
  * newly hidden ids (one atomic write per move).
+ * A unit's id is its turn's id and its rank in the turn ("<turn id>/<rank>"); a turn id alone (a turn every unit
+ * of which is hidden, or a state written before units) stands for every unit of that turn.
  */
-export function stickyChooser({ state, key, messages, rules, tokenBudget, textChars }) {
+export function stickyChooser({ state, key, messages, rules, tokenBudget, capChars = Infinity, textChars }) {
   const { hiddenIds, moves } = state.get(key);
   let move = null;
-  const choose = ({ toolTurns, saved, charsIn, firstOf, turns, keep }) => {
-    const ids = turnIds(messages, firstOf, turns);
-    const r = chooseHidden({ ids, toolTurns, saved, charsIn, rules, tokenBudget, hiddenIds, keep });
-    move = { ...r, prefixChars: 0 };
+  let persist = [];
+  const choose = ({ units, saved, results, charsIn, firstOf, firstOfTurn, turns, keep, turnOf, rank }) => {
+    const tids = turnIds(messages, firstOfTurn, turns);
+    const ids = [];
+    const known = new Set(hiddenIds);
+    for (const u of units) {
+      ids[u] = `${tids[turnOf(u)]}/${rank(u)}`;
+      if (hiddenIds.has(tids[turnOf(u)])) known.add(ids[u]);
+    }
+    const r = chooseHidden({ ids, units, saved, charsIn, rules, tokenBudget, hiddenIds: known, keep, turnOf, results, capChars });
+    const addedSet = new Set(r.added);
+    move = { ...r, turns: turnCount(units.filter((u) => addedSet.has(ids[u])), turnOf), prefixChars: 0 };
     if (r.moved) {
-      const addedSet = new Set(r.added);
-      const t0 = Math.min(...r.hidden.filter((t) => addedSet.has(ids[t])));
-      // a hidden turn keeps its user message: the change starts after it
-      const i0 = (firstOf.get(t0) ?? 0) + (messages[firstOf.get(t0)]?.role === "user" ? 1 : 0);
+      const u0 = Math.min(...r.hidden.filter((u) => addedSet.has(ids[u])));
+      const i0 = firstOf.get(u0) ?? 0;
       for (let i = 0; i < i0; i++) move.prefixChars += textChars(messages[i]?.content);
-      for (const t of r.hidden) if (t < t0) move.prefixChars -= saved.get(t) ?? 0;
+      for (const u of r.hidden) if (u < u0) move.prefixChars -= saved.get(u) ?? 0;
+      // what is written: a turn all of whose units are hidden now by its turn id, other units by theirs
+      const hiddenSet = new Set(r.hidden);
+      const whole = new Set();
+      for (const u of units) whole.add(turnOf(u));
+      for (const u of units) if (!hiddenSet.has(u)) whole.delete(turnOf(u));
+      persist = [];
+      for (const u of units) {
+        if (!addedSet.has(ids[u])) continue;
+        const t = turnOf(u);
+        if (!whole.has(t)) persist.push(ids[u]);
+        else if (!hiddenIds.has(tids[t]) && !persist.includes(tids[t])) persist.push(tids[t]);
+      }
     }
     return r.hidden;
   };
@@ -148,10 +202,10 @@ export function stickyChooser({ state, key, messages, rules, tokenBudget, textCh
     s.boundaryMoves = moves + (move?.moved ? 1 : 0);
     s.movedNow = move?.moved ? move.added.length : 0;
     if (!move?.moved) return;
-    s.lastMove = { at: Date.now(), turns: move.added.length, charsBefore: move.charsBefore, charsAfter: move.charsAfter,
-                   prefixChars: Math.max(0, move.prefixChars) };
+    s.lastMove = { at: Date.now(), turns: move.turns, units: move.added.length, why: move.why,
+                   charsBefore: move.charsBefore, charsAfter: move.charsAfter, prefixChars: Math.max(0, move.prefixChars) };
     try {
-      state.addHidden(key, sessionId, move.added, s.hiddenTurns);
+      state.addHidden(key, sessionId, persist, s.hiddenTurns);
     } catch (e) {
       if (e instanceof Refused) throw e; // a FIFO, a link, a huge file at the state's name: the engine fails open
       warn(`lean state not written: ${e?.message ?? e}`);
