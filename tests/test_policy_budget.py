@@ -180,6 +180,25 @@ def test_emergencies_act_without_the_idle_wait_and_the_hourly_limit():
                                emergency=em.Emergency(em.SPIRAL, "x")) is None
 
 
+def test_a_spiral_right_after_a_compaction_gets_no_strip_that_removes_nothing_sent():
+    """What OpenClaw sends after it compacted is its summary and the tail it kept: when keeping the newest turns
+    removes nothing of that (over the target, with a turn of room), a spiral gets no strip (it only rewrote older
+    entries OpenClaw no longer sends). Seen on the synthetic trace on 2026-11-28: two such strips, 0 tokens off."""
+    pol = PolicySettings(mode="act", min_idle_minutes=0)
+    spiral = em.Emergency(em.SPIRAL, "compacted on consecutive turns")
+    kept_tail = b.StripTarget(1, 58817, 54000, 0, False, safe_keep=1, floor=1)
+    assert decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(58817, 26682), target=kept_tail,
+                               emergency=spiral) is None
+    # with something to remove from what is sent, the spiral is stripped at once
+    some = b.StripTarget(1, 40000, 54000, 18000, False, safe_keep=1, floor=1)
+    d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(58817, 26682), target=some, emergency=spiral)
+    assert d is not None and d.action == "strip" and d.details["emergency"] == "SPIRAL"
+    # the database era: a spiral is a rotation whatever a strip would remove
+    d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(58817, 26682), target=kept_tail,
+                            emergency=spiral, strip_emergencies=False)
+    assert d is not None and d.action == "rotate"
+
+
 # ---- spirals and blocked sessions --------------------------------------------------------------------------
 
 def _msg(role, text="", usage=None):

@@ -108,7 +108,10 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
         return None if too_small.strongest_done else _strongest_once(s, policy, now, prediction, too_small, urgent)
     # the newest turns' results kept, the target out of reach, but OpenClaw has a turn of room: keep them
     keep_newest = (not target.reachable and target.safe_keep is not None and target.safe_keep >= target.floor)
-    nothing = target.removed == 0 and (target.reachable or (keep_newest and emergency is None))
+    # (a spiral in the file era too: right after OpenClaw compacted, what it sends is its summary and the tail it
+    # kept; a strip that keeps the newest removes nothing of that, only older entries OpenClaw no longer sends)
+    spiral = strip_emergencies and emergency is not None and emergency.kind == "SPIRAL"
+    nothing = target.removed == 0 and (target.reachable or (keep_newest and (emergency is None or spiral)))
     if nothing and (emergency is None or emergency.kind == "SPIRAL"):
         # already under the target: nothing to strip, and the trigger acts before OpenClaw would compact
         return None
