@@ -2,6 +2,7 @@
 plugin, the gateway loads it (only the gateway does: `agent --local` runs without startup plugins), and then
 
 - the model's requests lack the old tool calls and results, the current turn's are there;
+- OpenClaw asks the engine once per run (not before each model request of the run);
 - OpenClaw's store (read-only: SQLite rows, zstd-decoded, or the .jsonl) still holds every one;
 - a policy change (drop -> stub) takes effect on the next turn without a restart;
 - `occd lean disable` (and a gateway restart) gives the model the full history again.
@@ -121,6 +122,9 @@ def test_lean_view_on_a_real_gateway(version, tmp_path, monkeypatch):
         assert stored_tool_blocks(oc.state_dir) == (3, 3)
         stats = json.loads((Path(oc.env["OCCD_HOME"]) / "lean" / "stats.json").read_text())
         assert stats["sessions"]["agent:main:main"]["callsHidden"] >= 1
+        # OpenClaw asks a context engine that does not own compaction once per run, before its first request,
+        # not before each request of the run (each run here: the read, then the answer)
+        assert len(reqs) >= 6 and stats["sessions"]["agent:main:main"]["calls"] == 3, (len(reqs), stats)
 
         # a policy change takes effect on the next turn, without a restart
         pol["sessions"]["agent:main:main"]["mode"] = "stub"

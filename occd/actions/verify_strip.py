@@ -178,8 +178,7 @@ def outgrew_room(a: dict, obs, subject: str) -> dict | None:
             "message": (f"OpenClaw compacted during the first run after occd's strip: the strip left {room} tokens of "
                         f"room under its {budget}-token budget ({kept}), the largest recent run took {growth}, and "
                         "this run took more. occd acts between runs: a run larger than that room compacts"),
-            "hint": "the lean view acts inside a run (OpenClaw 2026.9.x through the gateway: `occd lean enable`); "
-                    "a larger contextWindow gives a run more room",
+            "hint": "a larger contextWindow gives a run more room (occd, and the lean view too, act only before a run)",
             "details": {"promptBudget": budget, "predictedAfter": after, "roomTokens": room, "growthTokens": growth,
                         "stripActionId": a["id"]}}
 
