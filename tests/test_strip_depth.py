@@ -200,7 +200,8 @@ def test_calls_sent_together_stay_together(tmp_path):
 def test_a_run_larger_than_the_room_a_strip_left_is_said_in_status(isolated_env):
     """OpenClaw compacted during the first run after occd's strip although the strip left room for a run like the
     recent ones: an open warning RUN_OUTGREW_ROOM with the room and the run (occd acts between runs, and so does the
-    lean view: OpenClaw asks it once per run), shown by status; the next strip verified without a compaction closes it."""
+    lean view: OpenClaw asks it once per run), shown by status; the next strip verified without a compaction
+    closes it."""
     agent = RunsAgent(isolated_env, 3_000)
     settings = load_settings({"state_dir": str(agent.state), "idle_seconds": 0,
                               "policy": {"mode": "act", "cache_ttl_minutes": 0}})
