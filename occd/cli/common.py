@@ -199,14 +199,29 @@ def iso_time(v: Any) -> Any:
     return dt.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+@functools.lru_cache(maxsize=4096)
+def _contract_key(key: str) -> tuple[str, bool]:
+    """(the key as the contract writes it, whether its value is a time): asked once per key name, not per value."""
+    k2 = camel(key)
+    return k2, is_time_key(k2)
+
+
+_AS_THEY_ARE = frozenset({str, int, float, bool, type(None)})  # exactly these types: nothing in them to change
+
+
 def normalize(obj: Any, key: str | None = None) -> Any:
     """The contract's shape: camelCase keys, ISO-8601 UTC times, lists (never tuples), paths as strings."""
+    if type(obj) in _AS_THEY_ARE:  # (most values: 5,000 sessions of 33 fields in `occd sessions --json`)
+        return obj
     if isinstance(obj, dict):
         keep = key in DATA_MAPS
         out = {}
         for k, v in obj.items():
-            k2 = str(k) if keep else camel(str(k))
-            out[k2] = iso_time(v) if (not keep and is_time_key(k2)) else normalize(v, k2)
+            if keep:
+                out[str(k)] = normalize(v, str(k))
+                continue
+            k2, is_time = _contract_key(str(k))
+            out[k2] = iso_time(v) if is_time else normalize(v, k2)
         return out
     if isinstance(obj, (list, tuple, set, frozenset)):
         return [normalize(v) for v in obj]

@@ -137,10 +137,15 @@ def _resolve_file(sessions_dir: Path, entry: dict, sid: str, agent: str | None =
     sessions directory (relative, or absolute under it); an absolute path of the shape
     `.../agents/<this agent>/sessions/<file>` elsewhere (a state written by another install) as it is; anything
     else (escaping paths, foreign layouts) falls back to `<sessionsDir>/<sessionId>.jsonl`."""
-    fallback = sessions_dir / f"{sid}.jsonl"
+    named = _session_file(sessions_dir, entry, agent)
+    return named if named is not None else sessions_dir / f"{sid}.jsonl"
+
+
+def _session_file(sessions_dir: Path, entry: dict, agent: str | None) -> Path | None:
+    """The entry's `sessionFile` when OpenClaw uses it (_resolve_file), else None."""
     sf = _str(entry.get("sessionFile"))
     if not sf or not sf.strip():
-        return fallback
+        return None
     sf = sf.strip()
     base = os.path.abspath(sessions_dir)
     if os.path.isabs(sf):
@@ -148,15 +153,15 @@ def _resolve_file(sessions_dir: Path, entry: dict, sid: str, agent: str | None =
         if cand.startswith(base + os.sep):  # inside the sessions directory (string work: 5,000 entries a listing)
             return Path(cand)
         if cand == base:
-            return fallback
+            return None
         parts = cand.split(os.sep)
         if (len(parts) >= 4 and parts[-2] == "sessions" and parts[-4] == "agents"
                 and (agent is None or parts[-3].lower() == agent.lower())):
             return Path(cand)
-        return fallback
+        return None
     rel = os.path.normpath(sf)
     if rel.startswith("..") or os.path.isabs(rel) or rel == ".":
-        return fallback
+        return None
     return Path(base, rel)
 
 
@@ -215,7 +220,6 @@ class FileStore:
         self.pending = []
         now_ms = time.time() * 1000
         out: list[SessionInfo] = []
-        seen: set[str] = set()
         for key, entry in data.items():
             if not isinstance(entry, dict):
                 self.warnings.append(f"index entry {key!r} is not an object")
@@ -234,7 +238,6 @@ class FileStore:
                 self.warnings.append(f"{key}: transcript {info.path} is not a regular file (skipped)"
                                      if info.status == "not-a-file" else f"{key}: transcript {info.path} is missing")
                 continue
-            seen.add(os.path.abspath(info.path))
             out.append(info)
         try:
             names = os.listdir(self.sessions_dir)
@@ -244,13 +247,15 @@ class FileStore:
             raise OccdError(f"Cannot read {self.sessions_dir}: {e.strerror}", "check its permissions",
                             code="STATE_UNREADABLE") from None
         indexed = {i.session_id for i in out}  # a file named like an indexed session whose entry names another
-        for name in names:                     # file (a moved state's absolute sessionFile): OpenClaw uses that one
-            if is_session_file(name) and name[: -len(".jsonl")] not in indexed:
-                p = self.sessions_dir / name
-                if os.path.abspath(p) not in seen:
-                    info = SessionInfo(key=None, session_id=name[: -len(".jsonl")], path=p, unindexed=True)
-                    if _stat_into(info):
-                        out.append(info)
+        # file (a moved state's absolute sessionFile): OpenClaw uses that one. Most names are indexed: asked first.
+        unindexed = [name for name in names if name[: -len(".jsonl")] not in indexed and is_session_file(name)]
+        seen = {os.path.abspath(i.path) for i in out} if unindexed else set()
+        for name in unindexed:
+            p = self.sessions_dir / name
+            if os.path.abspath(p) not in seen:
+                info = SessionInfo(key=None, session_id=name[: -len(".jsonl")], path=p, unindexed=True)
+                if _stat_into(info):
+                    out.append(info)
         out.sort(key=lambda i: (i.updated_at or 0), reverse=True)
         return out
 

@@ -9,6 +9,7 @@ or more; a prefix of any length), an exact id, or a session key. On a miss it na
 from __future__ import annotations
 
 import difflib
+import os
 from typing import Callable, Iterable, Sequence, TypeVar
 
 from occd.errors import OccdError
@@ -25,23 +26,27 @@ def _tail(session_id: str) -> int:
 def short_forms(ids: Iterable[str]) -> dict[str, str]:
     """id -> the shortest part from its second group on (at least 4 characters) that no other id contains.
 
-    Length by length (4, 5, ...) for the ids still without a form: each round counts, over all ids, only the
-    substrings some remaining id wants, so 5,000 ids take a few rounds of one pass each (the old way counted each
-    candidate in the whole text: quadratic, minutes for 5,000 ids)."""
+    First one sort: an id whose part starts like another id's part (time-ordered ids share their second group's
+    first digits) cannot be shorter than what they share plus one, so it starts there (_shared_lengths). Then
+    length by length for the ids still without a form: each round counts, over all ids, only the substrings some
+    remaining id wants, so 5,000 ids take a round or two of one pass each (the old way counted each candidate in
+    the whole text: quadratic, minutes for 5,000 ids)."""
     uniq = sorted({i for i in ids if i})
     lows = [i.lower() for i in uniq]
+    starts = [_tail(i) for i in uniq]
     out: dict[str, str] = {}
-    todo = list(range(len(uniq)))
-    n = MIN_PART
-    longest = max((len(i) for i in uniq), default=0)
+    pending: dict[int, list[int]] = {}  # length to try next -> the ids to try it for
+    for k, shared in enumerate(_shared_lengths(lows, starts)):
+        pending.setdefault(max(MIN_PART, shared + 1), []).append(k)
     hay = "\n".join(lows)
-    while todo and n <= longest:
+    while pending:
+        n = min(pending)
+        todo = pending.pop(n)
         wanted: dict[str, int] = {}
         for k in todo:
-            start = _tail(uniq[k])
-            if start + n <= len(uniq[k]):
-                wanted[lows[k][start:start + n]] = 0
-        if len(wanted) * 8 < len(lows):  # a few left: counting each in the text is quicker
+            if starts[k] + n <= len(uniq[k]):
+                wanted[lows[k][starts[k]:starts[k] + n]] = 0
+        if len(wanted) * 8 < len(lows):  # a few: counting each in the text is quicker
             for p in wanted:
                 wanted[p] = min(hay.count(p), 2)
         else:
@@ -49,10 +54,8 @@ def short_forms(ids: Iterable[str]) -> dict[str, str]:
                 for p in {low[j:j + n] for j in range(len(low) - n + 1)}:
                     if p in wanted:
                         wanted[p] += 1
-        rest = []
         for k in todo:
-            sid, low = uniq[k], lows[k]
-            start = _tail(sid)
+            sid, low, start = uniq[k], lows[k], starts[k]
             if start + n > len(sid):
                 out[sid] = sid
                 continue
@@ -61,11 +64,20 @@ def short_forms(ids: Iterable[str]) -> dict[str, str]:
             if not cand.endswith("-") and wanted[cand] == 1 and low.count(cand) == 1:  # (in the text: == 1 says both)
                 out[sid] = sid[start:start + n]
             else:
-                rest.append(k)
-        todo, n = rest, n + 1
-    for k in todo:
-        out[uniq[k]] = uniq[k]
+                pending.setdefault(n + 1, []).append(k)
     return out
+
+
+def _shared_lengths(lows: list[str], starts: list[int]) -> list[int]:
+    """For each id, how many characters from its start (`starts`) on another id has at its own start too: the
+    longest common prefix with its neighbours once these parts are sorted (one sort, no comparing of all pairs)."""
+    parts = [low[s:] for low, s in zip(lows, starts)]
+    order = sorted(range(len(parts)), key=parts.__getitem__)
+    shared = [0] * len(parts)
+    for a, b in zip(order, order[1:]):
+        n = len(os.path.commonprefix([parts[a], parts[b]]))
+        shared[a], shared[b] = max(shared[a], n), max(shared[b], n)
+    return shared
 
 
 _FORMS: dict = {}  # the last `among` of short_id and its forms: a table asks for every row's form among the same ids

@@ -62,16 +62,18 @@ class LockInfo:
                 "reason": self.reason}
 
 
-def read_lock(lock_path: Path, now: float | None = None, stale_after: float | None = None,
+def read_lock(lock_path: Path | str, now: float | None = None, stale_after: float | None = None,
               pidless_stale: float = STALE_AFTER_S) -> LockInfo | None:
     """None when there is no lock file. `pidless_stale`: after how many seconds a lock without a readable pid
     (empty or unparsable: its writer was killed between create and write) is stale."""
     try:
-        raw = lock_path.read_bytes()
+        with open(lock_path, "rb") as fh:  # (no Path made for the usual answer, no lock: 5,000 sessions a listing)
+            raw = fh.read()
     except FileNotFoundError:
         return None
     except OSError:
-        return LockInfo(lock_path, None, None, None, True, "unreadable")
+        return LockInfo(Path(lock_path), None, None, None, True, "unreadable")
+    lock_path = Path(lock_path)
     try:
         d = json.loads(raw or b"{}")
     except ValueError:
@@ -108,7 +110,7 @@ def read_lock(lock_path: Path, now: float | None = None, stale_after: float | No
 
 def transcript_lock(transcript: Path) -> LockInfo | None:
     """The run lock of a transcript (`<file>.lock`), or None. `.alive` says whether a run holds it now."""
-    return read_lock(transcript.with_name(transcript.name + ".lock"))
+    return read_lock(f"{os.fspath(transcript)}.lock")
 
 
 class IndexLock:

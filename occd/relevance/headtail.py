@@ -88,6 +88,17 @@ def _openclaw_line(o: dict, st: dict) -> None:
 FORMATS = {"claude-code": _claude_line, "openclaw": _openclaw_line}
 
 
+def _loads(data: bytes):
+    """The cache file (megabytes for thousands of sessions): orjson when it can, json for what only json reads
+    (the NaN json.dumps can write)."""
+    import orjson
+
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
+
+
 class Counter:
     """Per-file message and compaction counts, remembered by (path, inode) and the offset counted up to (always a
     line end), so an appended-to transcript is only read from where the last count stopped. Only lines that can
@@ -102,20 +113,21 @@ class Counter:
         self.bytes_read = 0
         if cache_file is not None:
             try:
-                d = json.loads(cache_file.read_text())
+                d = _loads(cache_file.read_bytes())
                 if d.get("version") == self.VERSION and isinstance(d.get("files"), dict):
                     self.data = d["files"]
             except (OSError, ValueError):
                 pass
 
-    def counts(self, path: Path, fmt: str) -> dict[str, int]:
-        """{"user", "assistant", "compactions"} of the file in format `fmt` (claude-code | openclaw)."""
+    def counts(self, path: Path, fmt: str, st: os.stat_result | None = None) -> dict[str, int]:
+        """{"user", "assistant", "compactions"} of the file in format `fmt` (claude-code | openclaw); `st`: its
+        os.stat when the caller just took it."""
         from occd.transcript.jsonl import iter_objects
 
         fn = FORMATS[fmt]
         key = str(path)
         try:
-            st = os.stat(path)
+            st = os.stat(path) if st is None else st
         except OSError:
             return {"user": 0, "assistant": 0, "compactions": 0}
         ent = self.data.get(key)

@@ -123,7 +123,7 @@ def _file_session(state_dir: Path, agent: str, store, info, counter: Counter | N
     try:
         st = os.stat(p)
         s.mtime_ns = st.st_mtime_ns
-        c = counter.counts(p, "openclaw")
+        c = counter.counts(p, "openclaw", st)
     except OSError as e:
         s.warnings.append(f"cannot read {p}: {e.strerror}")
         return s

@@ -54,6 +54,8 @@ class Session:
     mtime_ns: int | None = None
     warnings: list[str] = field(default_factory=list)
     shown: dict | None = None           # {"first", "latest"}: the texts as to_json shows them (kept with the file)
+    # the texts and `shown` that shown_texts last checked (a table and --json ask again: no second digest)
+    _shown_from: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def fingerprint(self) -> str:
@@ -79,12 +81,17 @@ class Session:
         them costs)."""
         if text_limit != SHOWN_LIMIT:
             return squash(self.first_user_message, text_limit) or None, squash(self.latest_user_task, text_limit) or None
+        src = self._shown_from
+        if (src is not None and src[0] is self.first_user_message
+                and src[1] is self.latest_user_task and src[2] is self.shown):  # checked already
+            return self.shown["first"], self.shown["latest"]
         import hashlib
 
         of = hashlib.sha1(repr((self.first_user_message, self.latest_user_task)).encode()).hexdigest()[:16]
         if not (isinstance(self.shown, dict) and self.shown.get("of") == of):
             self.shown = {"of": of, "first": squash(self.first_user_message, text_limit) or None,
                           "latest": squash(self.latest_user_task, text_limit) or None}
+        self._shown_from = (self.first_user_message, self.latest_user_task, self.shown)
         return self.shown["first"], self.shown["latest"]
 
     def to_json(self, text_limit: int = SHOWN_LIMIT) -> dict:
