@@ -117,10 +117,12 @@ export function chooseHidden({ ids, units, saved, charsIn, rules, tokenBudget, h
     : (over && crowded) || past ? "budget" : capped ? "cap" : null;
   if (!why || candidates.length === 0) return { hidden, added: [], moved: false, charsBefore, charsAfter: chars, why: null };
   const taken = [];
+  const takenTurns = new Set();
   for (const u of candidates) {
-    if (why === "budget" && turnCount(taken, turnOf) >= batch && chars / 4 <= low * budget) break;
+    if (why === "budget" && takenTurns.size >= batch && chars / 4 <= low * budget) break;
     hidden.push(u);
     taken.push(u);
+    takenTurns.add(turnOf(u));
     chars -= saved.get(u) ?? 0;
   }
   const added = taken.map((u) => ids[u]);
@@ -188,13 +190,14 @@ export function stickyChooser({ state, key, messages, rules, tokenBudget, capCha
       const whole = new Set();
       for (const u of units) whole.add(turnOf(u));
       for (const u of units) if (!hiddenSet.has(u)) whole.delete(turnOf(u));
-      persist = [];
+      const out = new Set();
       for (const u of units) {
         if (!addedSet.has(ids[u])) continue;
         const t = turnOf(u);
-        if (!whole.has(t)) persist.push(ids[u]);
-        else if (!hiddenIds.has(tids[t]) && !persist.includes(tids[t])) persist.push(tids[t]);
+        if (!whole.has(t)) out.add(ids[u]);
+        else if (!hiddenIds.has(tids[t])) out.add(tids[t]);
       }
+      persist = [...out];
     }
     return r.hidden;
   };
