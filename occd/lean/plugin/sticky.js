@@ -68,7 +68,7 @@ export function waters(rules) {
   return { high, low };
 }
 
-/** OpenClaw's cap on the tool results of one prompt (every release from 2026.7.35 to 2026.9.6,
+/** OpenClaw's cap on the tool results of one prompt (every release from 2026.7.1 to 2026.9.6,
  * resolveLiveToolResultAggregateMaxChars): past it, OpenClaw cuts results itself, the newest ones included, and
  * keeps them cut. In characters, for a context window of `window` tokens. */
 export function aggregateCapChars(window) {
