@@ -46,3 +46,27 @@ def test_tables_are_what_cleaning_cell_by_cell_gave():
         assert format_table(tuple(headers), [tuple(r) for r in rows], right) == reference_table(headers, rows, right)
 
     check()
+
+
+def test_wrapped_cells_are_what_textwrap_gives():
+    """wrap_words fills single-spaced text itself (5,000 rows of `occd sessions`); any text, and any width, gives
+    what textwrap gave (break_long_words on, hyphens not breaks)."""
+    import textwrap
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from occd.cli.render import wrap_words
+
+    word = st.text(alphabet="abé-.\u00a0", min_size=1, max_size=12)
+    spaced = st.lists(word, min_size=1, max_size=12).map(" ".join)
+    anything = st.text(alphabet="ab -\t\n\u00a0", max_size=40)
+
+    @settings(max_examples=600, deadline=None)
+    @given(st.one_of(spaced, spaced, anything), st.integers(-1, 30))
+    def check(text, width):
+        want = [text] if width <= 0 or len(text) <= width else (
+            textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False) or [""])
+        assert wrap_words(text, width) == want
+
+    check()

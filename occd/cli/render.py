@@ -265,11 +265,27 @@ def terminal_width(stream=None) -> int | None:
 
 def wrap_words(text: str, width: int) -> list[str]:
     """Wrap at spaces; a single word longer than the width is cut (never happens mid-word otherwise)."""
-    import textwrap
-
     if width <= 0 or len(text) <= width:
         return [text]
+    words = text.split(" ")
+    if all(0 < len(w) <= width for w in words) and not _OTHER_SPACE.search(text):
+        # the common case, single spaces and no word longer than the width: a greedy fill gives what textwrap
+        # gives (tests/test_table_cells.py compares them) in a fraction of its time (a table of 5,000 rows)
+        lines, line = [], words[0]
+        for w in words[1:]:
+            if len(line) + 1 + len(w) <= width:
+                line += " " + w
+            else:
+                lines.append(line)
+                line = w
+        lines.append(line)
+        return lines
+    import textwrap
+
     return textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False) or [""]
+
+
+_OTHER_SPACE = re.compile(r"[^\S ]")  # whitespace other than a plain space (tabs, newlines, ...): textwrap's way
 
 
 def clip_words(text: str | None, limit: int) -> str:
