@@ -293,6 +293,39 @@ test("runs of 4 calls, 128k: the newest 5 results always whole, the prompt's res
   assert.ok(big.outs.some((r) => resultChars(r.messages) + 4 * (DOC.length + 8) > cap));
 });
 
+test("the cap counts every result: a never-hidden tool's results and short ones too (OpenClaw's cap counts them)", async () => {
+  // each run: a memory lookup (never hidden, 9 KB), a listing (short: never hidden) and 3 reads of 18 KB
+  const MEM = "m".repeat(9000);
+  const memTurn = (k) => {
+    const out = [user(`Q${k}`)];
+    out.push(asst([{ type: "toolCall", id: `m${k}`, name: "memory_get", arguments: {} }], "toolUse"),
+             { role: "toolResult", toolCallId: `m${k}`, toolName: "memory_get", content: [{ type: "text", text: `${MEM}${k}` }], isError: false });
+    out.push(asst([call(`l${k}`)], "toolUse"), result(`l${k}`, `ls ${k}`));
+    for (let j = 0; j < 3; j++) out.push(asst([call(`c${k}_${j}`)], "toolUse"), result(`c${k}_${j}`, `${DOC} doc${k}_${j}`));
+    out.push(asst([{ type: "text", text: `A${k}` }]));
+    return out.map((m, j) => ({ ...m, timestamp: 1_800_000_000_000 + k * 1000 + j }));
+  };
+  const run = async (paths) => {
+    const engine = createEngine({ ...paths, config: CONFIG });
+    const history = [];
+    const outs = [];
+    for (let k = 0; k < 12; k++) {
+      outs.push(await engine.assemble({ sessionId: "s1", sessionKey: "agent:main:main", messages: structuredClone(history),
+                                        tokenBudget: 88000, model: "m" }));
+      history.push(...memTurn(k));
+    }
+    return outs;
+  };
+  forgetStateFiles();
+  const outs = await run(setup({ ...RULES, keepResults: 5, neverHide: ["memory_*"] }).paths);
+  const cap = aggregateCapChars(128000);
+  const growth = resultChars(memTurn(0));
+  outs.forEach((r, k) => {
+    assert.ok(resultChars(r.messages) + growth <= cap, `turn ${k}: ${resultChars(r.messages)} + ${growth} > ${cap}`);
+    assert.equal(r.messages.filter((m) => m.toolName === "memory_get").length, k, "memory results are never hidden");
+  });
+});
+
 test("units survive a restart, and a state of whole turns (before units) still hides those turns", async () => {
   forgetStateFiles();
   const a = setup({ ...RULES, keepResults: 5 });

@@ -103,7 +103,8 @@ export function stubText(toolName, chars) {
  * newest of them holding that many results (an unfinished last turn is never touched). Of the older units, those
  * of the oldest floor(turns / batchTurns) * batchTurns turns are hidden (the kept window moves once per
  * batchTurns turns); or, given `choose` (the engine's sticky boundary, sticky.js), the units
- * choose({units, saved: unit -> chars hiding it saves, results: unit -> its results' chars, charsIn, firstOf:
+ * choose({units, saved: unit -> chars hiding it saves, results: unit -> its results' chars, fixedResults: chars of
+ * the results no unit holds, resultsByTurn: turn -> chars of all its results, charsIn, firstOf:
  * unit -> first index, firstOfTurn, turns, keep, turnOf, rank: unit -> its rank in its turn}) returns. A hidden
  * unit: "drop" removes the hideable calls and their results, and the thinking of an assistant message that lost
  * a call (signed reasoning must not be sent without its call); an assistant message left with nothing else is
@@ -260,8 +261,19 @@ export function leanView(messages, rawRules, choose) {
       rankOf.set(u, perTurn.get(t) ?? 0);
       perTurn.set(t, (perTurn.get(t) ?? 0) + 1);
     }
+    // every tool result counts toward OpenClaw's cap on a prompt's results, the ones never hidden too (a tool in
+    // neverHide, a short result, anything before a checkpoint): their chars, and each turn's results (a run's size)
+    let fixedResults = 0;
+    const resultsByTurn = new Map();
+    for (let i = 0; i < messages.length; i++) {
+      if (messages[i]?.role !== "toolResult") continue;
+      const c = textChars(messages[i].content);
+      resultsByTurn.set(ownerOf(i), (resultsByTurn.get(ownerOf(i)) ?? 0) + c);
+      if (!saved.has(unitOf.get(i))) fixedResults += c;
+    }
     hidden = new Set(choose({
-      units: hideable, saved, results: new Map(hideable.map((u) => [u, units[u].resultChars])), charsIn: stats.charsIn,
+      units: hideable, saved, results: new Map(hideable.map((u) => [u, units[u].resultChars])), fixedResults, resultsByTurn,
+      charsIn: stats.charsIn,
       firstOf: new Map(hideable.map((u) => [u, units[u].first])), firstOfTurn, turns: lastTurn + 1, keep,
       turnOf: (u) => units[u].turn, rank: (u) => rankOf.get(u),
     }));

@@ -86,10 +86,13 @@ export function aggregateCapChars(window) {
  * ctx: {ids: [id per unit], units: [unit, oldest first], saved: Map unit -> chars hiding it saves, charsIn: chars
  * of the whole history, rules: {keepTurns, batchTurns (counted in turns), highWater?, lowWater?}, keep: the newest
  * units kept whole, tokenBudget, hiddenIds: Set of unit ids hidden before, turnOf, results: Map unit -> chars of
- * its tool results, capChars: OpenClaw's cap on a prompt's tool results (aggregateCapChars)}.
+ * its tool results, capChars: OpenClaw's cap on a prompt's tool results (aggregateCapChars), fixedResults: the chars
+ * of the results no unit holds (never hidden, yet counted by OpenClaw's cap), resultsByTurn: Map turn -> chars of
+ * all its results (a run's size; default: the units' results)}.
  */
 export function chooseHidden({ ids, units, saved, charsIn, rules, tokenBudget, hiddenIds, keep = rules.keepTurns,
-                               turnOf = (u) => u, results = null, capChars = Infinity }) {
+                               turnOf = (u) => u, results = null, capChars = Infinity, fixedResults = 0,
+                               resultsByTurn = null }) {
   const hidden = [];
   const visible = [];
   // the newest `keep` units are never hidden, whatever their id says (two turns that start alike share a base id;
@@ -110,8 +113,10 @@ export function chooseHidden({ ids, units, saved, charsIn, rules, tokenBudget, h
   const past = budget ? (chars + growth) / 4 > budget : false; // OpenClaw would compact: any batch will do
   // OpenClaw's own cap on the prompt's tool results, with the next turn's results: past it OpenClaw cuts them
   const resultsOf = (us) => us.reduce((n, u) => n + (results?.get(u) ?? 0), 0);
+  const runs = resultsByTurn ? [...resultsByTurn.keys()].sort((a, b) => b - a).slice(0, 3).map((t) => resultsByTurn.get(t))
+    : newestTurns(visible, turnOf, results);
   const capped = results !== null && Number.isFinite(capChars)
-    && resultsOf(visible) + Math.max(0, ...newestTurns(visible, turnOf, results)) > capChars;
+    && fixedResults + resultsOf(visible) + Math.max(0, ...runs) > capChars;
   const charsBefore = chars;
   const why = movePays({ candidates, visible, saved, keep, batch, newest, rules, turnOf }) ? "pays"
     : (over && crowded) || past ? "budget" : capped ? "cap" : null;
@@ -169,7 +174,8 @@ export function stickyChooser({ state, key, messages, rules, tokenBudget, capCha
   const { hiddenIds, moves } = state.get(key);
   let move = null;
   let persist = [];
-  const choose = ({ units, saved, results, charsIn, firstOf, firstOfTurn, turns, keep, turnOf, rank }) => {
+  const choose = ({ units, saved, results, fixedResults, resultsByTurn, charsIn, firstOf, firstOfTurn, turns, keep,
+                    turnOf, rank }) => {
     const tids = turnIds(messages, firstOfTurn, turns);
     const ids = [];
     const known = new Set(hiddenIds);
@@ -177,7 +183,8 @@ export function stickyChooser({ state, key, messages, rules, tokenBudget, capCha
       ids[u] = `${tids[turnOf(u)]}/${rank(u)}`;
       if (hiddenIds.has(tids[turnOf(u)])) known.add(ids[u]);
     }
-    const r = chooseHidden({ ids, units, saved, charsIn, rules, tokenBudget, hiddenIds: known, keep, turnOf, results, capChars });
+    const r = chooseHidden({ ids, units, saved, charsIn, rules, tokenBudget, hiddenIds: known, keep, turnOf, results, capChars,
+                             fixedResults, resultsByTurn });
     const addedSet = new Set(r.added);
     move = { ...r, turns: turnCount(units.filter((u) => addedSet.has(ids[u])), turnOf), prefixChars: 0 };
     if (r.moved) {
