@@ -247,3 +247,47 @@ def test_a_run_larger_than_the_room_a_strip_left_is_said_in_status(isolated_env)
     assert "RUN_OUTGREW_ROOM" in [x["code"] for x in recorded_problems()]
     one = session_status(load_settings({"state_dir": str(agent.state)}), SID)
     assert [x["code"] for x in one["problems"] if x["resolvedAt"] is None] == ["RUN_OUTGREW_ROOM"]
+
+
+# a coding session's rhythm: mostly short runs, and a long investigation that comes back every few turns
+CODING_RUNS = [3, 2, 16, 3, 1, 4, 2, 3, 15, 2, 3, 0, 4, 2, 3, 16, 1, 3, 2, 4, 3, 14, 2, 3, 1, 4, 2, 3, 16, 2]
+
+
+def _coding_loop(home: Path, large: bool) -> dict:
+    """CODING_RUNS, one daemon process (what it remembers of the turns lasts between cycles, as in `occd run`)."""
+    from unittest import mock
+
+    from occd.jobs import budget as jb
+
+    agent = RunsAgent(home, 1_000)
+    settings = load_settings({"state_dir": str(agent.state), "idle_seconds": 0, "policy": {"mode": "act"}})
+    over_turns, strips = [], 0
+    real = jb._seen_growth
+    seen = real if large else (lambda *a: (real(*a)[0], 0))   # without the large-run rule: no large run known
+    with mock.patch.object(jb, "_seen_growth", seen), Ledger.open() as led:
+        ctx = JobContext(settings=settings, ledger=led, state_dir=agent.state)
+        for n, calls in enumerate(CODING_RUNS, 1):
+            before = len(agent.checks)
+            agent.run(calls)
+            if any(c >= BUDGET for c in agent.checks[before:]):
+                over_turns.append(n)
+            run_cycle(ctx, ["scan", "apply"])
+        strips = [x for x in led.history(kind="strip") if x["outcome"] == "ok"]
+    text = agent.path.read_text()
+    return {"over": over_turns, "strips": strips, "newest": agent.whole_results()[-5:],
+            "questions": sum(1 for i in range(1, len(CODING_RUNS) + 1) if f'"Q{i}: ' in text)}
+
+
+def test_room_for_the_sessions_large_runs(isolated_env):
+    """Runs of 0 to 16 calls: occd strips when a run like the session's large ones (the largest of its last 20
+    turns) would reach OpenClaw's budget, not only two like the last three, so the large run that comes back
+    fits; without the rule OpenClaw's estimate passes its budget during such runs (it would compact)."""
+    r = _coding_loop(isolated_env / "large", large=True)
+    assert r["over"] == [], r["over"]
+    assert r["questions"] == len(CODING_RUNS)
+    assert r["newest"][-1] == f"c{len(CODING_RUNS)}_{CODING_RUNS[-1] - 1}"
+    assert any(x["before"].get("urgency") == "large-run" and x["before"].get("largeRunTokens") for x in r["strips"])
+    for x in r["strips"]:
+        assert x["before"]["keepToolResults"] == 5            # as deep as the rules allow, every time
+    old = _coding_loop(isolated_env / "recent", large=False)
+    assert old["over"], "without the large-run rule a large run passes the budget (the test is not vacuous)"

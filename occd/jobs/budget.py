@@ -161,21 +161,24 @@ def overhead(ctx, obs, context) -> tuple[int, str]:
     return DEFAULT_OVERHEAD_TOKENS, "default"
 
 
-def _seen_growth(ctx, obs, context) -> int | None:
-    """The growth margin from the turns as they were when they were new: once occd strips a session its older
-    turns look small, so the newest turn's size is remembered each time a new turn shows up (within this
-    process), and the margin is the largest of the last few remembered, if larger than what the file shows."""
-    from occd.policy.budget import GROWTH_TURNS, growth_margin, with_margin
+def _seen_growth(ctx, obs, context) -> tuple[int | None, int]:
+    """(the growth margin, the session's large run) from the turns as they were when they were new: once occd
+    strips a session its older turns look small, so the newest turn's size is remembered each time a new turn
+    shows up (within this process). The margin is the largest of the last few remembered (GROWTH_TURNS), the large
+    run the largest of the last LARGE_TURNS, each if larger than what the file shows."""
+    from occd.policy.budget import GROWTH_TURNS, LARGE_TURNS, growth_margin, large_run, with_margin
 
     seen = ctx.cache.setdefault(GROWTH_KEY, {})
     k = (obs.agent, obs.session_id)
     turns = seen.setdefault(k, {})
     if context.turns:
         turns.setdefault(len(context.turns), context.turns[-1].total)
-        for old in sorted(turns)[:-GROWTH_TURNS]:
+        for old in sorted(turns)[:-LARGE_TURNS]:
             del turns[old]
-    remembered = with_margin(max(turns.values())) if turns else 0
-    return max(remembered, growth_margin(context, 0)) or None
+    newest = [turns[t] for t in sorted(turns)[-GROWTH_TURNS:]]
+    remembered = with_margin(max(newest)) if newest else 0
+    large = max(with_margin(max(turns.values())) if turns else 0, large_run(context))
+    return max(remembered, growth_margin(context, 0)) or None, large
 
 
 def evaluate(ctx, obs, policy, now: float):
@@ -191,9 +194,16 @@ def evaluate(ctx, obs, policy, now: float):
     if f is None:
         return None
     over, src = overhead(ctx, obs, f.context)
-    p = predict(f.context, obs.prompt_budget, over, overhead_source=src, growth_floor=_seen_growth(ctx, obs, f.context))
+    floor, large = _seen_growth(ctx, obs, f.context)
+    p = predict(f.context, obs.prompt_budget, over, overhead_source=src, growth_floor=floor)
     target = strip_to_target(f.context, p, policy.strip_target_percent, policy.keep_recent_turns,
                              policy.keep_recent_results)
+    # room for a run like the session's large ones (file era: a strip makes it): counted when it is more than two
+    # runs like the recent ones and the deepest strip the rules allow would leave that room (else no strip can,
+    # and stripping on every turn for it would only break the prompt cache)
+    deepest = target.results.after if target.results is not None else None
+    if obs.era == "file" and large > 2 * p.growth and deepest is not None and deepest + large < p.budget:
+        p = replace(p, large=large)
     em = detect(replace(f.observations, checkpoints=tuple(obs.checkpoints or ())), now)
     return p, target, em, fresh_session_tokens(p, obs, policy)
 

@@ -34,6 +34,7 @@ DEFAULT_RESERVE_TOKENS_FLOOR = 20000  # OpenClaw's DEFAULT_AGENT_COMPACTION_RESE
 # short user message estimates at ~9.5k (×1.2 included); a little more, so an unknown agent is not underestimated.
 DEFAULT_OVERHEAD_TOKENS = 12000
 GROWTH_TURNS = 3  # the growth margin is the largest of the last few turns
+LARGE_TURNS = 20  # a session's large runs: the largest of its last this many turns (issue 30.1)
 
 
 def prompt_budget(window: int, reserve_tokens: int | None = None, reserve_floor: int | None = None,
@@ -217,6 +218,12 @@ def growth_margin(ctx: ContextEstimate, default: int, n: int = GROWTH_TURNS) -> 
     return with_margin(max(recent)) if recent else default
 
 
+def large_run(ctx: ContextEstimate, n: int = LARGE_TURNS) -> int:
+    """The largest of the session's last `n` turns (margin included), 0 without turns: a run like its large ones."""
+    recent = [t.total for t in ctx.turns[-n:]]
+    return with_margin(max(recent)) if recent else 0
+
+
 @dataclass(frozen=True)
 class Prediction:
     predicted: int         # OpenClaw's pre-prompt estimate for the next turn, if it came now
@@ -224,6 +231,8 @@ class Prediction:
     growth: int            # what one more turn adds
     overhead: int
     overhead_source: str   # session | agent | default
+    large: int = 0         # a run like the session's large ones (large_run; 0: not counted), when a strip can
+    #                        make room for it (jobs.budget.evaluate)
 
     @property
     def percent(self) -> float:
@@ -248,19 +257,29 @@ def should_strip(p: Prediction, strip_at_budget_percent: float) -> bool:
     """The trigger: after one more turn like the recent ones, the estimate would pass `strip_at_budget_percent`
     of OpenClaw's budget; or two more turns would reach the budget itself (a turn to spare when the turns are
     large for the window: the daemon may miss one gap between turns, and OpenClaw checks again mid-turn, after
-    the tool results)."""
-    return p.after_next_percent >= strip_at_budget_percent or p.predicted + 2 * p.growth >= p.budget
+    the tool results); or one run like the session's large ones would (`large`: a coding session's runs range
+    from none to dozens of calls, and the large one comes back)."""
+    return (p.after_next_percent >= strip_at_budget_percent or p.predicted + 2 * p.growth >= p.budget
+            or large_due(p))
+
+
+def large_due(p: Prediction) -> bool:
+    """One run like the session's large ones (Prediction.large) would reach OpenClaw's budget."""
+    return p.large > 0 and p.predicted + p.large >= p.budget
 
 
 def urgency(p: Prediction) -> str | None:
     """Why acting cannot wait for the prompt cache to expire, or None (a gentle action). OpenClaw checks its
     estimate before each turn's prompt and again mid-turn after the tool results: "next-turn" when one more turn
     like the recent ones reaches its budget (it compacts during the next turn), "no-turn-to-spare" when two would
-    (the turn after; occd keeps one turn of margin for a prediction that is a turn short)."""
+    (the turn after; occd keeps one turn of margin for a prediction that is a turn short), "large-run" when one
+    run like the session's large ones would (Prediction.large)."""
     if p.predicted + p.growth >= p.budget:
         return "next-turn"
     if p.predicted + 2 * p.growth >= p.budget:
         return "no-turn-to-spare"
+    if large_due(p):
+        return "large-run"
     return None
 
 

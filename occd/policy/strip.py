@@ -98,7 +98,7 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     would be over the target too: the strongest strip once, then nothing (no strip repeated on every wake)."""
     if s.archived or excluded(s.session_key, policy.exclude):
         return None
-    from occd.policy.budget import should_strip, urgency
+    from occd.policy.budget import large_due, should_strip, urgency
 
     fire = should_strip(prediction, policy.strip_at_budget_percent)
     urgent = urgency(prediction)
@@ -112,6 +112,9 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     # kept; a strip that keeps the newest removes nothing of that, only older entries OpenClaw no longer sends)
     spiral = strip_emergencies and emergency is not None and emergency.kind == "SPIRAL"
     nothing = target.removed == 0 and (target.reachable or (keep_newest and (emergency is None or spiral)))
+    if nothing and emergency is None and target.results is not None and target.results.removed > 0 \
+            and large_due(prediction):
+        nothing = False  # under the target, but a run like the session's large ones would reach the budget
     if nothing and (emergency is None or emergency.kind == "SPIRAL"):
         # already under the target: nothing to strip, and the trigger acts before OpenClaw would compact
         return None
@@ -127,6 +130,8 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
                "keepRecentTurns": policy.keep_recent_turns}
     if target.safe_keep is not None:
         details["safeKeepTurns"] = target.safe_keep
+    if prediction.large:
+        details["largeRunTokens"] = prediction.large
     if urgent:
         details["urgency"] = urgent
     if emergency is not None:
@@ -136,9 +141,13 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
         reason = (f"OpenClaw's pre-prompt estimate after the next turn {prediction.after_next_percent:.0f}% of its "
                   f"budget "
                   f">= {policy.strip_at_budget_percent:g}%")
-    else:
+    elif prediction.predicted + 2 * prediction.growth >= prediction.budget:
         two = 100.0 * (prediction.predicted + 2 * prediction.growth) / prediction.budget
         reason = f"OpenClaw's pre-prompt estimate after two more turns {two:.0f}% of its budget: no turn to spare"
+    else:
+        big = 100.0 * (prediction.predicted + prediction.large) / prediction.budget
+        reason = (f"OpenClaw's pre-prompt estimate after a run like this session's large ones "
+                  f"({prediction.large} tokens) {big:.0f}% of its budget")
     # keeping all of the newest would leave OpenClaw compacting: keep as many as leave it a turn of room
     partial = not target.reachable and target.safe_keep is not None and target.safe_keep < target.floor
     # a fresh session would be over the target too (a small window whose prompt overhead dominates): a rotation
