@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from e2e_harness import OpenClawHome, header_version, releases, require_e2e
+from e2e_harness import OpenClawHome, edge_releases, header_version, releases, require_e2e
 from occd.errors import BusyError, OccdError
 from occd.openclaw import context_window_for_session, list_agents, open_store, resolve_state_dir, transcript_lock, update_index
 from occd.openclaw.dbstore import DbStore, gateway_status
@@ -101,6 +101,8 @@ def test_database_era_and_gateway(tmp_path, version):
         assert not t.malformed and len(t.turns()) == 2 and t.header.get("version") == header_version(version)
         assert any(long in ln.decode() for ln in lines)
         store.close()
+        if version not in edge_releases("db"):
+            return  # the gateway's calls are the same on every schema of the era: its first and newest release run them
 
         # the gateway calls occd makes in this era, against the real gateway
         gw = Gateway(state, openclaw_bin=oc.oc, env=oc.env, timeout=180)
