@@ -15,7 +15,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # On the 2-core machine, 2026-11-27: --quick took 10m54s wall (3m53s CPU) with the machine shared (load 2-9), so
 # ~5 min when it is idle. The full run (clean clone, CI=true, tools cached) took 50m21s with the machine shared by
-# benchmarks, CI 47 min with the installs; the e2e tests are ~38 min of it. Since then two e2e runs fewer (~3 min).
+# benchmarks, CI 47 min with the installs; the e2e tests are ~38 min of it. 2026-11-28, idle machine, tools cached:
+# pytest 38m06s, 40.5 min in all (the slowest tests are the real-OpenClaw ones: pytest --durations=30 names them).
 FULL_MINUTES="40-45"
 QUICK_MINUTES="5 (11 on a busy machine)"
 QUICK_MARKS="not e2e and not oracle and not systemd and not slow"
