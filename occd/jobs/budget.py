@@ -166,7 +166,7 @@ def _seen_growth(ctx, obs, context) -> tuple[int | None, int]:
     strips a session its older turns look small, so the newest turn's size is remembered each time a new turn
     shows up (within this process). The margin is the largest of the last few remembered (GROWTH_TURNS), the large
     run the largest of the last LARGE_TURNS, each if larger than what the file shows."""
-    from occd.policy.budget import GROWTH_TURNS, LARGE_TURNS, growth_margin, large_run, with_margin
+    from occd.policy.budget import GROWTH_TURNS, LARGE_TURNS, growth_margin, with_margin
 
     seen = ctx.cache.setdefault(GROWTH_KEY, {})
     k = (obs.agent, obs.session_id)
@@ -177,7 +177,7 @@ def _seen_growth(ctx, obs, context) -> tuple[int | None, int]:
             del turns[old]
     newest = [turns[t] for t in sorted(turns)[-GROWTH_TURNS:]]
     remembered = with_margin(max(newest)) if newest else 0
-    large = max(with_margin(max(turns.values())) if turns else 0, large_run(context))
+    large = max(with_margin(max(turns.values())) if turns else 0, growth_margin(context, 0, LARGE_TURNS))
     return max(remembered, growth_margin(context, 0)) or None, large
 
 

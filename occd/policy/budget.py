@@ -218,12 +218,6 @@ def growth_margin(ctx: ContextEstimate, default: int, n: int = GROWTH_TURNS) -> 
     return with_margin(max(recent)) if recent else default
 
 
-def large_run(ctx: ContextEstimate, n: int = LARGE_TURNS) -> int:
-    """The largest of the session's last `n` turns (margin included), 0 without turns: a run like its large ones."""
-    recent = [t.total for t in ctx.turns[-n:]]
-    return with_margin(max(recent)) if recent else 0
-
-
 @dataclass(frozen=True)
 class Prediction:
     predicted: int         # OpenClaw's pre-prompt estimate for the next turn, if it came now
@@ -231,7 +225,7 @@ class Prediction:
     growth: int            # what one more turn adds
     overhead: int
     overhead_source: str   # session | agent | default
-    large: int = 0         # a run like the session's large ones (large_run; 0: not counted), when a strip can
+    large: int = 0         # a run like the session's large ones (0: not counted), when a strip can
     #                        make room for it (jobs.budget.evaluate)
 
     @property
