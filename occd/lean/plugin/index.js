@@ -247,9 +247,18 @@ export function leanView(messages, rawRules, choose) {
     const saved = new Map(hideable.map((u) => [u, 0]));
     const scratch = { callsHidden: 0, thinkingDropped: 0, resultsHidden: 0, resultsStubbed: 0 };
     const firstOfTurn = new Map();
+    // every tool result counts toward OpenClaw's cap on a prompt's results, the ones never hidden too (a tool in
+    // neverHide, a short result, anything before a checkpoint): their chars, and each turn's results (a run's size)
+    let fixedResults = 0;
+    const resultsByTurn = new Map();
     for (let i = 0; i < messages.length; i++) {
       if (!firstOfTurn.has(turnOf[i])) firstOfTurn.set(turnOf[i], i);
       const u = unitOf.get(i);
+      if (messages[i]?.role === "toolResult") {
+        const c = textChars(messages[i].content);
+        resultsByTurn.set(ownerOf(i), (resultsByTurn.get(ownerOf(i)) ?? 0) + c);
+        if (!saved.has(u)) fixedResults += c;
+      }
       if (!saved.has(u)) continue;
       const h = hideMsg(i, scratch);
       saved.set(u, saved.get(u) + textChars(messages[i]?.content) - (h === GONE ? 0 : textChars(h?.content)));
@@ -260,16 +269,6 @@ export function leanView(messages, rawRules, choose) {
       const t = units[u].turn;
       rankOf.set(u, perTurn.get(t) ?? 0);
       perTurn.set(t, (perTurn.get(t) ?? 0) + 1);
-    }
-    // every tool result counts toward OpenClaw's cap on a prompt's results, the ones never hidden too (a tool in
-    // neverHide, a short result, anything before a checkpoint): their chars, and each turn's results (a run's size)
-    let fixedResults = 0;
-    const resultsByTurn = new Map();
-    for (let i = 0; i < messages.length; i++) {
-      if (messages[i]?.role !== "toolResult") continue;
-      const c = textChars(messages[i].content);
-      resultsByTurn.set(ownerOf(i), (resultsByTurn.get(ownerOf(i)) ?? 0) + c);
-      if (!saved.has(unitOf.get(i))) fixedResults += c;
     }
     hidden = new Set(choose({
       units: hideable, saved, results: new Map(hideable.map((u) => [u, units[u].resultChars])), fixedResults, resultsByTurn,

@@ -113,8 +113,7 @@ export function chooseHidden({ ids, units, saved, charsIn, rules, tokenBudget, h
   const past = budget ? (chars + growth) / 4 > budget : false; // OpenClaw would compact: any batch will do
   // OpenClaw's own cap on the prompt's tool results, with the next turn's results: past it OpenClaw cuts them
   const resultsOf = (us) => us.reduce((n, u) => n + (results?.get(u) ?? 0), 0);
-  const runs = resultsByTurn ? [...resultsByTurn.keys()].sort((a, b) => b - a).slice(0, 3).map((t) => resultsByTurn.get(t))
-    : newestTurns(visible, turnOf, results);
+  const runs = resultsByTurn ? newestOf(resultsByTurn) : newestTurns(visible, turnOf, results);
   const capped = results !== null && Number.isFinite(capChars)
     && fixedResults + resultsOf(visible) + Math.max(0, ...runs) > capChars;
   const charsBefore = chars;
@@ -143,7 +142,12 @@ function turnCount(units, turnOf) {
 function newestTurns(units, turnOf, by) {
   const sums = new Map();
   for (const u of units) sums.set(turnOf(u), (sums.get(turnOf(u)) ?? 0) + (by?.get(u) ?? 0));
-  return [...sums.keys()].sort((a, b) => b - a).slice(0, 3).map((t) => sums.get(t));
+  return newestOf(sums);
+}
+
+/** The values of the newest three turns of a Map turn -> figure, newest first. */
+function newestOf(byTurn) {
+  return [...byTurn.keys()].sort((a, b) => b - a).slice(0, 3).map((t) => byTurn.get(t));
 }
 
 /** The cost rule (see the head of this file): hiding every candidate now is the cheapest rhythm of moves.
