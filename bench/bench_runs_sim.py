@@ -27,7 +27,6 @@ from unittest import mock
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-SID = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
 
 
 def runs_of(trace: Path) -> list[list[str]]:
@@ -43,79 +42,17 @@ def runs_of(trace: Path) -> list[list[str]]:
     return turns
 
 
-class Agent:
-    """One OpenClaw session on disk: its transcript, its index entry with OpenClaw's last check."""
-
-    def __init__(self, state: Path, window: int, budget: int, overhead: int):
-        self.state, self.window, self.budget, self.overhead = state, window, budget, overhead
-        self.sdir = state / "agents" / "main" / "sessions"
-        self.sdir.mkdir(parents=True)
-        (state / "openclaw.json").write_text(json.dumps(
-            {"models": {"providers": {"fake": {"models": [{"id": "fake-model", "contextWindow": window}]}}}}))
-        self.path = self.sdir / f"{SID}.jsonl"
-        self.path.write_text(json.dumps({"type": "session", "version": 3, "id": SID,
-                                         "timestamp": "2026-11-28T10:00:00.000Z", "cwd": "/w"}) + "\n")
-        self.turns, self.checks, self.last = 0, [], (overhead, 0)
-        self._index()
-
-    def _entries(self) -> list[dict]:
-        return [json.loads(x) for x in self.path.read_text().splitlines()]
-
-    def _check(self) -> int:
-        from occd.policy import budget as b
-
-        msgs = b.context_messages(self._entries())
-        est = b.with_margin(b.estimate_context(msgs).history) + self.overhead
-        self.checks.append(est)
-        self.last = (est, len(msgs))
-        return est
-
-    def _add(self, msg: dict, parent: list) -> None:
-        o = {"type": "message", "id": f"e{self.turns:04d}{len(self.checks):06d}{len(parent):04d}", "parentId":
-             parent[-1] if parent else None, "timestamp": "2026-11-28T10:00:00.000Z", "message": msg}
-        parent.append(o["id"])
-        with open(self.path, "a") as fh:
-            fh.write(json.dumps(o) + "\n")
-
-    def run(self, texts: list[str]) -> bool:
-        """One user turn, a run of len(texts) calls; True when a check reached the budget (OpenClaw compacts)."""
-        self.turns += 1
-        i, ids, over = self.turns, [], False
-        last = [e["id"] for e in self._entries() if e.get("type") == "message"][-1:]
-        ids += last
-        self._add({"role": "user", "content": f"Q{i}: go on"}, ids)
-        for k, t in enumerate(texts):
-            over |= self._check() >= self.budget
-            self._add({"role": "assistant", "stopReason": "toolUse", "content": [
-                {"type": "toolCall", "id": f"c{i}_{k}", "name": "read", "arguments": {"path": f"/w/{i}_{k}"}}]}, ids)
-            self._add({"role": "toolResult", "toolCallId": f"c{i}_{k}", "toolName": "read",
-                       "content": [{"type": "text", "text": t}]}, ids)
-        over |= self._check() >= self.budget
-        self._add({"role": "assistant", "stopReason": "stop", "content": [{"type": "text", "text": f"A{i}"}],
-                   "usage": {"input": 1000, "output": 5, "totalTokens": 1005}}, ids)
-        self._index()
-        return over
-
-    def _index(self) -> None:
-        now = time.time()
-        status = {"estimatedPromptTokens": self.last[0], "messageCount": self.last[1],
-                  "contextTokenBudget": self.window, "promptBudgetBeforeReserve": self.budget}
-        (self.sdir / "sessions.json").write_text(json.dumps({"agent:main:main": {
-            "sessionId": SID, "sessionFile": str(self.path), "updatedAt": int(now * 1000), "model": "fake-model",
-            "modelProvider": "fake", "contextTokens": self.window, "contextBudgetStatus": status}}))
-        os.utime(self.path, (now, now))
-
-
 def arm(turns: list[list[str]], window: int, overhead: int, large: bool) -> dict:
     from occd.config import load_settings
     from occd.jobs import JobContext, run_cycle
     from occd.jobs import budget as jb
     from occd.ledger import Ledger
     from occd.policy.budget import prompt_budget
+    from tests.simrun import RunsAgent
 
     home = Path(tempfile.mkdtemp(prefix="occd-bench-runs-"))
     os.environ.update(OCCD_HOME=str(home / "occd"), OPENCLAW_STATE_DIR=str(home / ".openclaw"))
-    agent = Agent(home / ".openclaw", window, prompt_budget(window), overhead)
+    agent = RunsAgent(home, window=window, budget=prompt_budget(window), overhead=overhead)
     settings = load_settings({"state_dir": str(agent.state), "idle_seconds": 0, "policy": {"mode": "act"}})
     real = jb._seen_growth
     seen = real if large else (lambda *a: (real(*a)[0], 0))
@@ -123,7 +60,7 @@ def arm(turns: list[list[str]], window: int, overhead: int, large: bool) -> dict
     with mock.patch.object(jb, "_seen_growth", seen), Ledger.open() as led:
         ctx = JobContext(settings=settings, ledger=led, state_dir=agent.state)
         for n, texts in enumerate(turns, 1):
-            if agent.run(texts):
+            if agent.run_texts(texts):
                 over.append(n)
             run_cycle(ctx, ["scan", "apply"])
         strips = [x for x in led.history(kind="strip") if x["outcome"] == "ok"]

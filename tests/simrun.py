@@ -109,3 +109,87 @@ class SimAgent:
         for _ in range(turns):
             self.append_turn()
         return self.end_run()
+
+
+class RunsAgent:
+    """One session whose turns are runs of several tool calls (tests/test_strip_depth.py, bench/bench_runs_sim.py):
+    before each model request of a run, OpenClaw's check (its estimate, occd.policy.budget's rules, against its
+    budget: a compaction where it is reached) is computed and kept in `checks`; after the run, sessions.json gets
+    the last check as OpenClaw records it (contextBudgetStatus). The agent itself never compacts."""
+
+    def __init__(self, home: Path, result_chars: int = RESULT_CHARS, *, window: int = WINDOW, budget: int = BUDGET,
+                 overhead: int = OVERHEAD):
+        self.state = home / ".openclaw"
+        self.sdir = self.state / "agents" / "main" / "sessions"
+        self.sdir.mkdir(parents=True)
+        self.window, self.budget, self.overhead = window, budget, overhead
+        (self.state / "openclaw.json").write_text(json.dumps(
+            {"models": {"providers": {"fake": {"models": [{"id": "fake-model", "contextWindow": window}]}}}}))
+        self.path = self.sdir / f"{SID}.jsonl"
+        self.path.write_text(json.dumps({"type": "session", "version": 3, "id": SID,
+                                         "timestamp": "2026-11-25T10:00:00.000Z", "cwd": "/w"}) + "\n")
+        self.result_chars = result_chars
+        self.turns = 0
+        self.checks = []  # OpenClaw's estimate at each model request
+        self._index(0)
+
+    def _entries(self) -> list[dict]:
+        return [json.loads(x) for x in self.path.read_text().splitlines()]
+
+    def estimate(self) -> tuple[int, int]:
+        from occd.policy import budget as b
+
+        msgs = b.context_messages(self._entries())
+        return b.with_margin(b.estimate_context(msgs).history) + self.overhead, len(msgs)
+
+    def _add(self, entries: list, msg: dict) -> None:
+        last = entries[-1]["id"] if entries and "id" in entries[-1] and entries[-1]["type"] != "session" else None
+        o = {"type": "message", "id": f"e{self.turns:04d}{len(entries):05d}", "parentId": last,
+             "timestamp": "2026-11-25T10:00:00.000Z", "message": msg}
+        entries.append(o)
+        with open(self.path, "a") as fh:
+            fh.write(json.dumps(o) + "\n")
+
+    def _check(self) -> None:
+        est, count = self.estimate()
+        self.checks.append(est)
+        self._last = (est, count)
+
+    def run(self, calls: int) -> bool:
+        """One user turn: a run of `calls` tool calls, each result `result_chars` long."""
+        i = self.turns + 1
+        return self.run_texts([(f"doc{i}_{k} alpha beta " * 4000)[:self.result_chars] for k in range(calls)])
+
+    def run_texts(self, texts: list[str]) -> bool:
+        """One user turn: a run of one tool call per text (its result), OpenClaw's check before each of its model
+        requests. True when a check reached the budget (OpenClaw would have compacted during the run)."""
+        self.turns += 1
+        i = self.turns
+        first = len(self.checks)
+        entries = self._entries()
+        self._add(entries, {"role": "user", "content": f"Q{i}: READ {len(texts)} files"})
+        for k, text in enumerate(texts):
+            self._check()
+            self._add(entries, {"role": "assistant", "stopReason": "toolUse", "content": [
+                {"type": "toolCall", "id": f"c{i}_{k}", "name": "read", "arguments": {"path": f"/w/d{i}_{k}"}}]})
+            self._add(entries, {"role": "toolResult", "toolCallId": f"c{i}_{k}", "toolName": "read", "content": [
+                {"type": "text", "text": text}]})
+        self._check()
+        self._add(entries, {"role": "assistant", "stopReason": "stop", "content": [{"type": "text", "text": f"A{i}"}],
+                            "usage": {"input": 1000, "output": 5, "totalTokens": 1005}})
+        self._index(self._last[1])
+        return any(c >= self.budget for c in self.checks[first:])
+
+    def _index(self, count: int) -> None:
+        old = time.time()   # the run just ended (idle_seconds 0: settled)
+        status = {"estimatedPromptTokens": self.checks[-1] if self.checks else self.overhead, "messageCount": count,
+                  "contextTokenBudget": self.window, "promptBudgetBeforeReserve": self.budget}
+        (self.sdir / "sessions.json").write_text(json.dumps({"agent:main:main": {
+            "sessionId": SID, "sessionFile": str(self.path), "updatedAt": int(old * 1000), "model": "fake-model",
+            "modelProvider": "fake", "contextTokens": self.window, "contextBudgetStatus": status}}))
+        os.utime(self.path, (old, old))
+
+    def whole_results(self) -> list[str]:
+        """The tool calls whose results are still in the transcript, oldest first."""
+        return [e["message"]["toolCallId"] for e in self._entries()
+                if e.get("type") == "message" and e["message"].get("role") == "toolResult"]

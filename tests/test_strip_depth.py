@@ -20,78 +20,7 @@ from occd.config import load_settings
 from occd.jobs import JobContext, run_cycle
 from occd.ledger import Ledger
 from occd.policy import budget as b
-
-WINDOW = 60_000   # budget 40,000
-BUDGET = 40_000
-OVERHEAD = 9_500
-SID = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
-
-
-class RunsAgent:
-    def __init__(self, home: Path, result_chars: int):
-        self.state = home / ".openclaw"
-        self.sdir = self.state / "agents" / "main" / "sessions"
-        self.sdir.mkdir(parents=True)
-        (self.state / "openclaw.json").write_text(json.dumps(
-            {"models": {"providers": {"fake": {"models": [{"id": "fake-model", "contextWindow": WINDOW}]}}}}))
-        self.path = self.sdir / f"{SID}.jsonl"
-        self.path.write_text(json.dumps({"type": "session", "version": 3, "id": SID,
-                                         "timestamp": "2026-11-25T10:00:00.000Z", "cwd": "/w"}) + "\n")
-        self.result_chars = result_chars
-        self.turns = 0
-        self.checks = []  # OpenClaw's estimate at each model request
-        self._index(0)
-
-    def _entries(self) -> list[dict]:
-        return [json.loads(x) for x in self.path.read_text().splitlines()]
-
-    def estimate(self) -> tuple[int, int]:
-        msgs = b.context_messages(self._entries())
-        return b.with_margin(b.estimate_context(msgs).history) + OVERHEAD, len(msgs)
-
-    def _add(self, entries: list, msg: dict) -> None:
-        last = entries[-1]["id"] if entries and "id" in entries[-1] and entries[-1]["type"] != "session" else None
-        o = {"type": "message", "id": f"e{self.turns:04d}{len(entries):05d}", "parentId": last,
-             "timestamp": "2026-11-25T10:00:00.000Z", "message": msg}
-        entries.append(o)
-        with open(self.path, "a") as fh:
-            fh.write(json.dumps(o) + "\n")
-
-    def _check(self) -> None:
-        est, count = self.estimate()
-        self.checks.append(est)
-        self._last = (est, count)
-
-    def run(self, calls: int) -> None:
-        """One user turn: a run of `calls` tool calls, OpenClaw's check before each of its model requests."""
-        self.turns += 1
-        i = self.turns
-        entries = self._entries()
-        self._add(entries, {"role": "user", "content": f"Q{i}: READ {calls} files"})
-        for k in range(calls):
-            self._check()
-            self._add(entries, {"role": "assistant", "stopReason": "toolUse", "content": [
-                {"type": "toolCall", "id": f"c{i}_{k}", "name": "read", "arguments": {"path": f"/w/d{i}_{k}"}}]})
-            self._add(entries, {"role": "toolResult", "toolCallId": f"c{i}_{k}", "toolName": "read", "content": [
-                {"type": "text", "text": (f"doc{i}_{k} alpha beta " * 4000)[:self.result_chars]}]})
-        self._check()
-        self._add(entries, {"role": "assistant", "stopReason": "stop", "content": [{"type": "text", "text": f"A{i}"}],
-                            "usage": {"input": 1000, "output": 5, "totalTokens": 1005}})
-        self._index(self._last[1])
-
-    def _index(self, count: int) -> None:
-        old = time.time()   # the run just ended (idle_seconds 0: settled)
-        status = {"estimatedPromptTokens": self.checks[-1] if self.checks else OVERHEAD, "messageCount": count,
-                  "contextTokenBudget": WINDOW, "promptBudgetBeforeReserve": BUDGET}
-        (self.sdir / "sessions.json").write_text(json.dumps({"agent:main:main": {
-            "sessionId": SID, "sessionFile": str(self.path), "updatedAt": int(old * 1000), "model": "fake-model",
-            "modelProvider": "fake", "contextTokens": WINDOW, "contextBudgetStatus": status}}))
-        os.utime(self.path, (old, old))
-
-    def whole_results(self) -> list[str]:
-        """The tool calls whose results are still in the transcript, oldest first."""
-        return [e["message"]["toolCallId"] for e in self._entries()
-                if e.get("type") == "message" and e["message"].get("role") == "toolResult"]
+from simrun import BUDGET, SID, RunsAgent  # window 60,000, budget 40,000, prompt overhead 9,500
 
 
 def _loop(home: Path, *, runs: int, calls: int, result_chars: int, **policy) -> dict:
@@ -261,15 +190,13 @@ def _coding_loop(home: Path, large: bool) -> dict:
 
     agent = RunsAgent(home, 1_000)
     settings = load_settings({"state_dir": str(agent.state), "idle_seconds": 0, "policy": {"mode": "act"}})
-    over_turns, strips = [], 0
+    over_turns = []
     real = jb._seen_growth
     seen = real if large else (lambda *a: (real(*a)[0], 0))   # without the large-run rule: no large run known
     with mock.patch.object(jb, "_seen_growth", seen), Ledger.open() as led:
         ctx = JobContext(settings=settings, ledger=led, state_dir=agent.state)
         for n, calls in enumerate(CODING_RUNS, 1):
-            before = len(agent.checks)
-            agent.run(calls)
-            if any(c >= BUDGET for c in agent.checks[before:]):
+            if agent.run(calls):
                 over_turns.append(n)
             run_cycle(ctx, ["scan", "apply"])
         strips = [x for x in led.history(kind="strip") if x["outcome"] == "ok"]
