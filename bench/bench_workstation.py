@@ -7,7 +7,9 @@ its jobs (one JobContext kept across cycles):
 
 - quiet-wake CPU: the wake jobs (scan, lean, apply, rotate, verify) when nothing changed, and after one
   transcript grew (one changed session), each as CPU seconds and as a ratio to the same wake on the baseline
-  state measured in the same run;
+  state measured in the same run. A wake is what the daemon runs on its watcher's events: the scan looks again
+  at the agents the watcher named (ctx.changed). The scheduled scan (every scan_interval_seconds, and every
+  cycle in polling mode) looks at every agent: measured too, after each one-changed-session wake;
 - `occd status`, `occd status --json`, `occd sessions`, `occd sessions --json` as whole processes (median of
   --runs, wall and CPU of the child), and their ratio to a bare `python -c pass` measured in the same run.
 
@@ -72,16 +74,25 @@ def wake_cpu(state: Path, home: Path, rounds: int) -> dict:
         t = time.process_time()
         run_cycle(ctx, WAKE)
         out["first"] = time.process_time() - t
-        quiet, one = [], []
+        quiet, one, full = [], [], []
         for i in range(rounds):
+            # the daemon's wake names the agents its watcher saw change (ctx.changed); the scheduled scan does not
+            ctx.changed = frozenset()
             t = time.process_time()
             run_cycle(ctx, WAKE)
             quiet.append(time.process_time() - t)
-            with open(files[(i * 7919) % len(files)], "ab") as fh:
+            p = files[(i * 7919) % len(files)]
+            with open(p, "ab") as fh:
                 fh.write(LINE % i)
+            ctx.changed = frozenset({p.parent.parent.name})
             t = time.process_time()
             run_cycle(ctx, WAKE)
             one.append(time.process_time() - t)
+            ctx.changed = None
+            t = time.process_time()
+            run_cycle(ctx, WAKE)
+            full.append(time.process_time() - t)
+        out["full"] = statistics.median(full)
         out["quiet"], out["one"] = statistics.median(quiet), statistics.median(one)
     return out
 
@@ -117,11 +128,11 @@ def main(argv=None) -> int:
     home = Path(tempfile.mkdtemp(prefix="occd-bench-ws-"))
     base = wake_cpu(small, home / "small", a.rounds)
     w = wake_cpu(big, home / "big", a.rounds)
-    print(f"wake CPU (s)        first    quiet    one changed")
-    print(f"  baseline 1x10     {base['first']:7.3f}  {base['quiet']:7.3f}  {base['one']:7.3f}")
-    print(f"  {a.agents}x{a.sessions:<12}{w['first']:7.3f}  {w['quiet']:7.3f}  {w['one']:7.3f}")
+    print(f"wake CPU (s)        first    quiet    one changed   scheduled scan (every agent)")
+    print(f"  baseline 1x10     {base['first']:7.3f}  {base['quiet']:7.3f}  {base['one']:7.3f}       {base['full']:7.3f}")
+    print(f"  {a.agents}x{a.sessions:<12}{w['first']:7.3f}  {w['quiet']:7.3f}  {w['one']:7.3f}       {w['full']:7.3f}")
     print(f"  ratio             {'':7}  {w['quiet'] / max(base['quiet'], 1e-6):6.1f}x  {w['one'] / max(base['one'], 1e-6):6.1f}x"
-          f"   (targets: quiet < 0.1 s, one < 0.3 s)")
+          f"        {w['full'] / max(base['full'], 1e-6):6.1f}x   (targets: quiet < 0.1 s, one < 0.3 s)")
     env = dict(os.environ, OCCD_HOME=str(home / "big"), OPENCLAW_STATE_DIR=str(big), NO_COLOR="1", COLUMNS="120")
     py = [sys.executable]
     bw, bc = timed(py + ["-c", "pass"], env, a.runs)

@@ -339,3 +339,69 @@ def test_the_checks_run_beside_the_wakes(isolated_env, monkeypatch):
         assert woke and took < 2 and not d.ctx.urgent.is_set(), took
         assert seen["ledger"] is not led and d.last_results["check"]["ok"]
         assert led.last_scan() is not None  # what the check recorded on its connection is in the one ledger
+
+
+def test_a_wake_for_events_looks_at_the_agents_that_changed(ws, looks, monkeypatch):
+    """Issue 29 point 1 at 2,000 agents: on a wake for events (ctx.changed: the agents the watcher saw change) the
+    scan looks at no other agent's folder or files: no listing, no stat; their sessions are what the last scan saw.
+    A named agent is looked at again; one the last listing did not have makes it list the agents again; the
+    scheduled scan (ctx.changed None) looks at everything, what no event named included."""
+    import os
+
+    from occd.config import load_settings
+    from occd.jobs import JobContext, run_cycle
+    from occd.ledger import Ledger
+
+    agents_dir = str(ws / "agents") + os.sep
+    stats: list[str] = []
+    real_stat = os.stat
+
+    def stat(p, *a, **k):
+        s = os.fspath(p) if not isinstance(p, int) else ""
+        if isinstance(s, str) and s.startswith(agents_dir):
+            stats.append(s[len(agents_dir):].split(os.sep, 1)[0])
+        return real_stat(p, *a, **k)
+
+    def grow(agent):
+        p = sorted((ws / "agents" / agent / "sessions").glob("*.jsonl"))[1]
+        with open(p, "ab") as fh:
+            fh.write(b'{"type":"custom","customType":"t","data":{},"id":"ab12cd34","parentId":null,'
+                     b'"timestamp":"2026-11-27T10:00:00.000Z"}\n')
+        return p
+
+    def seen_size(ctx, p):
+        return next(o.size for o in ctx.last_scan.sessions if o.path == p)
+
+    with Ledger.open() as led:
+        ctx = JobContext(settings=load_settings({"state_dir": str(ws)}), ledger=led, state_dir=ws)
+        run_cycle(ctx, WAKE)
+        monkeypatch.setattr(os, "stat", stat)
+        looks.update(list_agents=0, detect_era=0)
+        ctx.changed = frozenset()  # a wake, nothing of an agent changed (the lean view's counts, a deferral due)
+        res = run_cycle(ctx, WAKE)
+        assert all(ok for ok, _ in res.values()), res
+        assert stats == [] and looks == {"list_agents": 0, "detect_era": 0}, (stats[:5], looks)
+        assert res["scan"][1]["sessions"] == AGENTS * 6 and res["scan"][1]["changed"] == 0
+
+        p = grow("agent0009")
+        other = grow("agent0011")  # written, but no event named it (yet)
+        stats.clear()
+        ctx.changed = frozenset({"agent0009"})
+        res = run_cycle(ctx, WAKE)
+        assert set(stats) == {"agent0009"} and looks == {"list_agents": 0, "detect_era": 1}, (set(stats), looks)
+        assert res["scan"][1]["changed"] == 1 and seen_size(ctx, p) == p.stat().st_size
+        assert seen_size(ctx, other) < other.stat().st_size
+
+        stats.clear()
+        (ws / "agents" / "agent-new" / "sessions").mkdir(parents=True)
+        try:
+            ctx.changed = frozenset({"agent-new"})  # not in the last listing: every agent is listed again
+            res = run_cycle(ctx, WAKE)
+            assert looks["list_agents"] == 1 and res["scan"][1]["agents"] == AGENTS + 1
+            assert seen_size(ctx, other) < other.stat().st_size
+        finally:
+            (ws / "agents" / "agent-new" / "sessions").rmdir()
+            (ws / "agents" / "agent-new").rmdir()
+        ctx.changed = None
+        res = run_cycle(ctx, WAKE)  # the scheduled scan: every agent, every file
+        assert res["scan"][1]["agents"] == AGENTS and seen_size(ctx, other) == other.stat().st_size

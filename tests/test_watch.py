@@ -294,3 +294,83 @@ def test_a_job_line_that_says_the_same_as_last_time_goes_to_debug(caplog):
         jobs.run_job(None, spec, lambda ctx, s=summary: s)
     levels = [r.levelno for r in caplog.records if r.getMessage().startswith("demo-job:")]
     assert levels == [logging.INFO, logging.DEBUG, logging.INFO, logging.INFO], levels
+
+
+def test_the_watcher_names_the_agents_that_changed(isolated_env):
+    """Issue 29 point 1: before each wake the watcher says which agents' files settled (the wake's scan looks at
+    those only); when it cannot say (a folder watched anew, removed or recreated) it says None: every agent."""
+    state = isolated_env / ".openclaw"
+    for a in ("main", "other"):
+        (state / "agents" / a / "sessions").mkdir(parents=True)
+    wakes, changed = [], []
+    w = watch.Watcher(state, lambda r: wakes.append(r), settle=0.3, changed=changed.append)
+    assert w.start()[0] == "events"
+    try:
+        (state / "agents" / "other" / "sessions" / "s1.jsonl").write_text("{}\n")
+        assert wait_for(lambda: len(wakes) == 1, timeout=5)
+        assert changed == [{"other"}]
+        new = state / "agents" / "third" / "sessions"
+        new.mkdir(parents=True)
+        assert wait_for(lambda: None in changed, timeout=5)  # a folder watched anew
+    finally:
+        w.stop()
+
+
+def test_a_wake_cycle_scans_what_changed_and_the_schedule_everything(isolated_env):
+    """The daemon's side: a cycle the wake runner asks for passes the watcher's agents to the scan (ctx.changed);
+    a scheduled cycle, or any cycle without a watcher (polling), passes None and takes the noted changes too."""
+    from occd.jobs import JobSpec, available_jobs
+    from occd.runtime import daemon as dmod
+    from occd.runtime.wake import Changes
+
+    state = isolated_env / ".openclaw"
+    (state / "agents").mkdir(parents=True)
+    got = []
+    reg = (JobSpec("scan", "x", lambda s: 300, func=lambda ctx: got.append(ctx.changed) or {}),)
+    d = dmod.Daemon(lambda: load_settings({"state_dir": str(state)}), jobs=reg, env={})
+    with Ledger.open() as led:
+        d.ctx = d.make_context(led)
+        d._registered = {spec.name: (spec, fn) for spec, fn in available_jobs(reg, d.settings)}
+        class Watching:  # events mode
+            def describe(self):
+                return {"mode": "events", "reason": "test", "folders": []}
+
+        d.watcher = Watching()
+        d.cycle(wake=True)       # the first cycle: nothing noted yet means every agent
+        d.changes.note({"a"})
+        d.changes.note({"b"})
+        d.cycle(wake=True)
+        d.cycle(wake=True)       # nothing since
+        d.changes.note({"c"})
+        d.cycle()                # the scheduled scan: everything, and "c" is covered by it
+        d.cycle(wake=True)
+        d.changes.note({"d"})
+        d.changes.note(None)     # something the watcher cannot name
+        d.cycle(wake=True)
+        d.watcher = None         # polling
+        d.changes.note({"e"})
+        d.cycle(wake=True)
+        assert d.ctx.changed is None
+    assert got == [None, frozenset({"a", "b"}), frozenset(), None, frozenset(), None, None]
+    c = Changes()
+    assert c.take() is None and c.take() == frozenset()
+
+
+def test_a_key_dropped_from_a_full_debouncer_makes_the_wake_look_at_every_agent(isolated_env):
+    """A storm past the debouncer's room drops the oldest key: the wake then cannot name every agent that changed,
+    so it names none (None: every agent is looked at)."""
+    from occd.runtime.debounce import Debouncer
+
+    state = isolated_env / ".openclaw"
+    changed = []
+    w = watch.Watcher(state, lambda r: None, changed=changed.append)
+    w.deb = Debouncer(0.1, max_keys=1)
+    a = str(state / "agents" / "a" / "sessions" / "s.jsonl")
+    b = str(state / "agents" / "b" / "sessions" / "s.jsonl")
+    w.deb.note(0.0, a)
+    w._wake(w.deb.take(1.0))
+    w.deb.note(2.0, a)
+    w.deb.note(2.0, b)  # no room: b folds into its folder's key, which has no room either: a is dropped
+    w._wake(w.deb.take(3.0))
+    assert changed == [{"a"}, None]
+    assert w._agents_of([str(state / "openclaw.json")]) is None

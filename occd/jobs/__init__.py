@@ -54,6 +54,9 @@ class JobContext:
     # set while a wake waits for a long periodic job (scoring...): the job stops between agents or sessions,
     # keeps where it was in `cache` and returns {"yielded": True, ...}; the daemon runs it again right after
     urgent: threading.Event = field(default_factory=threading.Event)
+    # the agents whose folders changed since the last cycle, as the daemon's watcher saw them (a wake on events):
+    # the scan looks again only at these and reuses what it saw of the others; None: look at every agent
+    changed: frozenset | None = None
 
     def now(self) -> float:
         return self.clock()

@@ -22,6 +22,9 @@ from occd.errors import OccdError
 from occd.jobs import scanstate
 from occd.jobs.scanconfig import (  # noqa: F401 - _openclaw_config is the jobs' one reader of OpenClaw's config
     _begin_cycle, _cycle_config_mtime, _end_cycle, _openclaw_config, _window)
+from occd.jobs.scanagents import (AGENTS_KEY, LISTED_KEY, _agent_fp, _basis, _changed_only, _Seen, _store_for,
+                                  _unchanged)
+from occd.jobs.scanagents import forget, stat_key  # noqa: F401 - the other jobs import them from here
 from occd.jobs.scanstate import ScanResult, SessionObs
 from occd.openclaw.figure import compactions as count_compactions, rewrite_marks, session_figure, stale_estimate, window_choice
 from occd.openclaw.state import DEFAULT_CONTEXT_WINDOW
@@ -31,65 +34,6 @@ CACHE_KEY = "scan.files"
 
 
 UNVERIFIED_ERA = "db-unverified"  # a database-era agent whose schema occd reads but does not act on
-
-
-def _store_for(state_dir: Path, agent):
-    """occd.openclaw.open_store for an Agent we already listed (the database era with the CLI's release)."""
-    from occd.openclaw import FileStore
-
-    if agent.era == "db":
-        from occd.openclaw.dbstore import DbStore
-
-        from occd.openclaw.release import cli_release  # a database newer/older than the CLI is named (h13)
-
-        return DbStore(state_dir, agent.id, agent.dir, cli_release=cli_release())
-    if agent.era == "needs-migration":  # reported and read, never acted on (open_store's own rule)
-        from occd.openclaw import open_store
-
-        return open_store(state_dir, agent)
-    return FileStore(state_dir, agent.id, agent.dir)
-
-
-AGENTS_KEY = "scan.agents"  # agent id -> _Seen: what the last scan of a file-era agent saw
-
-
-class _Seen:
-    """A file-era agent as the last scan saw it: the fingerprint of its index, its sessions folder (a lock file
-    or a transcript created or removed changes the folder) and OpenClaw's config; the sessions listed then; the
-    observation of each session ({session id: (index entry, obs)}), reused as it is while its transcript's
-    (inode, size, mtime) and its index entry stay the same (its run lock looked at again when the folder
-    changed). `basis`: the config and settings the observations were made with."""
-
-    __slots__ = ("fp", "basis", "infos", "warnings", "obs")
-
-    def __init__(self, fp, basis, infos, warnings, obs=None):
-        self.fp, self.basis, self.infos, self.warnings, self.obs = fp, basis, infos, warnings, obs or {}
-
-
-def forget(ctx, agent: str, session_id: str) -> None:
-    """occd itself changed the session (a strip): its next observation is made anew, not reused."""
-    seen = ctx.cache.get(AGENTS_KEY, {}).get(agent)
-    if seen is not None:
-        seen.obs.pop(session_id, None)
-
-
-def stat_key(p):
-    """(inode, size, mtime_ns) of a file, None when it cannot be stat'ed: what says it changed."""
-    try:
-        st = os.stat(p)
-    except OSError:
-        return None
-    return st.st_ino, st.st_size, st.st_mtime_ns
-
-
-def _agent_fp(agent):
-    sdir = os.path.join(agent.dir, "sessions")  # strings: pathlib's joins cost more than the stats at 2,000 agents
-    return stat_key(os.path.join(sdir, "sessions.json")), stat_key(sdir)
-
-
-def _basis(ctx):
-    cfg = ctx.cache.get("scan.openclaw_config")
-    return cfg[0] if cfg else None, id(ctx.settings)
 
 
 def scan_agent(ctx, agent, result: ScanResult, files: dict, seen_paths: set) -> None:
@@ -347,6 +291,7 @@ def ensure_scan(ctx) -> ScanResult:
 
 def run(ctx) -> dict:
     from occd.openclaw import list_agents
+    from occd.openclaw.state import release_evidence
 
     t0 = time.monotonic()
     result = ScanResult(started=0.0)
@@ -357,20 +302,24 @@ def run(ctx) -> dict:
         cached = scanstate._load_cache()
     files = dict(cached)  # committed to ctx.cache once the cycle went through
     seen: set = set()
-    try:
-        agents = list_agents(ctx.state_dir)
-    except OccdError as e:
-        result.errors.append(e.message)
-        _note(ctx, notes, "state", logging.ERROR, f"{e.message} ({e.hint})" if e.hint else e.message)
-        agents = []
     _begin_cycle(ctx)
     try:
+        agents = _changed_only(ctx)
+        if agents is None:
+            try:
+                rel = release_evidence(ctx.state_dir)
+                agents = list_agents(ctx.state_dir, release=rel)
+            except OccdError as e:
+                result.errors.append(e.message)
+                _note(ctx, notes, "state", logging.ERROR, f"{e.message} ({e.hint})" if e.hint else e.message)
+                agents = []
+            ctx.cache[LISTED_KEY] = (agents, _basis(ctx), rel.db_era) if agents else None
         complete = _scan_agents(ctx, agents, result, files, seen, notes)
     finally:
         _end_cycle(ctx)
     if ctx.stop.is_set():
         complete = False
-    if complete:
+    if complete and ctx.changed is None:  # (a wake for events looks at some agents only: the next whole scan does)
         for p in [p for p in files if p not in seen]:  # forget files that are gone
             del files[p]
     return _finish(ctx, result, files, cached, notes, t0)
@@ -382,6 +331,8 @@ def _scan_agents(ctx, agents, result: ScanResult, files: dict, seen: set, notes:
         if ctx.stop.is_set():
             complete = False
             break
+        if _unchanged(ctx, agent, result):
+            continue
         if agent.era == "empty":
             result.agents[agent.id] = "empty"
             _note(ctx, notes, f"empty:{agent.id}", logging.INFO,

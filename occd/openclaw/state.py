@@ -347,8 +347,8 @@ def has_file_era_sessions(agent_dir: Path) -> bool:
     OpenClaw's .reset/.deleted archives or trajectory side files)."""
     from occd.openclaw.filestore import is_session_file
 
-    sdir = os.path.join(agent_dir, "sessions")  # strings: this runs for every agent of every cycle
-    if os.path.isfile(os.path.join(sdir, "sessions.json")):
+    sdir = f"{agent_dir}{os.sep}sessions"  # strings joined by hand: this runs for every agent of every cycle
+    if os.path.isfile(f"{sdir}{os.sep}sessions.json"):
         return True
     return any(is_session_file(n) for n in _listdir(sdir))
 
@@ -381,7 +381,7 @@ def detect_era(agent_dir: Path, *, db_release: bool = False) -> str:
     imported yet — an agent database with session tables exists beside them, or `db_release` says a 2026.8+
     release uses this state (it refuses to run until `openclaw doctor --fix` imports the files, so no agent
     database appears); empty: neither."""
-    db_name = os.path.join(agent_dir, "agent", DB_NAME)
+    db_name = f"{agent_dir}{os.sep}agent{os.sep}{DB_NAME}"
     db = os.path.isfile(db_name)
     files = has_file_era_sessions(agent_dir)
     if db and not db_holds_sessions(Path(db_name)):
@@ -416,7 +416,8 @@ def list_agents(state_dir: Path, *, probe_cli: bool = False, release: Release | 
     if not names:
         return []
     rel = release if release is not None else release_evidence(state_dir, probe_cli=probe_cli)
-    return [Agent(n, root / n, detect_era(os.path.join(root, n), db_release=rel.db_era)) for n in names]
+    base = f"{root}{os.sep}"
+    return [Agent(n, root / n, detect_era(base + n, db_release=rel.db_era)) for n in names]
 
 
 def _subdirs(root: Path) -> list[str]:

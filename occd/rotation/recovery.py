@@ -113,3 +113,16 @@ def resume_all(settings, led, *, state_dir: Path, gateway=None, now: float | Non
             log.warning("rotation %s of %s could not be resumed: %s", row["id"], row["session_key"], e.message)
             out["rotations"].append({"rotationId": row["id"], "outcome": "failed", "error": e.message})
     return out
+
+
+def resume_at_start(ctx, now: float) -> None:
+    """The daemon's start (and `run --once`): resume_all, said in the log when there was anything; never raises."""
+    try:
+        res = resume_all(ctx.settings, ctx.ledger, state_dir=ctx.state_dir, now=now)
+    except Exception as e:  # noqa: BLE001 - the daemon starts anyway; the next start tries again
+        log.error("resuming unfinished rotations failed: %s", e)
+        log.debug("traceback", exc_info=True)
+        return
+    if any(res.get(k) for k in ("resumed", "deferred", "failed")):
+        log.info("unfinished rotations: %s resumed, %s deferred, %s failed", res.get("resumed"),
+                 res.get("deferred"), res.get("failed"))

@@ -41,6 +41,7 @@ from occd.runtime import logging_setup
 from occd.runtime.notify import monotonic_usec, sd_notify, stop_grace_seconds, watchdog_interval
 from occd.runtime.metrics import DaemonMetrics, write_daemon_textfile
 from occd.runtime.statusfile import daemon_status, job_times_file, read_json, write_json, write_status
+from occd.runtime.wake import Changes
 
 log = logging.getLogger("occd.daemon")
 
@@ -90,6 +91,7 @@ class Daemon:
         self._hard_exit = False
         self.watcher = None      # occd.runtime.watch.Watcher (events mode) or None (polling)
         self.waker = None        # occd.runtime.watch.WakeRunner: cycles on events and on deferred decisions' due times
+        self.changes = Changes()  # the agents the watcher saw change since the last cycle (a wake looks at those)
         self.watch_mode: tuple[str, str] = ("polling", "not started")
         self.metrics = DaemonMetrics()  # run end -> decision latency, cycle durations (occd.runtime.metrics)
 
@@ -134,8 +136,10 @@ class Daemon:
             write_json(job_times_file(), self.job_times)
         return ok, summary
 
-    def cycle(self) -> None:
-        """One scheduled scan cycle: scan, then the jobs chained after it; never two at once."""
+    def cycle(self, wake: bool = False) -> None:
+        """One scan cycle: scan, then the jobs chained after it; never two at once. `wake`: a cycle the wake runner
+        asked for while the watcher watches: the scan looks again only at the agents it saw change (the scheduled
+        scan, every scan_interval_seconds, looks at all of them)."""
         if self.cycle_lock.locked() and self.ctx is not None:
             self.ctx.urgent.set()  # a long job holds the lock: it yields between agents (occd.jobs JobContext)
         with self.cycle_lock:
@@ -145,10 +149,15 @@ class Daemon:
             ends = self.metrics.take_run_ends()  # the runs this cycle decides on (the watcher saw them end)
             if self.ctx is not None:
                 self.ctx.urgent.clear()
+            changed = self.changes.take()  # taken by every cycle: a whole scan covers what changed too
             scan = self._registered.get("scan")
             ok = True
             if scan is not None:
-                ok, _ = self._run(*scan)
+                self.ctx.changed = changed if wake and self.watcher is not None else None
+                try:
+                    ok, _ = self._run(*scan)
+                finally:
+                    self.ctx.changed = None
             for spec, fn in self._registered.values():
                 if not spec.after_scan:
                     continue
@@ -188,12 +197,13 @@ class Daemon:
             self._sched_jobs[name].modify(next_run_time=_utc(time.time() + 1.0))
         self.heartbeat()
 
-    def _dispatch(self, name: str) -> None:
-        """What the scheduler calls: never raises (APScheduler would only log it). While it runs, APScheduler
-        (max_instances=1) drops a new run of the same job (a re-plan then): fine, it is running right now."""
+    def _dispatch(self, name: str, wake: bool = False) -> None:
+        """What the scheduler (and the wake runner, `wake`) calls: never raises (APScheduler would only log it).
+        While it runs, APScheduler (max_instances=1) drops a new run of the same job (a re-plan then): fine, it is
+        running right now."""
         self.dispatching.add(name)
         try:
-            self.cycle() if name == "scan" else self.periodic(name)
+            self.cycle(wake=wake) if name == "scan" else self.periodic(name)
         except Exception as e:  # noqa: BLE001 - a bug in the runtime itself; keep the daemon alive
             log.error("%s: unexpected error in the daemon: %s", name, e, exc_info=True)
         finally:
@@ -458,19 +468,9 @@ class Daemon:
 
     def resume_unfinished(self) -> None:
         """Rotations cut off by a crash are resumed or rolled back before anything else runs."""
-        try:
-            from occd.rotation.recovery import resume_all
-        except ImportError:
-            return
-        try:
-            res = resume_all(self.ctx.settings, self.ctx.ledger, state_dir=self.ctx.state_dir, now=self.clock())
-        except Exception as e:  # noqa: BLE001
-            log.error("resuming unfinished rotations failed: %s", e)
-            log.debug("traceback", exc_info=True)
-            return
-        if isinstance(res, dict) and any(res.get(k) for k in ("resumed", "deferred", "failed")):
-            log.info("unfinished rotations: %s resumed, %s deferred, %s failed", res.get("resumed"),
-                     res.get("deferred"), res.get("failed"))
+        from occd.rotation.recovery import resume_at_start
+
+        resume_at_start(self.ctx, self.clock())
 
     def run_once(self, ledger, names=None) -> dict:
         """One full cycle, synchronously (`occd run --once`, the demo). Returns {job: (ok, summary)}."""

@@ -35,6 +35,7 @@ class Debouncer:
         self.max_keys = max(1, int(max_keys))
         self.pending: dict[str, float] = {}  # key -> its last event's time, oldest first
         self.folded = 0                      # events whose key found no room (folded into a coarser key)
+        self.dropped = 0                     # keys dropped to make room (their wake is not told which they were)
 
     def __len__(self) -> int:
         return len(self.pending)
@@ -47,9 +48,10 @@ class Debouncer:
             self.folded += 1
             key = folder_of(key)
             if key not in pending and len(pending) >= self.max_keys:
-                # no room even for the folder's key: the oldest key goes. Safe: any wake runs a whole scan, and
-                # this newer key wakes no earlier than the one dropped would have
+                # no room even for the folder's key: the oldest key goes. Safe: this newer key wakes no earlier
+                # than the one dropped would have, and the watcher makes that wake look at every agent (`dropped`)
                 pending.pop(next(iter(pending)))
+                self.dropped += 1
         was_empty = not pending
         pending.pop(key, None)
         pending[key] = t

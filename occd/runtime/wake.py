@@ -69,4 +69,30 @@ class WakeRunner:
             self.thread.join(timeout)
 
 
-__all__ = ["WakeRunner"]
+class Changes:
+    """The agents whose folders changed since a cycle last took them: the watcher notes them, and a cycle run on a
+    wake looks again only at those (issue 29: a wake costs what changed). It starts as "every agent", and goes back
+    to it whenever the watcher cannot name what changed (a folder watched anew, removed or recreated; a key dropped
+    from a full debouncer): the next cycle then looks at every agent."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ids: set[str] | None = None  # None: every agent
+
+    def note(self, ids) -> None:
+        """Agent ids that changed; None: something the watcher cannot name (every agent is looked at)."""
+        with self._lock:
+            if ids is None:
+                self._ids = None
+            elif self._ids is not None:
+                self._ids.update(ids)
+
+    def take(self) -> frozenset | None:
+        """What changed since the last take (None: every agent), and start again from nothing."""
+        with self._lock:
+            out = None if self._ids is None else frozenset(self._ids)
+            self._ids = set()
+        return out
+
+
+__all__ = ["Changes", "WakeRunner"]

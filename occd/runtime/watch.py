@@ -73,7 +73,9 @@ class Watcher:
     """Watches `state_dir` and calls `wake(reason)` after each settled burst of OpenClaw writes, per session: a
     session is looked at when it has been quiet `settle` seconds and its run lock is released, whatever other
     sessions and agents do (occd.runtime.debounce). `run_ends(times)` (optional) gets the wall times of the
-    runs' ends a wake is for; `on_change()` (optional) is called when a folder becomes watched or polled.
+    runs' ends a wake is for; `on_change()` (optional) is called when a folder becomes watched or polled;
+    `changed(ids)` (optional) gets, before each wake, the ids of the agents whose files settled (None when that
+    cannot be said: a folder watched anew, removed or recreated, a key dropped from a full debouncer).
 
     Each folder is watched or, when that fails (inotify limits: ENOSPC, EMFILE; a filesystem without change
     notification), polled every TICK_S seconds (occd.runtime.folders); a folder removed and recreated is
@@ -81,9 +83,13 @@ class Watcher:
 
     def __init__(self, state_dir: Path, wake: Callable[[str], None], *, settle: float = 2.0,
                  extra_files: tuple[Path, ...] = (), monotonic=time.monotonic, clock=time.time,
-                 run_ends: Callable[[list[float]], None] | None = None, on_change: Callable[[], None] | None = None):
+                 run_ends: Callable[[list[float]], None] | None = None, on_change: Callable[[], None] | None = None,
+                 changed: Callable[[set[str] | None], None] | None = None):
         self.state_dir = Path(state_dir)
         self.wake_cb = wake
+        self.changed_cb = changed
+        self._agents_root = str(self.state_dir / "agents") + os.sep
+        self._dropped = 0
         self.run_ends = run_ends
         self.on_change = on_change
         self.settle = settle
@@ -211,6 +217,8 @@ class Watcher:
         if polled_now > 1:
             log.warning("%d folders cannot be watched: polled instead (`occd doctor`)", polled_now)
         if new or changed:
+            if self.thread is not None:  # (before, the daemon has not scanned yet: it looks at everything anyway)
+                self._note_changed(None)  # a folder watched anew, gone or recreated: every agent is looked at
             self._describe()
             if self.on_change is not None and self.thread is not None:
                 try:
@@ -334,6 +342,7 @@ class Watcher:
         release is itself an event) and an agent's index while a run of that agent holds a lock. Other keys (a
         new folder, the agent database's -wal, the lean view's stats) wake when they settle."""
         now_m, now_w = self.mono(), self.clock()
+        self._note_changed(self._agents_of(k for k, _ in due))
         woke, ended, busy = False, [], {}
         for key, last in due:
             if key.endswith(".jsonl") and _lock_alive(Path(key + ".lock")):
@@ -358,6 +367,26 @@ class Watcher:
             self.wake_cb("a run ended")
         except Exception as e:  # noqa: BLE001 - the daemon's wake must not kill the watcher
             log.warning("wake failed: %s", e)
+
+    def _agents_of(self, keys) -> set[str] | None:
+        """The agents the keys are files of (the lean view's counts are none); None for a key elsewhere."""
+        root, ids = self._agents_root, set()
+        for k in keys:
+            if k.startswith(root):
+                ids.add(k[len(root):].split(os.sep, 1)[0])
+            elif k not in self.extra:
+                return None
+        return ids
+
+    def _note_changed(self, ids: set[str] | None) -> None:
+        if self.changed_cb is None:
+            return
+        if self.deb.dropped != self._dropped:  # some keys were dropped unseen: their agents are not known
+            self._dropped, ids = self.deb.dropped, None
+        try:
+            self.changed_cb(ids)
+        except Exception as e:  # noqa: BLE001
+            log.debug("changed: %s", e)
 
     def _stop_observer(self, wait: bool = True) -> None:
         obs, self.observer = self.observer, None
@@ -421,7 +450,8 @@ __all__ = ["Debouncer", "WakeRunner", "Watcher", "interesting", "live_run_lock",
 def start(daemon) -> None:
     """Start the wake runner and, unless `daemon.watch` is off, the watcher; set `daemon.watch_mode`."""
     if daemon.waker is None:
-        daemon.waker = WakeRunner(lambda: daemon._dispatch("scan"), clock=time.time, min_gap=WAKE_GAP_S).start()
+        daemon.waker = WakeRunner(lambda: daemon._dispatch("scan", wake=True), clock=time.time,
+                                  min_gap=WAKE_GAP_S).start()
     d = daemon.settings.daemon
     if not d.watch:
         daemon.watch_mode = ("polling", "daemon.watch is off")
@@ -436,7 +466,8 @@ def start(daemon) -> None:
     # settle at least idle_seconds: the edit refuses a transcript written more recently than that
     settle = max(float(d.settle_seconds), float(daemon.settings.idle_seconds))
     w = Watcher(daemon.ctx.state_dir, lambda reason: daemon.waker.request(), settle=settle,
-                extra_files=extra, run_ends=daemon.metrics.note_run_ends, on_change=lambda: _tell(daemon))
+                extra_files=extra, run_ends=daemon.metrics.note_run_ends, on_change=lambda: _tell(daemon),
+                changed=daemon.changes.note)
     daemon.watch_mode = w.start()
     daemon.watcher = w if daemon.watch_mode[0] == "events" else None
     if daemon.watcher is None:
