@@ -34,6 +34,25 @@ def _same(infos, listed, state):
         assert i.model in (None, s.get("model"))  # none recorded (after a reset): OpenClaw shows the default
 
 
+def _run_once_matches_sessions_list(oc) -> None:
+    """`occd run --once` (observe mode: nothing written) records what `openclaw sessions list` shows: the same
+    sessions, compaction counts and context tokens. (The database era's check is in test_rotation_e2e.)"""
+    r = oc.occd("run", "--once", "--json")
+    assert r.returncode == 0, r.stderr
+    r = oc.occd("status", "--json")
+    assert r.returncode == 0, r.stderr
+    st = json.loads(r.stdout)
+    assert st["agents"][0]["era"] == "file"
+    ours = {s["sessionId"]: s for a in st["agents"] for s in a["biggest"]}
+    theirs = oc.sessions_list()["sessions"]
+    assert {s["sessionId"] for s in theirs} == set(ours)
+    for s in theirs:
+        o = ours[s["sessionId"]]
+        assert (o["compactions"] or 0) == (s.get("compactionCount") or 0)
+        if s.get("totalTokens") is not None:
+            assert o["contextTokens"] == s["totalTokens"]
+
+
 @pytest.mark.parametrize("version", releases("file"))
 def test_file_era(tmp_path, version):
     require_e2e()
@@ -42,6 +61,7 @@ def test_file_era(tmp_path, version):
         note.write_text("the secret is cardamom\n")
         oc.turn(f"READ {note}")
         oc.turn("plain question two")
+        _run_once_matches_sessions_list(oc)
         state = resolve_state_dir(oc.env)
         assert state == oc.state_dir
         assert [(a.id, a.era) for a in list_agents(state)] == [("main", "file")]
