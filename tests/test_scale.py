@@ -405,3 +405,41 @@ def test_a_wake_for_events_looks_at_the_agents_that_changed(ws, looks, monkeypat
         ctx.changed = None
         res = run_cycle(ctx, WAKE)  # the scheduled scan: every agent, every file
         assert res["scan"][1]["agents"] == AGENTS and seen_size(ctx, other) == other.stat().st_size
+
+
+def test_a_wake_keeps_an_agents_new_era(tmp_path, monkeypatch):
+    """An agent named by a wake whose era changed (its first session, its last one gone) is listed anew, and the
+    wakes after it, naming other agents, keep the new era (they used to go back to the listing's)."""
+    import shutil
+
+    from occd.config import load_settings
+    from occd.jobs import JobContext, run_cycle
+    from occd.ledger import Ledger
+    from tests.statefactory import build_workstation
+
+    state = tmp_path / ".openclaw"
+    build_workstation(state, 3, 2, mean_bytes=3_000, templates=2)
+    monkeypatch.setenv("OPENCLAW_STATE_DIR", str(state))
+    monkeypatch.setenv("OCCD_HOME", str(tmp_path / "occd-home"))
+    agents = sorted(p.name for p in (state / "agents").iterdir())
+    fresh = state / "agents" / "fresh" / "sessions"
+    fresh.mkdir(parents=True)
+
+    def eras(ctx):
+        return dict(ctx.last_scan.agents), sum(o.agent == "fresh" for o in ctx.last_scan.sessions)
+
+    with Ledger.open() as led:
+        ctx = JobContext(settings=load_settings({"state_dir": str(state)}), ledger=led, state_dir=state)
+        run_cycle(ctx, WAKE)
+        assert eras(ctx)[0]["fresh"] == "empty"
+        src = sorted((state / "agents" / agents[0] / "sessions").glob("*.jsonl"))[0]
+        shutil.copy(src, fresh / src.name)  # its first session
+        for named in ({"fresh"}, {agents[1]}, set()):
+            ctx.changed = frozenset(named)
+            run_cycle(ctx, WAKE)
+            assert eras(ctx) == ({**eras(ctx)[0], "fresh": "file"}, 1), named
+        (fresh / src.name).unlink()  # its last session gone
+        for named in ({"fresh"}, {agents[1]}):
+            ctx.changed = frozenset(named)
+            run_cycle(ctx, WAKE)
+            assert eras(ctx)[0]["fresh"] == "empty" and eras(ctx)[1] == 0, named

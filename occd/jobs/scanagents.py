@@ -93,14 +93,14 @@ LISTED_KEY = "scan.listed"  # (the agents the last whole scan listed, the basis 
 
 def _changed_only(ctx):
     """On a wake for events (ctx.changed: the agents whose folders changed), the agents as the last whole scan
-    listed them, with the changed ones looked at again; None when every agent must be listed and looked at: no
-    such wake, no earlier listing, OpenClaw's config or occd's settings changed since, or a changed agent that
-    listing did not have (a new agent)."""
+    listed them (a changed one's era looked at again); None when every agent must be listed: no such wake, no
+    earlier listing, OpenClaw's config or occd's settings changed since, a changed agent that listing did not
+    have (a new agent) or whose era changed."""
     changed = ctx.changed
     listed = ctx.cache.get(LISTED_KEY)
     if changed is None or listed is None:
         return None
-    from occd.openclaw.state import Agent, detect_era
+    from occd.openclaw.state import detect_era
 
     _openclaw_config(ctx)  # the config's one look of this scan: its change makes the basis differ
     agents, basis, db_release = listed
@@ -109,12 +109,13 @@ def _changed_only(ctx):
     by_id = {a.id: a for a in agents}
     if any(a not in by_id for a in changed):
         return None
-    out = []
-    for a in agents:
-        if a.id in changed:  # its era may have changed (a database appeared, the last session went)
-            a = Agent(a.id, a.dir, detect_era(str(a.dir), db_release=db_release))
-        out.append(a)
-    return out
+    for aid in changed:
+        # its era may have changed (a database appeared, the first or the last session): then every agent is
+        # listed again, and the listing kept for the next wakes says so
+        a = by_id[aid]
+        if detect_era(str(a.dir), db_release=db_release) != a.era:
+            return None
+    return agents
 
 
 def _unchanged(ctx, agent, result: ScanResult) -> bool:
