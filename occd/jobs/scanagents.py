@@ -88,7 +88,7 @@ def _basis(ctx):
     return cfg[0] if cfg else None, id(ctx.settings)
 
 
-LISTED_KEY = "scan.listed"  # (the agents the last whole scan listed, the basis it was made with)
+LISTED_KEY = "scan.listed"  # (the agents the last whole scan listed, its basis, whether a database-era release)
 
 
 def _changed_only(ctx):

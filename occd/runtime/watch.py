@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from occd.runtime.debounce import Debouncer, key_of
-from occd.runtime.folders import POLLED, WATCHED, Folder, ident, mounts, poll, remote_fs, summary, wanted
+from occd.runtime.folders import POLLED, WATCHED, Folder, agent_of, ident, mounts, poll, remote_fs, summary, wanted
 from occd.runtime.wake import WakeRunner
 
 log = logging.getLogger("occd.runtime.watch")
@@ -88,7 +88,6 @@ class Watcher:
         self.state_dir = Path(state_dir)
         self.wake_cb = wake
         self.changed_cb = changed
-        self._agents_root = str(self.state_dir / "agents") + os.sep
         self._dropped = 0
         self.run_ends = run_ends
         self.on_change = on_change
@@ -370,10 +369,11 @@ class Watcher:
 
     def _agents_of(self, keys) -> set[str] | None:
         """The agents the keys are files of (the lean view's counts are none); None for a key elsewhere."""
-        root, ids = self._agents_root, set()
+        ids = set()
         for k in keys:
-            if k.startswith(root):
-                ids.add(k[len(root):].split(os.sep, 1)[0])
+            a = agent_of(self.state_dir, k)
+            if a is not None:
+                ids.add(a)
             elif k not in self.extra:
                 return None
         return ids
