@@ -374,3 +374,34 @@ def test_a_key_dropped_from_a_full_debouncer_makes_the_wake_look_at_every_agent(
     w._wake(w.deb.take(3.0))
     assert changed == [{"a"}, None]
     assert w._agents_of([str(state / "openclaw.json")]) is None
+
+
+def test_events_the_kernel_dropped_make_a_wake_that_looks_at_every_agent(isolated_env):
+    """A lost inotify queue (IN_Q_OVERFLOW): watchdog rebuilds its watches and logs a warning but hands no event to
+    any handler, so the run's end it carried would wait for the scheduled scan. The watcher hears watchdog's
+    warning (LostEvents) and wakes, naming no agent (None: every agent is looked at), without counting a run's end.
+    Driven through watchdog's own handler for the kernel's overflow event."""
+    from watchdog.observers.inotify_c import InotifyConstants, InotifyEvent
+
+    state = isolated_env / ".openclaw"
+    (state / "agents" / "main" / "sessions").mkdir(parents=True)
+    wakes, changed, ends = [], [], []
+    w = watch.Watcher(state, lambda r: wakes.append(r), settle=0.2, changed=changed.append, run_ends=ends.extend)
+    assert w.start()[0] == "events"
+    try:
+        fd = getattr(w.observer, "_inotify_fd", None)
+        assert fd is not None, "the watcher runs on watchdog's inotify observer here"
+        time.sleep(0.3)
+        assert wakes == []
+        fd.handle_event(InotifyEvent(-1, InotifyConstants.IN_Q_OVERFLOW, 0, b""))
+        assert wait_for(lambda: len(wakes) == 1, timeout=5)
+        assert changed == [None] and ends == []
+        # and it keeps watching: a write after the overflow wakes for its own agent
+        (state / "agents" / "main" / "sessions" / "s1.jsonl").write_text("{}\n")
+        assert wait_for(lambda: len(wakes) == 2, timeout=5)
+        assert changed == [None, {"main"}] and len(ends) == 1
+    finally:
+        w.stop()
+    import logging
+
+    assert not logging.getLogger("watchdog.observers.inotify_c").filters  # detached with the watcher

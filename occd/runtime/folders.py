@@ -4,6 +4,7 @@ snapshot a polled folder is compared with; and what `status`, `doctor` and the m
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -161,3 +162,59 @@ def summary(state_dir: Path, folders: dict[str, Folder]) -> dict:
 
 __all__ = ["Folder", "POLLED", "REMOTE_FS", "WATCHED", "agent_of", "ident", "mounts", "poll", "remote_fs", "snapshot",
            "summary", "wanted"]
+
+
+def why(e: BaseException) -> str:
+    """An OSError as one short line: 'ENOSPC: inotify watch limit reached'."""
+    import errno
+
+    name = errno.errorcode.get(getattr(e, "errno", None) or -1)
+    text = getattr(e, "strerror", None) or str(e)
+    return (f"{name}: {text}" if name else str(text)).splitlines()[0] if text else type(e).__name__
+
+
+INOTIFY_LOGGER = "watchdog.observers.inotify_c"
+
+
+class LostEvents(logging.Filter):
+    """Calls `on_lost()` when the kernel dropped events: inotify's queue overflowed (IN_Q_OVERFLOW). watchdog
+    (7.x) then rebuilds its watches and logs a warning, but tells no event handler: its log record is the only
+    sign. Attached to watchdog's inotify logger while a watcher runs (`attach`, `detach`); every record passes."""
+
+    def __init__(self, on_lost: Callable[[], None]):
+        super().__init__()
+        self.on_lost = on_lost
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "overflow" in str(record.msg).lower():
+            try:
+                self.on_lost()
+            except Exception:  # noqa: BLE001 - a log call must not fail
+                pass
+        return True
+
+    def attach(self) -> "LostEvents":
+        lg = logging.getLogger(INOTIFY_LOGGER)
+        if not lg.isEnabledFor(logging.WARNING):  # the warning must be made for the filter to see it
+            lg.setLevel(logging.WARNING)
+        lg.addFilter(self)
+        return self
+
+    def detach(self) -> None:
+        logging.getLogger(INOTIFY_LOGGER).removeFilter(self)
+
+
+def live_run_lock(folder: Path) -> bool:
+    """A run holds one of the folder's transcripts right now (a `.jsonl.lock` whose pid lives)."""
+    try:
+        names = [n.name for n in folder.iterdir() if n.name.endswith(".jsonl.lock")]
+    except OSError:
+        return False
+    return any(lock_alive(folder / n) for n in names)
+
+
+def lock_alive(p: Path) -> bool:
+    from occd.openclaw.locks import read_lock
+
+    lock = read_lock(p)
+    return lock is not None and lock.alive

@@ -9,7 +9,6 @@ command through one runner (`run_command`) that tests replace.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import shutil
 import subprocess

@@ -13,7 +13,8 @@ the jobs chained after it on its wake thread, as every other cycle does.
 
 It heals and tells: a folder removed and recreated (another inode) is watched again within TICK_S seconds; a folder
 that cannot be watched (inotify limits: ENOSPC, EMFILE; a filesystem without change notification) is polled every
-TICK_S seconds instead, and retried every FULL_SYNC_S. `describe()` says per agent whether it is watched or polled
+TICK_S seconds instead, and retried every FULL_SYNC_S; events the kernel dropped (inotify's queue overflowed) make
+a wake that looks at every agent. `describe()` says per agent whether it is watched or polled
 and since when (the status file's `watch`). When nothing can be watched at all (no watchdog, no folder) the mode is
 "polling" with the reason, and the daemon scans every `daemon.poll_interval_seconds` instead.
 """
@@ -28,7 +29,8 @@ from pathlib import Path
 from typing import Callable
 
 from occd.runtime.debounce import Debouncer, key_of
-from occd.runtime.folders import POLLED, WATCHED, Folder, agent_of, ident, mounts, poll, remote_fs, summary, wanted
+from occd.runtime.folders import (POLLED, WATCHED, Folder, LostEvents, agent_of, ident, mounts, poll, remote_fs, summary,
+                                  live_run_lock, lock_alive, wanted, why)
 from occd.runtime.wake import WakeRunner
 
 log = logging.getLogger("occd.runtime.watch")
@@ -44,22 +46,6 @@ def interesting(path: str, extra: frozenset = frozenset()) -> bool:
     if name.startswith(".") or ".backup." in name or name.endswith(".tmp"):
         return False
     return name.endswith(WATCHED_SUFFIXES)
-
-
-def live_run_lock(folder: Path) -> bool:
-    """A run holds one of the folder's transcripts right now (a `.jsonl.lock` whose pid lives)."""
-    try:
-        names = [n.name for n in folder.iterdir() if n.name.endswith(".jsonl.lock")]
-    except OSError:
-        return False
-    return any(_lock_alive(folder / n) for n in names)
-
-
-def _lock_alive(p: Path) -> bool:
-    from occd.openclaw.locks import read_lock
-
-    lock = read_lock(p)
-    return lock is not None and lock.alive
 
 
 TICK_S = 2.0        # how often the roots are checked (removed, recreated) and polled folders compared
@@ -89,6 +75,7 @@ class Watcher:
         self.wake_cb = wake
         self.changed_cb = changed
         self._dropped = 0
+        self._lost: LostEvents | None = None
         self.run_ends = run_ends
         self.on_change = on_change
         self.settle = settle
@@ -203,10 +190,10 @@ class Watcher:
                 if isinstance(e, (FileNotFoundError, NotADirectoryError)):
                     continue  # gone meanwhile (a folder being removed): nothing to watch or poll
                 if f is None:
-                    self.folders[path] = self._polled(path, now, _why(e))
+                    self.folders[path] = self._polled(path, now, why(e))
                     new.append(path)
                     (log.debug if polled_now else log.warning)("%s cannot be watched (%s): polled every %.0fs "
-                                                              "instead", path, _why(e), TICK_S)
+                                                              "instead", path, why(e), TICK_S)
                     polled_now += 1
                 else:
                     retry = False  # the limit still holds: the other polled folders wait for the next full sync
@@ -274,6 +261,7 @@ class Watcher:
             self.observer.daemon = True
             self.kind = type(self.observer).__name__.replace("Observer", "").lower() or "native"
             self.observer.start()  # started first: each folder's watch then starts (or fails) on its own
+            self._lost = LostEvents(self._events_lost).attach()
             self._sync()
         except (OSError, RuntimeError) as e:
             self._stop_observer()
@@ -344,7 +332,7 @@ class Watcher:
         self._note_changed(self._agents_of(k for k, _ in due))
         woke, ended, busy = False, [], {}
         for key, last in due:
-            if key.endswith(".jsonl") and _lock_alive(Path(key + ".lock")):
+            if key.endswith(".jsonl") and lock_alive(Path(key + ".lock")):
                 continue
             if key.endswith("/sessions.json"):  # the index a running session of this agent keeps rewriting: the
                 folder = Path(key).parent       # session that ended wakes by its own key (lock released)
@@ -353,7 +341,8 @@ class Watcher:
                 woke = True  # a wake, but not a run's end of its own: OpenClaw rewrites the index after each run,
                 continue     # and the run's transcript already counts it (one latency observation per run)
             woke = True
-            ended.append(now_w - (now_m - last))
+            if not key.endswith("/"):  # (a folder's key: a folder watched anew, lost events; no run of its own)
+                ended.append(now_w - (now_m - last))
         if not woke:
             return
         self.wakes += 1
@@ -388,7 +377,18 @@ class Watcher:
         except Exception as e:  # noqa: BLE001
             log.debug("changed: %s", e)
 
+    def _events_lost(self) -> None:
+        """The kernel dropped events (inotify's queue overflowed): whatever they were, a wake that looks at every
+        agent (its key is none of theirs, and `dropped` makes the change set unknown)."""
+        log.warning("the kernel dropped file events (inotify queue overflow): the next wake looks at every agent")
+        with self.cond:
+            self.deb.dropped += 1
+            self.deb.note(self.mono(), str(self.state_dir / "agents") + "/")
+            self.cond.notify()
+
     def _stop_observer(self, wait: bool = True) -> None:
+        if self._lost is not None:
+            self._lost.detach()
         obs, self.observer = self.observer, None
         if obs is None:
             return
@@ -432,15 +432,6 @@ def probe(state_dir: Path) -> tuple[str, str]:
         return w.start()
     finally:
         w.stop(wait=False)
-
-
-def _why(e: BaseException) -> str:
-    """An OSError as one short line: 'ENOSPC: inotify watch limit reached'."""
-    import errno
-
-    name = errno.errorcode.get(getattr(e, "errno", None) or -1)
-    text = getattr(e, "strerror", None) or str(e)
-    return (f"{name}: {text}" if name else str(text)).splitlines()[0] if text else type(e).__name__
 
 
 __all__ = ["Debouncer", "WakeRunner", "Watcher", "interesting", "live_run_lock", "probe"]
