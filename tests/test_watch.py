@@ -356,6 +356,42 @@ def test_a_wake_cycle_scans_what_changed_and_the_schedule_everything(isolated_en
     assert c.take() is None and c.take() == frozenset()
 
 
+def test_a_wake_whose_scan_fails_leaves_its_agents_for_the_next(isolated_env):
+    """A scan that fails (a busy ledger, an error) has taken the agents the watcher named: the next wake's scan
+    looks at them again, with what changed since."""
+    from occd.jobs import JobSpec, available_jobs
+    from occd.runtime import daemon as dmod
+
+    state = isolated_env / ".openclaw"
+    (state / "agents").mkdir(parents=True)
+    got = []
+
+    def scan(ctx):
+        got.append(ctx.changed)
+        if len(got) == 2:
+            raise RuntimeError("the ledger is busy")
+        return {}
+
+    reg = (JobSpec("scan", "x", lambda s: 300, func=scan),)
+    d = dmod.Daemon(lambda: load_settings({"state_dir": str(state)}), jobs=reg, env={})
+    with Ledger.open() as led:
+        d.ctx = d.make_context(led)
+        d._registered = {spec.name: (spec, fn) for spec, fn in available_jobs(reg, d.settings)}
+
+        class Watching:
+            def describe(self):
+                return {"mode": "events", "reason": "test", "folders": []}
+
+        d.watcher = Watching()
+        d.cycle(wake=True)
+        d.changes.note({"a"})
+        d.cycle(wake=True)       # fails
+        d.changes.note({"b"})
+        d.cycle(wake=True)
+        d.cycle(wake=True)
+    assert got == [None, frozenset({"a"}), frozenset({"a", "b"}), frozenset()]
+
+
 def test_a_key_dropped_from_a_full_debouncer_makes_the_wake_look_at_every_agent(isolated_env):
     """A storm past the debouncer's room drops the oldest key: the wake then cannot name every agent that changed,
     so it names none (None: every agent is looked at)."""

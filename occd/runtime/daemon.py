@@ -22,8 +22,8 @@ Clock jumps. APScheduler 3 plans in wall-clock time (it sleeps on a monotonic ti
 `datetime.now()`). A forward jump or a resume from suspend makes the scan late: with coalesce it runs once
 (misfire_grace_time = the job's interval, so it is not dropped). A backward jump of N seconds would delay the next
 run by N. So the supervisor, on time.monotonic, watches the wall-vs-monotonic offset: when it moves by more than
-CLOCK_JUMP_S the scan runs now and the periodic jobs are re-planned from their last runs. It also starts a scan
-itself if none has started for two intervals for any other reason.
+CLOCK_JUMP_S the scan runs now and the periodic jobs are re-planned from their last runs (and it starts a scan
+itself if none has started for two intervals).
 """
 
 from __future__ import annotations
@@ -69,9 +69,7 @@ class Daemon:
         self.mono = monotonic
         self.jobs = tuple(JOBS if jobs is None else jobs)
         self.env = os.environ if env is None else env
-        self.stop = threading.Event()
-        self.wake = threading.Event()
-        self.reload_requested = threading.Event()
+        self.stop, self.wake, self.reload_requested = threading.Event(), threading.Event(), threading.Event()
         self.scan_requested = threading.Event()  # SIGUSR1 (`occd scan-now`)
         self.cycle_lock = threading.Lock()
         self.scheduler = None
@@ -87,8 +85,7 @@ class Daemon:
         self._registered: dict[str, tuple[Any, Any]] = {}
         self._sched_jobs: dict[str, Any] = {}  # APScheduler Job objects by id
         self.dispatching: set[str] = set()   # scheduler runs in progress (job + heartbeat)
-        self._stall_reported = False
-        self._hard_exit = False
+        self._stall_reported = self._hard_exit = False
         self.watcher = None      # occd.runtime.watch.Watcher (events mode) or None (polling)
         self.waker = None        # occd.runtime.watch.WakeRunner: cycles on events and on deferred decisions' due times
         self.changes = Changes()  # the agents the watcher saw change since the last cycle (a wake looks at those)
@@ -139,7 +136,7 @@ class Daemon:
     def cycle(self, wake: bool = False) -> None:
         """One scan cycle: scan, then the jobs chained after it; never two at once. `wake`: a cycle the wake runner
         asked for while the watcher watches: the scan looks again only at the agents it saw change (the scheduled
-        scan, every scan_interval_seconds, looks at all of them)."""
+        scan, every scan_interval_seconds, looks at all of them); a scan that fails leaves them for the next."""
         if self.cycle_lock.locked() and self.ctx is not None:
             self.ctx.urgent.set()  # a long job holds the lock: it yields between agents (occd.jobs JobContext)
         with self.cycle_lock:
@@ -158,6 +155,8 @@ class Daemon:
                     ok, _ = self._run(*scan)
                 finally:
                     self.ctx.changed = None
+                if not ok:
+                    self.changes.note(changed)
             for spec, fn in self._registered.values():
                 if not spec.after_scan:
                     continue
