@@ -443,3 +443,41 @@ def test_a_wake_keeps_an_agents_new_era(tmp_path, monkeypatch):
             ctx.changed = frozenset(named)
             run_cycle(ctx, WAKE)
             assert eras(ctx)[0]["fresh"] == "empty" and eras(ctx)[1] == 0, named
+
+
+def test_a_wake_for_another_agent_looks_again_at_a_session_whose_run_ended(tmp_path, monkeypatch):
+    """A session that was running at the last look, whose run lock is now released: a wake that names another
+    agent (its own key may still be settling) looks at its agent's files again, so nothing is decided on the
+    figure from before the run (it used to reuse that figure, marked as no longer running)."""
+    import os
+
+    from occd.config import load_settings
+    from occd.jobs import JobContext, run_cycle
+    from occd.ledger import Ledger
+    from tests.statefactory import build_workstation, write_lock
+
+    state = tmp_path / ".openclaw"
+    build_workstation(state, 3, 2, mean_bytes=3_000, templates=2)
+    monkeypatch.setenv("OPENCLAW_STATE_DIR", str(state))
+    monkeypatch.setenv("OCCD_HOME", str(tmp_path / "occd-home"))
+    a, b = sorted(p.name for p in (state / "agents").iterdir())[:2]
+    p = sorted((state / "agents" / a / "sessions").glob("*.jsonl"))[0]
+    lock = write_lock(p.with_name(p.name + ".lock"), os.getpid())
+
+    def seen(ctx):
+        return next(o for o in ctx.last_scan.sessions if o.path == p)
+
+    with Ledger.open() as led:
+        ctx = JobContext(settings=load_settings({"state_dir": str(state)}), ledger=led, state_dir=state)
+        run_cycle(ctx, WAKE)
+        assert seen(ctx).running
+        ctx.changed = frozenset({b})  # a's run goes on: what the last look saw is kept
+        run_cycle(ctx, WAKE)
+        assert seen(ctx).running
+        with open(p, "ab") as fh:  # the run's last writes, then its lock released
+            fh.write(b'{"type":"custom","customType":"t","data":{},"id":"ab12cd35","parentId":null,'
+                     b'"timestamp":"2026-11-27T10:00:00.000Z"}\n')
+        lock.unlink()
+        ctx.changed = frozenset({b})
+        run_cycle(ctx, WAKE)
+        assert not seen(ctx).running and seen(ctx).size == p.stat().st_size

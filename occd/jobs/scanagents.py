@@ -120,27 +120,26 @@ def _changed_only(ctx):
 
 def _unchanged(ctx, agent, result: ScanResult) -> bool:
     """A file-era agent whose folder did not change since the last scan (a wake for others' events): what that
-    scan saw, without a look at its files; a session that was running has its run lock looked at again (a lock
-    left by a process that died goes stale without an event). False when there is nothing to reuse."""
+    scan saw, without a look at its files. A session that was running has its run lock looked at again: released
+    (its run ended, and its own wake may not have come yet) or left by a process that died, the agent is looked at
+    as a changed one, so no decision is made on the figure from before the run. False when there is nothing to
+    reuse."""
     if ctx.changed is None or agent.id in ctx.changed or agent.era != "file":
         return False
     seen_agents = ctx.cache.get(AGENTS_KEY, {})
     last: _Seen | None = seen_agents.get(agent.id)
     if last is None or last.basis != _basis(ctx):
         return False
+    if any(o.running for _, o in last.obs.values()):
+        store = _store_for(ctx.state_dir, agent)
+        infos = {i.session_id: i for i in last.infos}
+        for sid, (_, obs) in last.obs.items():
+            info = infos.get(sid)
+            if obs.running and info is not None and not store.is_running(info):
+                return False
     result.agents[agent.id] = "file"
     result.errors.extend(last.warnings)
     kept = [o for _, o in last.obs.values()]
-    if any(o.running for o in kept):
-        from dataclasses import replace
-
-        store = _store_for(ctx.state_dir, agent)
-        infos = {i.session_id: i for i in last.infos}
-        for sid, (entry, obs) in list(last.obs.items()):
-            info = infos.get(sid)
-            if obs.running and info is not None and not store.is_running(info):
-                last.obs[sid] = (entry, replace(obs, running=False))
-        kept = [o for _, o in last.obs.values()]
     result.sessions.extend(kept)
     result.reused += len(kept)
     result.kept.update(map(id, kept))
