@@ -148,8 +148,16 @@ def main(argv=None) -> int:
     ap.add_argument("--trace", default=None, help="a transcript (.jsonl) whose shape the turns replay (harness TRACE)")
     ap.add_argument("--workstation", default=None, metavar="AGENTSxSESSIONS",
                     help="fill the state with other agents' history and run a busy agent beside (e.g. 50x100)")
+    ap.add_argument("--set", action="append", default=[], metavar="OCCD_NAME=VALUE",
+                    help="a setting for the occd arm (repeatable): a lab figure, not the defaults, and the header says so")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
+    lab = {}
+    for kv in a.set:
+        k, eq, v = kv.partition("=")
+        if not eq or not k.startswith("OCCD_"):
+            ap.error(f"--set takes OCCD_NAME=VALUE, not {kv!r}")
+        lab[k] = v
     shape_env(a.reads, a.trace)  # bad shape arguments: one line, before anything starts
     workstation_env(a.workstation)
     base = Path(a.workdir) if a.workdir else Path(tempfile.mkdtemp(prefix="occd-closed-loop-"))
@@ -161,7 +169,7 @@ def main(argv=None) -> int:
         procs[arm] = start_arm(arm, base / f"loop-{arm}", turns=a.turns, window=a.window, release=a.release,
                                port=a.port + 50 * i, doc_words=a.doc_words, gap_s=a.gap, occd=a.occd,
                                gateway=a.gateway, lean=a.lean, reads=a.reads, trace=a.trace,
-                               workstation=a.workstation)
+                               workstation=a.workstation, extra_env=lab)
     for p in procs.values():
         p.wait()
     rows = {arm: result(base / f"loop-{arm}") for arm in arms}
@@ -174,7 +182,9 @@ def main(argv=None) -> int:
               f"gaps {a.gap if a.gap is not None else 7} s, "
               f"{'lean view, ' if a.lean else ''}{'gateway' if a.gateway or a.lean else 'agent --local'}, "
               f"{f'workstation {a.workstation} + a busy agent, ' if a.workstation else ''}"
-              f"arms at once ({wall / 60:.1f} min)")
+              f"arms at once ({wall / 60:.1f} min)"
+              + (f"; occd arm with {' '.join(f'{k}={v}' for k, v in lab.items())}: a lab figure, not the defaults"
+                 if lab else ""))
         print(f"{'arm':<6} {'compactions':>11} {'questions seen':>15} {'blocked':>7} {'newest whole':>12} "
               f"{'breaks':>6} {'$ cache A/O':>13} {'vs alone':>13} {'occd CPU':>9}  occd actions")
         base_cost = _cost(rows.get("none"))
