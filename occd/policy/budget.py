@@ -251,7 +251,7 @@ def should_strip(p: Prediction, strip_at_budget_percent: float) -> bool:
     """The trigger: after one more turn like the recent ones, the estimate would pass `strip_at_budget_percent`
     of OpenClaw's budget; or two more turns would reach the budget itself (a turn to spare when the turns are
     large for the window: the daemon may miss one gap between turns, and OpenClaw checks again mid-turn, after
-    the tool results); or one run like the session's large ones would (`large`: a coding session's runs range
+    the tool results, when `compaction.midTurnPrecheck` is on; off, its default, this is a second turn to spare); or one run like the session's large ones would (`large`: a coding session's runs range
     from none to dozens of calls, and the large one comes back)."""
     return (p.after_next_percent >= strip_at_budget_percent or p.predicted + 2 * p.growth >= p.budget
             or large_due(p))
@@ -264,7 +264,8 @@ def large_due(p: Prediction) -> bool:
 
 def urgency(p: Prediction) -> str | None:
     """Why acting cannot wait for the prompt cache to expire, or None (a gentle action). OpenClaw checks its
-    estimate before each turn's prompt and again mid-turn after the tool results: "next-turn" when one more turn
+    estimate before each turn's prompt, and again mid-turn after the tool results when `compaction.midTurnPrecheck`
+    is on (off by default: then "next-turn" is a turn early, a turn to spare): "next-turn" when one more turn
     like the recent ones reaches its budget (it compacts during the next turn), "no-turn-to-spare" when two would
     (the turn after; occd keeps one turn of margin for a prediction that is a turn short), "large-run" when one
     run like the session's large ones would (Prediction.large)."""
