@@ -251,8 +251,9 @@ def should_strip(p: Prediction, strip_at_budget_percent: float) -> bool:
     """The trigger: after one more turn like the recent ones, the estimate would pass `strip_at_budget_percent`
     of OpenClaw's budget; or two more turns would reach the budget itself (a turn to spare when the turns are
     large for the window: the daemon may miss one gap between turns, and OpenClaw checks again mid-turn, after
-    the tool results, when `compaction.midTurnPrecheck` is on; off, its default, this is a second turn to spare); or one run like the session's large ones would (`large`: a coding session's runs range
-    from none to dozens of calls, and the large one comes back)."""
+    the tool results, when `compaction.midTurnPrecheck` is on; off, its default, this is a second turn to spare);
+    or one run like the session's large ones would (`large`: a coding session's runs range from none to dozens of
+    calls, and the large one comes back)."""
     return (p.after_next_percent >= strip_at_budget_percent or p.predicted + 2 * p.growth >= p.budget
             or large_due(p))
 

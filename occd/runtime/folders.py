@@ -160,8 +160,6 @@ def summary(state_dir: Path, folders: dict[str, Folder]) -> dict:
             "polled": sum(f.mode == POLLED for f in folders.values()), "agents": agents, "other": other}
 
 
-__all__ = ["Folder", "POLLED", "REMOTE_FS", "WATCHED", "agent_of", "ident", "mounts", "poll", "remote_fs", "snapshot",
-           "summary", "wanted"]
 
 
 def why(e: BaseException) -> str:
@@ -218,3 +216,7 @@ def lock_alive(p: Path) -> bool:
 
     lock = read_lock(p)
     return lock is not None and lock.alive
+
+
+__all__ = ["Folder", "LostEvents", "POLLED", "REMOTE_FS", "WATCHED", "agent_of", "ident", "live_run_lock", "lock_alive",
+           "mounts", "poll", "remote_fs", "snapshot", "summary", "wanted", "why"]
