@@ -379,10 +379,9 @@ class Watcher:
 
     def _events_lost(self) -> None:
         """The kernel dropped events (inotify's queue overflowed): whatever they were, a wake that looks at every
-        agent (its key is none of theirs, and `dropped` makes the change set unknown)."""
+        agent (its key is the agents folder's, which names none of them: _agents_of)."""
         log.warning("the kernel dropped file events (inotify queue overflow): the next wake looks at every agent")
         with self.cond:
-            self.deb.dropped += 1
             self.deb.note(self.mono(), str(self.state_dir / "agents") + "/")
             self.cond.notify()
 
