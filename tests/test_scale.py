@@ -6,6 +6,7 @@ what did not change; a few coarse wall-time bounds back them up."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
 from occd.openclaw import ids
@@ -407,20 +408,36 @@ def test_a_wake_for_events_looks_at_the_agents_that_changed(ws, looks, monkeypat
         assert res["scan"][1]["agents"] == AGENTS and seen_size(ctx, other) == other.stat().st_size
 
 
-def test_a_wake_keeps_an_agents_new_era(tmp_path, monkeypatch):
-    """An agent named by a wake whose era changed (its first session, its last one gone) is listed anew, and the
-    wakes after it, naming other agents, keep the new era (they used to go back to the listing's)."""
-    import shutil
-
-    from occd.config import load_settings
-    from occd.jobs import JobContext, run_cycle
-    from occd.ledger import Ledger
+def _three_agents(tmp_path, monkeypatch):
+    """A small workstation (3 agents of 2 sessions) in tmp_path, with occd's home beside it."""
     from tests.statefactory import build_workstation
 
     state = tmp_path / ".openclaw"
     build_workstation(state, 3, 2, mean_bytes=3_000, templates=2)
     monkeypatch.setenv("OPENCLAW_STATE_DIR", str(state))
     monkeypatch.setenv("OCCD_HOME", str(tmp_path / "occd-home"))
+    return state
+
+
+@contextlib.contextmanager
+def _context(state):
+    """The daemon's job context on `state`, with its ledger open, on the defaults."""
+    from occd.config import load_settings
+    from occd.jobs import JobContext
+    from occd.ledger import Ledger
+
+    with Ledger.open() as led:
+        yield JobContext(settings=load_settings({"state_dir": str(state)}), ledger=led, state_dir=state)
+
+
+def test_a_wake_keeps_an_agents_new_era(tmp_path, monkeypatch):
+    """An agent named by a wake whose era changed (its first session, its last one gone) is listed anew, and the
+    wakes after it, naming other agents, keep the new era (they used to go back to the listing's)."""
+    import shutil
+
+    from occd.jobs import run_cycle
+
+    state = _three_agents(tmp_path, monkeypatch)
     agents = sorted(p.name for p in (state / "agents").iterdir())
     fresh = state / "agents" / "fresh" / "sessions"
     fresh.mkdir(parents=True)
@@ -428,8 +445,7 @@ def test_a_wake_keeps_an_agents_new_era(tmp_path, monkeypatch):
     def eras(ctx):
         return dict(ctx.last_scan.agents), sum(o.agent == "fresh" for o in ctx.last_scan.sessions)
 
-    with Ledger.open() as led:
-        ctx = JobContext(settings=load_settings({"state_dir": str(state)}), ledger=led, state_dir=state)
+    with _context(state) as ctx:
         run_cycle(ctx, WAKE)
         assert eras(ctx)[0]["fresh"] == "empty"
         src = sorted((state / "agents" / agents[0] / "sessions").glob("*.jsonl"))[0]
@@ -451,15 +467,10 @@ def test_a_wake_for_another_agent_looks_again_at_a_session_whose_run_ended(tmp_p
     figure from before the run (it used to reuse that figure, marked as no longer running)."""
     import os
 
-    from occd.config import load_settings
-    from occd.jobs import JobContext, run_cycle
-    from occd.ledger import Ledger
-    from tests.statefactory import build_workstation, write_lock
+    from occd.jobs import run_cycle
+    from tests.statefactory import write_lock
 
-    state = tmp_path / ".openclaw"
-    build_workstation(state, 3, 2, mean_bytes=3_000, templates=2)
-    monkeypatch.setenv("OPENCLAW_STATE_DIR", str(state))
-    monkeypatch.setenv("OCCD_HOME", str(tmp_path / "occd-home"))
+    state = _three_agents(tmp_path, monkeypatch)
     a, b = sorted(p.name for p in (state / "agents").iterdir())[:2]
     p = sorted((state / "agents" / a / "sessions").glob("*.jsonl"))[0]
     lock = write_lock(p.with_name(p.name + ".lock"), os.getpid())
@@ -467,8 +478,7 @@ def test_a_wake_for_another_agent_looks_again_at_a_session_whose_run_ended(tmp_p
     def seen(ctx):
         return next(o for o in ctx.last_scan.sessions if o.path == p)
 
-    with Ledger.open() as led:
-        ctx = JobContext(settings=load_settings({"state_dir": str(state)}), ledger=led, state_dir=state)
+    with _context(state) as ctx:
         run_cycle(ctx, WAKE)
         assert seen(ctx).running
         ctx.changed = frozenset({b})  # a's run goes on: what the last look saw is kept

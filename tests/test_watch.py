@@ -316,26 +316,34 @@ def test_the_watcher_names_the_agents_that_changed(isolated_env):
         w.stop()
 
 
+def _events_daemon(home, scan, led):
+    """A daemon in events mode (a stand-in watcher) whose only job is `scan`, its context on `led`."""
+    from occd.jobs import JobSpec, available_jobs
+    from occd.runtime import daemon as dmod
+
+    state = home / ".openclaw"
+    (state / "agents").mkdir(parents=True, exist_ok=True)
+    reg = (JobSpec("scan", "x", lambda s: 300, func=scan),)
+    d = dmod.Daemon(lambda: load_settings({"state_dir": str(state)}), jobs=reg, env={})
+    d.ctx = d.make_context(led)
+    d._registered = {spec.name: (spec, fn) for spec, fn in available_jobs(reg, d.settings)}
+
+    class Watching:
+        def describe(self):
+            return {"mode": "events", "reason": "test", "folders": []}
+
+    d.watcher = Watching()
+    return d
+
+
 def test_a_wake_cycle_scans_what_changed_and_the_schedule_everything(isolated_env):
     """The daemon's side: a cycle the wake runner asks for passes the watcher's agents to the scan (ctx.changed);
     a scheduled cycle, or any cycle without a watcher (polling), passes None and takes the noted changes too."""
-    from occd.jobs import JobSpec, available_jobs
-    from occd.runtime import daemon as dmod
     from occd.runtime.wake import Changes
 
-    state = isolated_env / ".openclaw"
-    (state / "agents").mkdir(parents=True)
     got = []
-    reg = (JobSpec("scan", "x", lambda s: 300, func=lambda ctx: got.append(ctx.changed) or {}),)
-    d = dmod.Daemon(lambda: load_settings({"state_dir": str(state)}), jobs=reg, env={})
     with Ledger.open() as led:
-        d.ctx = d.make_context(led)
-        d._registered = {spec.name: (spec, fn) for spec, fn in available_jobs(reg, d.settings)}
-        class Watching:  # events mode
-            def describe(self):
-                return {"mode": "events", "reason": "test", "folders": []}
-
-        d.watcher = Watching()
+        d = _events_daemon(isolated_env, lambda ctx: got.append(ctx.changed) or {}, led)
         d.cycle(wake=True)       # the first cycle: nothing noted yet means every agent
         d.changes.note({"a"})
         d.changes.note({"b"})
@@ -359,11 +367,6 @@ def test_a_wake_cycle_scans_what_changed_and_the_schedule_everything(isolated_en
 def test_a_wake_whose_scan_fails_leaves_its_agents_for_the_next(isolated_env):
     """A scan that fails (a busy ledger, an error) has taken the agents the watcher named: the next wake's scan
     looks at them again, with what changed since."""
-    from occd.jobs import JobSpec, available_jobs
-    from occd.runtime import daemon as dmod
-
-    state = isolated_env / ".openclaw"
-    (state / "agents").mkdir(parents=True)
     got = []
 
     def scan(ctx):
@@ -372,17 +375,8 @@ def test_a_wake_whose_scan_fails_leaves_its_agents_for_the_next(isolated_env):
             raise RuntimeError("the ledger is busy")
         return {}
 
-    reg = (JobSpec("scan", "x", lambda s: 300, func=scan),)
-    d = dmod.Daemon(lambda: load_settings({"state_dir": str(state)}), jobs=reg, env={})
     with Ledger.open() as led:
-        d.ctx = d.make_context(led)
-        d._registered = {spec.name: (spec, fn) for spec, fn in available_jobs(reg, d.settings)}
-
-        class Watching:
-            def describe(self):
-                return {"mode": "events", "reason": "test", "folders": []}
-
-        d.watcher = Watching()
+        d = _events_daemon(isolated_env, scan, led)
         d.cycle(wake=True)
         d.changes.note({"a"})
         d.cycle(wake=True)       # fails
