@@ -113,24 +113,34 @@ class SimAgent:
 
 class RunsAgent:
     """One session whose turns are runs of several tool calls (tests/test_strip_depth.py, bench/bench_runs_sim.py):
-    before each model request of a run, OpenClaw's check (its estimate, occd.policy.budget's rules, against its
-    budget: a compaction where it is reached) is computed and kept in `checks`; after the run, sessions.json gets
-    the last check as OpenClaw records it (contextBudgetStatus). The agent itself never compacts."""
+    before each model request of a run, OpenClaw's estimate (occd.policy.budget's rules) is computed and kept in
+    `checks`; the first of each run, before its prompt, also in `prompt_checks`; at the run's end, after its reply,
+    the history's estimate without the prompt overhead in `end_checks` (OpenClaw checks there too). OpenClaw
+    compacts where a check reaches its budget: every request's with `midrun` (compaction.midTurnPrecheck on,
+    written to its config), the prompt's and the run's end without (OpenClaw's default). After the run, sessions.json gets the last check as OpenClaw records
+    it (contextBudgetStatus). Entries carry a simulated clock: a second apart within a run, `gap_s` between a run's
+    end and the next user message. The agent itself never compacts."""
 
     def __init__(self, home: Path, result_chars: int = RESULT_CHARS, *, window: int = WINDOW, budget: int = BUDGET,
-                 overhead: int = OVERHEAD):
+                 overhead: int = OVERHEAD, midrun: bool = True, gap_s: float = 0.0):
         self.state = home / ".openclaw"
         self.sdir = self.state / "agents" / "main" / "sessions"
         self.sdir.mkdir(parents=True)
         self.window, self.budget, self.overhead = window, budget, overhead
-        (self.state / "openclaw.json").write_text(json.dumps(
-            {"models": {"providers": {"fake": {"models": [{"id": "fake-model", "contextWindow": window}]}}}}))
+        self.midrun, self.gap_s = midrun, gap_s
+        self.clock = datetime(2026, 11, 25, 10, tzinfo=timezone.utc).timestamp()
+        cfg = {"models": {"providers": {"fake": {"models": [{"id": "fake-model", "contextWindow": window}]}}}}
+        if midrun:
+            cfg["agents"] = {"defaults": {"compaction": {"midTurnPrecheck": {"enabled": True}}}}
+        (self.state / "openclaw.json").write_text(json.dumps(cfg))
         self.path = self.sdir / f"{SID}.jsonl"
         self.path.write_text(json.dumps({"type": "session", "version": 3, "id": SID,
                                          "timestamp": "2026-11-25T10:00:00.000Z", "cwd": "/w"}) + "\n")
         self.result_chars = result_chars
         self.turns = 0
         self.checks = []  # OpenClaw's estimate at each model request
+        self.prompt_checks = []  # ... at the first of each run, before its prompt
+        self.end_checks = []     # ... of the history alone, at each run's end
         self._index(0)
 
     def _entries(self) -> list[dict]:
@@ -144,8 +154,9 @@ class RunsAgent:
 
     def _add(self, entries: list, msg: dict) -> None:
         last = entries[-1]["id"] if entries and "id" in entries[-1] and entries[-1]["type"] != "session" else None
+        self.clock += 1.0
         o = {"type": "message", "id": f"e{self.turns:04d}{len(entries):05d}", "parentId": last,
-             "timestamp": "2026-11-25T10:00:00.000Z", "message": msg}
+             "timestamp": _iso(self.clock), "message": msg}
         entries.append(o)
         with open(self.path, "a") as fh:
             fh.write(json.dumps(o) + "\n")
@@ -162,11 +173,13 @@ class RunsAgent:
 
     def run_texts(self, texts: list[str]) -> bool:
         """One user turn: a run of one tool call per text (its result), OpenClaw's check before each of its model
-        requests. True when a check reached the budget (OpenClaw would have compacted during the run)."""
+        requests. True when a check OpenClaw makes reached the budget (it would have compacted)."""
         self.turns += 1
         i = self.turns
         first = len(self.checks)
         entries = self._entries()
+        if self.turns > 1:
+            self.clock += self.gap_s
         self._add(entries, {"role": "user", "content": f"Q{i}: READ {len(texts)} files"})
         for k, text in enumerate(texts):
             self._check()
@@ -178,7 +191,15 @@ class RunsAgent:
         self._add(entries, {"role": "assistant", "stopReason": "stop", "content": [{"type": "text", "text": f"A{i}"}],
                             "usage": {"input": 1000, "output": 5, "totalTokens": 1005}})
         self._index(self._last[1])
-        return any(c >= self.budget for c in self.checks[first:])
+        self.prompt_checks.append(self.checks[first])
+        self.end_checks.append(self.estimate()[0] - self.overhead)
+        made = self.checks[first:] if self.midrun else [self.checks[first], self.end_checks[-1]]
+        return any(c >= self.budget for c in made)
+
+    def over(self) -> list[int]:
+        """The checks OpenClaw makes that reached its budget (each a compaction)."""
+        made = self.checks if self.midrun else self.prompt_checks + self.end_checks
+        return [c for c in made if c >= self.budget]
 
     def _index(self, count: int) -> None:
         old = time.time()   # the run just ended (idle_seconds 0: settled)

@@ -110,14 +110,16 @@ def _state(last):
 
 
 def _decide(last_activity, predicted, growth, econ=cost.Economics(prices=SONNET, ttl_s=300)):
-    pol = PolicySettings(mode="act", min_idle_minutes=0)
+    # an earlier trigger than the default (80% of the budget at the check two runs ahead): a strip that is not
+    # urgent, whose timing the prices decide
+    pol = PolicySettings(mode="act", min_idle_minutes=0, strip_at_budget_percent=80)
     p = b.Prediction(predicted, 108_000, growth, 9_500, "session")
     tgt = b.StripTarget(2, 50_000, 54_000, predicted - 50_000)
     return decide_budget_strip(_state(last_activity), pol, now=NOW, prediction=p, target=tgt, economics=econ)
 
 
 def test_a_strip_that_does_not_pay_waits_for_the_cache_to_expire_or_the_compaction_to_come_close():
-    # 80.6% after the next turn, growth 1k: the compaction is 30 turns away; with a warm cache the rewrite of
+    # 81.5% two runs ahead, growth 1k: the compaction is 30 turns away; with a warm cache the rewrite of
     # ~17.5k tokens at the write premium costs more than 10 turns of 27k fewer cache reads
     d = _decide(NOW - 30, 86_000, 1_000)
     assert d.deferred and not d.act and "does not pay" in d.reason

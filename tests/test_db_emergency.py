@@ -255,13 +255,13 @@ def test_a_failing_database_era_compaction_is_tried_once_per_turn_and_trips_its_
     cycle, and the failures count for the breaker of the kind they are recorded as (compact)."""
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
 
-    def heavy(where):  # four tool turns of ~15k tokens each and 12k of prompt overhead: over 80% after a turn
+    def heavy(where):  # five tool turns of ~15k tokens each and 12k of prompt overhead: over the budget a run on
         db = DbState(where / ".openclaw")
         (db.state_dir / "openclaw.json").write_text("{}")
         entry = {"contextTokens": 128_000, "compactionCount": 0,
                  "contextBudgetStatus": {"estimatedPromptTokens": 12_000, "messageCount": 0,
                                          "contextTokenBudget": 128_000, "promptBudgetBeforeReserve": 108_000}}
-        db.add_session(KEY, events=_tool_events(4, 30_000), entry=entry,
+        db.add_session(KEY, events=_tool_events(5, 30_000), entry=entry,
                        updated_at=int((time.time() - 3600) * 1000))
         return db.state_dir
 

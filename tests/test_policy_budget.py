@@ -143,14 +143,16 @@ def _pred(predicted, growth, budget=108000, overhead=9500):
     return b.Prediction(predicted, budget, growth, overhead, "session")
 
 
-def test_trigger_fires_on_the_estimate_after_the_next_turn():
-    pol = PolicySettings(mode="act", min_idle_minutes=0)
+def test_trigger_fires_on_the_estimate_at_the_check_occd_must_get_ahead_of():
+    # a share under 100% is an earlier trigger, on the same check (here mid-run checks and a turn to spare: two
+    # runs ahead)
+    pol = PolicySettings(mode="act", min_idle_minutes=0, strip_at_budget_percent=80)
     tgt = b.StripTarget(2, 50000, 54000, 30000)
-    assert decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(75000, 10000), target=tgt) is None  # 78.7%
-    d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(77000, 10000), target=tgt)  # 80.6%
+    assert decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(66000, 10000), target=tgt) is None  # 79.6%
+    d = decide_budget_strip(_state(), pol, now=NOW, prediction=_pred(67000, 10000), target=tgt)  # 80.6%
     assert d.action == "strip" and d.act and d.details["keepTurnsWithTools"] == 2
     # observe mode says what it would do
-    d = decide_budget_strip(_state(), PolicySettings(min_idle_minutes=0), now=NOW,
+    d = decide_budget_strip(_state(), PolicySettings(min_idle_minutes=0, strip_at_budget_percent=80), now=NOW,
                             prediction=_pred(77000, 10000), target=tgt)
     assert d.would_do and "keeping 2 turns" in d.reason
     # a run in progress: deferred
@@ -294,14 +296,70 @@ def test_trigger_keeps_a_turn_to_spare_when_turns_are_large_for_the_window():
     tgt = b.StripTarget(1, 19700, 22000, 9700)
     # 64k window: budget 44k, turns of 9.7k. 24.8k now: 78% after the next turn, but two turns reach 44.2k
     p = _pred(24800, 9700, budget=44000)
-    assert p.after_next_percent < 80 and b.should_strip(p, 80)
+    assert p.after_next_percent < 80 and b.should_strip(p) and b.should_strip(p, 100)
     assert decide_budget_strip(_state(), pol, now=NOW, prediction=p, target=tgt).act
-    assert not b.should_strip(_pred(24000, 9700, budget=44000), 80)
+    assert not b.should_strip(_pred(24000, 9700, budget=44000))
+
+
+def test_the_check_occd_must_get_ahead_of_depends_on_openclaws_checks_and_the_sessions_gaps():
+    from dataclasses import replace
+
+    # budget 108k, runs of 9k, prompt overhead 9.5k. OpenClaw checks before each prompt and at each run's end
+    # (its default) and the user leaves occd time after each run (spare 0): occd strips only when the next
+    # prompt's check would compact
+    p = replace(_pred(100000, 9000), midrun=False, spare=0)
+    assert p.check() == ("prompt", 0, 100000) and not b.should_strip(p) and b.urgency(p) is None
+    p = replace(p, predicted=108000)
+    assert b.should_strip(p) and b.urgency(p) == "next-turn"
+    # a follow-up may come before occd acts (spare 1): a run earlier, and that is the turn to spare
+    p = replace(_pred(100000, 9000), midrun=False, spare=1)
+    assert p.check() == ("prompt", 1, 109000) and b.should_strip(p) and b.urgency(p) == "no-turn-to-spare"
+    assert not b.should_strip(replace(p, predicted=98000))
+    # OpenClaw checks mid-run (compaction.midTurnPrecheck on): the next run's end is a check too
+    p = replace(_pred(100000, 9000), midrun=True, spare=0)
+    assert p.check() == ("midrun", 1, 109000) and b.should_strip(p) and b.urgency(p) == "next-turn"
+    assert replace(p, spare=1).check() == ("midrun", 2, 118000)
+    assert b.should_strip(replace(p, predicted=90000, spare=1))
+    assert not b.should_strip(replace(p, predicted=90000))
+    # OpenClaw checks the history again at a run's end (without the prompt overhead): a run larger than the
+    # overhead makes that the first check
+    p = replace(_pred(100000, 20000), midrun=False, spare=0)
+    assert [c[0] for c in p.checks()] == ["prompt", "end"] and p.check() == ("end", 1, 110500)
+    assert b.should_strip(p) and b.urgency(p) == "next-turn"
+    pol = PolicySettings(mode="act", min_idle_minutes=0)
+    d = decide_budget_strip(_state(), pol, now=NOW, target=b.StripTarget(2, 50000, 54000, 30000), prediction=p)
+    assert d.act and "at the next run's end 102%" in d.reason
+    # the reasons say which check
+    pol = PolicySettings(mode="act", min_idle_minutes=0)
+    tgt = b.StripTarget(2, 50000, 54000, 30000)
+    d = decide_budget_strip(_state(), pol, now=NOW, target=tgt,
+                            prediction=replace(_pred(108500, 9000), midrun=False, spare=0))
+    assert d.act and "at its next prompt 100%" in d.reason and "turn to spare" not in d.reason
+    d = decide_budget_strip(_state(), pol, now=NOW, target=tgt,
+                            prediction=replace(_pred(100000, 9000), midrun=False, spare=1))
+    assert d.act and "after the next run 101%" in d.reason and "turn to spare" in d.reason
+
+
+def test_reply_gaps_and_the_turns_to_spare():
+    def m(role, ts, tools=False):
+        return {"role": role, "_ts": ts, "_tools": tools, "_est": 10}
+
+    msgs = [m("user", 0), m("assistant", 5, True), m("toolResult", 6), m("assistant", 8),
+            m("user", 40), m("assistant", 45),
+            m("user", 46), m("assistant", 50),           # a follow-up queued while the agent worked
+            m("user", 90), m("assistant", 95), {"role": "user", "_est": 1}]   # no time: not a gap
+    assert b.reply_gaps(msgs) == (32.0, 1.0, 40.0)
+    assert b.reply_gaps(msgs, 2) == (1.0, 40.0)
+    assert b.spare_runs((32.0, 1.0, 40.0), 12) == 1
+    assert b.spare_runs((32.0, 20.0, 40.0), 12) == 0
+    assert b.spare_runs((32.0, 40.0), 12) == 1                # too few runs seen to tell
+    assert b.spare_runs((32.0, 11.0, 40.0, 30.0), 12) == 1    # one of the last three too short
 
 
 # ---- issue 19: urgent strips at once, gentle ones when the prompt cache has expired; keep the newest results -----
 
 def test_urgency_is_a_compaction_within_the_next_turn_or_two():
+    # (mid-run checks and a turn to spare, Prediction's defaults)
     assert b.urgency(_pred(100000, 9000)) == "next-turn"            # 109k >= 108k: compacts during the next turn
     assert b.urgency(_pred(90000, 9000)) == "no-turn-to-spare"      # 108k after two turns
     assert b.urgency(_pred(80000, 9000)) is None                    # 98k after two turns: room for a gentle strip
@@ -313,7 +371,8 @@ def test_urgent_strip_happens_as_soon_as_the_run_ends_gentle_waits_for_the_cache
     just_ended = _state(last_activity=NOW - 4)                      # the run ended 4 s ago, its lock released
     d = decide_budget_strip(just_ended, pol, now=NOW, prediction=_pred(90000, 9000), target=tgt)
     assert d.act and d.details["urgency"] == "no-turn-to-spare"
-    gentle = _pred(80000, 9000)                                     # 82% after the next turn: fires, not urgent
+    pol = PolicySettings(mode="act", strip_at_budget_percent=80)
+    gentle = _pred(80000, 9000)                                     # 91% two runs ahead (>= 80%): fires, not urgent
     d = decide_budget_strip(just_ended, pol, now=NOW, prediction=gentle, target=tgt)
     assert d.deferred and "prompt cache" in d.reason and "urgency" not in d.details
     assert d.details["dueAt"] == NOW - 4 + 5 * 60                  # the daemon looks again when the cache expired

@@ -23,8 +23,9 @@ from occd.policy import budget as b
 from simrun import BUDGET, SID, RunsAgent  # window 60,000, budget 40,000, prompt overhead 9,500
 
 
-def _loop(home: Path, *, runs: int, calls: int, result_chars: int, **policy) -> dict:
-    agent = RunsAgent(home, result_chars)
+def _loop(home: Path, *, runs: int, calls: int, result_chars: int, midrun: bool = True, gap_s: float = 0.0,
+          **policy) -> dict:
+    agent = RunsAgent(home, result_chars, midrun=midrun, gap_s=gap_s)
     # cache_ttl_minutes 0: gentle strips too act between these back-to-back runs, not only urgent ones
     whole_turns = policy.pop("whole_turns", False)
     settings = load_settings({"state_dir": str(agent.state), "idle_seconds": 0,
@@ -33,7 +34,7 @@ def _loop(home: Path, *, runs: int, calls: int, result_chars: int, **policy) -> 
         settings = settings.model_copy(update={"policy": settings.policy.model_copy(
             update={"keep_recent_results": None})})
     strips, kept_after = 0, []
-    with Ledger.open() as led:
+    with Ledger.open(home / "ledger.db") as led:  # each arm its own (the same session id in each)
         for _ in range(runs):
             agent.run(calls)
             out = run_cycle(JobContext(settings=settings, ledger=led, state_dir=agent.state), ["scan", "apply"])
@@ -43,7 +44,7 @@ def _loop(home: Path, *, runs: int, calls: int, result_chars: int, **policy) -> 
                 strips = len(done)
                 kept_after.append((len(agent.whole_results()), done[0]["before"], agent.estimate()[0]))
     text = agent.path.read_text()
-    return {"strips": strips, "over": [c for c in agent.checks if c >= BUDGET], "kept": kept_after,
+    return {"strips": strips, "over": agent.over(), "kept": kept_after,
             "checks": agent.checks, "questions": sum(1 for i in range(1, runs + 1) if f'"Q{i}: ' in text),
             "newest": agent.whole_results()[-5:], "calls": calls, "runs": runs}
 
@@ -59,6 +60,25 @@ def test_runs_of_calls_keep_the_newest_five_results_and_never_reach_the_budget(i
         assert after == before["predictedAfter"]          # the estimate of what the strip left is what it planned
     # the newest results at the end are the last run's and the ones before it, whole
     assert r["newest"][-1] == f"c24_{calls - 1}"
+
+
+@pytest.mark.parametrize("calls,chars", [(1, 5_000), (4, 3_000)])
+def test_with_openclaws_default_checks_and_a_user_who_leaves_time_strips_come_as_late_as_they_can(isolated_env,
+                                                                                                 calls, chars):
+    """OpenClaw checks before each prompt only (compaction.midTurnPrecheck off, its default). A user who leaves
+    30 s after each run (occd acts within its settle time): occd strips only when the next prompt's check would
+    compact (no turn to spare), so strips, each a prompt-cache break, are rarer than for a user whose follow-ups
+    come at once (a turn to spare) and than with OpenClaw's mid-run checks on; no check OpenClaw makes reaches
+    its budget in any of them, and every strip keeps the newest 5 results whole."""
+    late = _loop(isolated_env / "late", runs=24, calls=calls, result_chars=chars, midrun=False, gap_s=30)
+    queued = _loop(isolated_env / "queued", runs=24, calls=calls, result_chars=chars, midrun=False, gap_s=0)
+    midrun = _loop(isolated_env / "midrun", runs=24, calls=calls, result_chars=chars, midrun=True, gap_s=30)
+    for r in (late, queued, midrun):
+        assert r["over"] == [] and r["questions"] == 24, r
+        assert r["kept"] and all(kept == before["keepToolResults"] == 5 for kept, before, _ in r["kept"])
+    assert late["strips"] < queued["strips"] and late["strips"] < midrun["strips"], (late, queued, midrun)
+    assert max(late["checks"]) > max(queued["checks"])   # the room OpenClaw's own checks leave is used
+    assert not any("turn to spare" in before.get("urgency", "") for _, before, _ in late["kept"][1:])
 
 
 def test_deep_strips_come_less_often_and_send_less_than_whole_turns(isolated_env):
@@ -218,3 +238,22 @@ def test_room_for_the_sessions_large_runs(isolated_env):
         assert x["before"]["keepToolResults"] == 5            # as deep as the rules allow, every time
     old = _coding_loop(isolated_env / "recent", large=False)
     assert old["over"], "without the large-run rule a large run passes the budget (the test is not vacuous)"
+
+
+def test_openclaws_mid_run_check_and_the_gap_occd_needs_come_from_the_settings(isolated_env):
+    from occd.jobs.budget import gap_needed
+    from occd.jobs.scan import midrun_check
+    from occd.policy.estimate import entry_time, slim_entry
+
+    on = {"agents": {"defaults": {"compaction": {"midTurnPrecheck": {"enabled": True}}}}}
+    assert midrun_check(on) and not midrun_check(None) and not midrun_check({}) and not midrun_check(
+        {"agents": {"defaults": {"compaction": {"midTurnPrecheck": {"enabled": "true"}}}}})
+    assert gap_needed(load_settings({})) == 12.0                                  # settle 2 s + 10
+    assert gap_needed(load_settings({"daemon": {"settle_seconds": 5}})) == 15.0
+    assert gap_needed(load_settings({"daemon": {"watch": False}})) == 20.0         # polled every 10 s
+    # a line's time: its own ISO timestamp, else its message's (epoch ms)
+    line = {"type": "message", "id": "a", "parentId": None, "timestamp": "2026-11-25T10:00:30.500Z",
+            "message": {"role": "user", "content": "hi", "timestamp": 1}}
+    assert slim_entry(line)["message"]["_ts"] == entry_time(line) == 1795600830.5
+    assert entry_time({"message": {"timestamp": 1795600830500}}) == 1795600830.5
+    assert entry_time({"timestamp": "not a time"}) is None and entry_time({}) is None

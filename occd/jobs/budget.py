@@ -26,6 +26,7 @@ class Facts:
     context: object        # budget.ContextEstimate
     observations: object   # emergency.Observations (without checkpoints)
     last_compaction_at: float | None = None  # the newest compaction entry (epoch seconds), when known
+    gaps: tuple = ()       # the last gaps between a run's end and the next user message (budget.reply_gaps)
 
 
 def _parse(path: Path) -> list[dict]:
@@ -68,7 +69,7 @@ def db_facts(ctx, obs) -> Facts | None:
     from occd.errors import OccdError
     from occd.openclaw import open_store
     from occd.openclaw.dbstore import DbStore, context_window_lines, loop_signals
-    from occd.policy.budget import context_messages, estimate_context, slim_entry
+    from occd.policy.budget import GAP_RUNS, context_messages, estimate_context, reply_gaps, slim_entry
     from occd.policy.emergency import observations_from_signals
 
     cache = ctx.cache.setdefault(FACTS_KEY, {})
@@ -99,8 +100,9 @@ def db_facts(ctx, obs) -> Facts | None:
         if isinstance(o, dict):
             entries.append(slim_entry(o))
     sig = loop_signals(lines)
-    f = Facts(estimate_context(context_messages(entries)), observations_from_signals(sig),
-              _iso(sig.get("lastCompactionAt")))
+    msgs = context_messages(entries)
+    f = Facts(estimate_context(msgs), observations_from_signals(sig), _iso(sig.get("lastCompactionAt")),
+              reply_gaps(msgs, GAP_RUNS))
     cache[ck] = (key, f)
     return f
 
@@ -109,7 +111,7 @@ def facts(ctx, obs) -> Facts | None:
     """The session's estimated context and emergency observations, or None when the file cannot be read."""
     if obs.era == "db":
         return db_facts(ctx, obs)
-    from occd.policy.budget import context_messages, estimate_context
+    from occd.policy.budget import GAP_RUNS, context_messages, estimate_context, reply_gaps
     from occd.policy.emergency import observe_entries
 
     cache = ctx.cache.setdefault(FACTS_KEY, {})
@@ -127,8 +129,9 @@ def facts(ctx, obs) -> Facts | None:
         log.debug("%s: %s", obs.path, e)
         return None
     comps = [e for e in entries if e.get("type") == "compaction" or e.get("_compaction")]
-    f = Facts(estimate_context(context_messages(entries)), observe_entries(entries),
-              _iso(comps[-1].get("timestamp")) if comps else None)
+    msgs = context_messages(entries)
+    f = Facts(estimate_context(msgs), observe_entries(entries), _iso(comps[-1].get("timestamp")) if comps else None,
+              reply_gaps(msgs, GAP_RUNS))
     cache[str(obs.path)] = (key, f)
     return f
 
@@ -185,7 +188,7 @@ def evaluate(ctx, obs, policy, now: float):
     """(prediction, strip target, emergency) for one session, or None when it is not worth a look."""
     from dataclasses import replace
 
-    from occd.policy.budget import predict, strip_to_target
+    from occd.policy.budget import predict, spare_runs, strip_to_target
     from occd.policy.emergency import detect
 
     if not worth_reading(obs, policy):
@@ -196,6 +199,8 @@ def evaluate(ctx, obs, policy, now: float):
     over, src = overhead(ctx, obs, f.context)
     floor, large = _seen_growth(ctx, obs, f.context)
     p = predict(f.context, obs.prompt_budget, over, overhead_source=src, growth_floor=floor)
+    p = replace(p, midrun=bool(getattr(obs, "midrun_check", False)),
+                spare=spare_runs(f.gaps, gap_needed(getattr(ctx, "settings", None))))
     target = strip_to_target(f.context, p, policy.strip_target_percent, policy.keep_recent_turns,
                              policy.keep_recent_results)
     # room for a run like the session's large ones (file era: a strip makes it): counted when it is more than two
@@ -206,6 +211,18 @@ def evaluate(ctx, obs, policy, now: float):
         p = replace(p, large=large)
     em = detect(replace(f.observations, checkpoints=tuple(obs.checkpoints or ())), now)
     return p, target, em, fresh_session_tokens(p, obs, policy)
+
+
+GAP_SLACK_S = 10.0  # beyond occd's own wait (the settle time or the poll), for a wake, a scan and a strip
+
+
+def gap_needed(settings) -> float:
+    """The gap between runs that leaves occd time to act before the next prompt: its settle time (events) or
+    poll interval (no watching), and GAP_SLACK_S."""
+    d = getattr(settings, "daemon", None)
+    if d is None:
+        return 2.0 + GAP_SLACK_S
+    return (d.settle_seconds if d.watch else float(d.poll_interval_seconds)) + GAP_SLACK_S
 
 
 def fresh_session_tokens(p, obs, policy) -> int | None:

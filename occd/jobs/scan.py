@@ -173,6 +173,15 @@ def _db_reserve_cap(store) -> float | None:
     return 0.25 if v is not None and tuple(v)[:3] >= (2026, 9, 5) else None
 
 
+def midrun_check(cfg: dict | None) -> bool:
+    """OpenClaw checks its estimate mid-run too, after the tool results: `agents.defaults.compaction
+    .midTurnPrecheck.enabled` is true (false by default in every release 2026.7.1 to 2026.9.6)."""
+    v = cfg
+    for k in ("agents", "defaults", "compaction", "midTurnPrecheck", "enabled"):
+        v = v.get(k) if isinstance(v, dict) else None
+    return v is True
+
+
 def _budget_records(obs: SessionObs, info, cfg: dict | None, reserve_cap: float | None = None) -> None:
     """OpenClaw's last pre-prompt check, its compaction checkpoints and the prompt budget it applies (the one it
     recorded for this window, else computed from its compaction settings; `reserve_cap`: the reserve's cap as a
@@ -187,6 +196,7 @@ def _budget_records(obs: SessionObs, info, cfg: dict | None, reserve_cap: float 
     obs.budget_status = st if isinstance(st, dict) else None
     obs.checkpoints = checkpoints_from_entry(entry)
     obs.model = getattr(info, "model", None)
+    obs.midrun_check = midrun_check(cfg)
     if obs.budget_status and obs.context_window and obs.budget_status.get("contextTokenBudget") == obs.context_window:
         b = obs.budget_status.get("promptBudgetBeforeReserve")
         if isinstance(b, int) and not isinstance(b, bool) and b > 0:

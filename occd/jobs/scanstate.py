@@ -35,6 +35,7 @@ class SessionObs:
     budget_status: dict | None = None   # contextBudgetStatus: its last pre-prompt check
     checkpoints: tuple = ()             # compactionCheckpoints as (reason, createdAt seconds)
     prompt_budget: int | None = None    # promptBudgetBeforeReserve for this session's window
+    midrun_check: bool = False          # compaction.midTurnPrecheck.enabled: OpenClaw checks mid-run too
     model: str | None = None
     # where the window came from (occd.openclaw.figure.window_choice): "config-edit" is a figure that changed
     # without a turn (the config was edited since the session's last turn): re-checked at its next turn before

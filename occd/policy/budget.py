@@ -34,6 +34,7 @@ DEFAULT_RESERVE_TOKENS_FLOOR = 20000  # OpenClaw's DEFAULT_AGENT_COMPACTION_RESE
 # short user message estimates at ~9.5k (×1.2 included); a little more, so an unknown agent is not underestimated.
 DEFAULT_OVERHEAD_TOKENS = 12000
 GROWTH_TURNS = 3  # the growth margin is the largest of the last few turns
+GAP_RUNS = 3      # the gaps between runs that tell whether a session's user leaves occd time to act
 LARGE_TURNS = 20  # a session's large runs: the largest of its last this many turns (issue 30.1)
 
 
@@ -187,6 +188,30 @@ def estimate_context(messages: Iterable[dict]) -> ContextEstimate:
                                        for a, b, c, d in turns), tuple(per))
 
 
+def reply_gaps(messages: Sequence[dict], n: int = 0) -> tuple[float, ...]:
+    """The time from each run's end to the next user message (seconds, the last `n`; all with 0): a user
+    message after an assistant's reply that calls no tool, both with a time (`_ts`, occd.policy.estimate
+    .entry_time). A follow-up queued while the agent worked shows as a gap near 0."""
+    out: list[float] = []
+    prev = None
+    for m in messages:
+        if m.get("role") == "user" and prev is not None and prev.get("role") == "assistant" \
+                and not (prev["_tools"] if "_tools" in prev else has_tool_calls(prev)):
+            a, b = prev.get("_ts"), m.get("_ts")
+            if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+                out.append(max(0.0, float(b) - float(a)))
+        prev = m
+    return tuple(out[-n:] if n else out)
+
+
+def spare_runs(gaps: Sequence[float], needed: float, n: int = GAP_RUNS) -> int:
+    """The runs of margin occd keeps for a gap between runs it may miss: 0 when the session's last `n` gaps
+    (reply_gaps) all left occd `needed` seconds to act (its settle time and a strip, with slack), else 1 (a
+    new session, a follow-up queued while the agent worked, a cron agent whose runs follow each other)."""
+    recent = list(gaps)[-n:]
+    return 0 if n > 0 and len(recent) >= n and min(recent) >= needed else 1
+
+
 def with_margin(tokens: float) -> int:
     return math.ceil(tokens * SAFETY_MARGIN)
 
@@ -227,6 +252,28 @@ class Prediction:
     overhead_source: str   # session | agent | default
     large: int = 0         # a run like the session's large ones (0: not counted), when a strip can
     #                        make room for it (jobs.budget.evaluate)
+    midrun: bool = True    # OpenClaw checks its estimate mid-run too (compaction.midTurnPrecheck.enabled; its
+    #                        default is off: jobs.budget.evaluate says so from the config)
+    spare: int = 1         # runs of margin for a gap occd may miss (spare_runs)
+
+    def checks(self, spare: int | None = None) -> list[tuple[str, int, int]]:
+        """OpenClaw's checks occd must get ahead of, `spare` runs (default self.spare) after the next one, as
+        (kind, runs, its predicted estimate): the prompt's, before a run (the history and the prompt overhead);
+        the run's end, where OpenClaw checks the history again without the overhead (2026.7.35's gateway
+        `agent` command, runCliTurnCompactionLifecycle in dist/cli-compaction-*.js: every message of the branch
+        at 1.2 x its estimate, or the provider's last count if larger, against the same budget, before the
+        reply is delivered; a run that ended with 12 results estimated at 132.5k of a 108k budget compacted
+        there, one with 8, 88.4k, did not); mid-run, after the tool results, with the overhead, where `midrun`
+        (compaction.midTurnPrecheck) is on."""
+        k, g = (self.spare if spare is None else spare), self.growth
+        out = [("prompt", k, self.predicted + k * g), ("end", k + 1, self.predicted - self.overhead + (k + 1) * g)]
+        if self.midrun:
+            out.append(("midrun", k + 1, self.predicted + (k + 1) * g))
+        return out
+
+    def check(self, spare: int | None = None) -> tuple[str, int, int]:
+        """The first of `checks` to pass the budget: the one with the largest estimate."""
+        return max(self.checks(spare), key=lambda c: c[2])
 
     @property
     def percent(self) -> float:
@@ -247,15 +294,15 @@ def predict(ctx: ContextEstimate, budget: int, overhead: int, *, overhead_source
     return Prediction(with_margin(ctx.history) + overhead, budget, g, overhead, overhead_source)
 
 
-def should_strip(p: Prediction, strip_at_budget_percent: float) -> bool:
-    """The trigger: after one more turn like the recent ones, the estimate would pass `strip_at_budget_percent`
-    of OpenClaw's budget; or two more turns would reach the budget itself (a turn to spare when the turns are
-    large for the window: the daemon may miss one gap between turns, and OpenClaw checks again mid-turn, after
-    the tool results, when `compaction.midTurnPrecheck` is on; off, its default, this is a second turn to spare);
-    or one run like the session's large ones would (`large`: a coding session's runs range from none to dozens of
-    calls, and the large one comes back)."""
-    return (p.after_next_percent >= strip_at_budget_percent or p.predicted + 2 * p.growth >= p.budget
-            or large_due(p))
+def should_strip(p: Prediction, strip_at_budget_percent: float = 100) -> bool:
+    """The trigger (issue 30.1: strip as seldom as the rules allow; each strip is a prompt-cache break).
+    OpenClaw compacts when its estimate passes its budget at a check (Prediction.checks): before each run's
+    prompt, at each run's end, and mid-run only with `compaction.midTurnPrecheck` on (off by default). occd acts
+    in the gap after a run, so it strips when the estimate at the first check it must get ahead of would pass
+    `strip_at_budget_percent` of the budget: the next prompt's or the next run's end, or a run later when the
+    session keeps a turn to spare (a user who may follow up before occd acted: spare_runs); or when one run like
+    the session's large ones would reach the budget (large_due)."""
+    return p.check()[2] >= p.budget * strip_at_budget_percent / 100.0 or large_due(p)
 
 
 def large_due(p: Prediction) -> bool:
@@ -264,15 +311,14 @@ def large_due(p: Prediction) -> bool:
 
 
 def urgency(p: Prediction) -> str | None:
-    """Why acting cannot wait for the prompt cache to expire, or None (a gentle action). OpenClaw checks its
-    estimate before each turn's prompt, and again mid-turn after the tool results when `compaction.midTurnPrecheck`
-    is on (off by default: then "next-turn" is a turn early, a turn to spare): "next-turn" when one more turn
-    like the recent ones reaches its budget (it compacts during the next turn), "no-turn-to-spare" when two would
-    (the turn after; occd keeps one turn of margin for a prediction that is a turn short), "large-run" when one
-    run like the session's large ones would (Prediction.large)."""
-    if p.predicted + p.growth >= p.budget:
+    """Why acting cannot wait for the prompt cache to expire, or None (a gentle action): "next-turn" when
+    OpenClaw would compact at a check of the next run (its prompt's, its end's, mid-run's: Prediction.checks);
+    "no-turn-to-spare" when it would one
+    run later and the session keeps a turn to spare (Prediction.spare); "large-run" when a run like the
+    session's large ones would (Prediction.large)."""
+    if p.check(0)[2] >= p.budget:
         return "next-turn"
-    if p.predicted + 2 * p.growth >= p.budget:
+    if p.spare and p.check()[2] >= p.budget:
         return "no-turn-to-spare"
     if large_due(p):
         return "large-run"

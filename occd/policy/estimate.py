@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from datetime import datetime
 from typing import Any, Callable
 
 SAFETY_MARGIN = 1.2
@@ -165,7 +166,7 @@ def slim_entry(o: dict) -> dict:
     if t == "message" and isinstance(o.get("message"), dict):
         m = o["message"]
         sm = {"role": m.get("role"), "_est": message_tokens(m), "_strip": strippable_tokens(m),
-              "_tools": has_tool_calls(m), "_calls": tool_call_count(m)}
+              "_tools": has_tool_calls(m), "_calls": tool_call_count(m), "_ts": entry_time(o)}
         if m.get("role") == "assistant":
             c = m.get("content")
             text = c if isinstance(c, str) else " ".join(
@@ -184,6 +185,19 @@ def slim_entry(o: dict) -> dict:
         base["timestamp"] = o.get("timestamp")
         base["firstKeptEntryId"] = o.get("firstKeptEntryId")
     return base
+
+
+def entry_time(o: dict) -> float | None:
+    """When the line was written (its ISO `timestamp`, epoch seconds), else its message's (epoch ms); None."""
+    v = o.get("timestamp")
+    if isinstance(v, str):
+        try:
+            return datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            pass
+    m = o.get("message")
+    v = m.get("timestamp") if isinstance(m, dict) else None
+    return v / 1000.0 if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
 
 
 def strippable_tokens(m: dict) -> int:

@@ -63,6 +63,17 @@ def decide_strip(s: SessionState, policy: PolicySettings, *, now: float, window_
 BUDGET_POLICY = "strip_at_budget_percent"
 
 
+def _check_reason(p, percent: float) -> str:
+    """Which of OpenClaw's checks the strip gets ahead of, and the estimate predicted there."""
+    kind, runs, est = p.check()
+    where = {("prompt", 0): "its next prompt", ("prompt", 1): "the prompt after the next run",
+             ("end", 1): "the next run's end", ("end", 2): "the end of the run after next",
+             ("midrun", 1): "mid-run in the next run", ("midrun", 2): "mid-run in the run after next"}[(kind, runs)]
+    spare = "; a turn to spare: the session's user may follow up before occd acts" if p.spare else ""
+    limit = f" >= {percent:g}%" if percent < 100 else ""
+    return f"OpenClaw's estimate at {where} {100.0 * est / p.budget:.0f}% of its budget{limit}{spare}"
+
+
 def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, prediction, target,
                         emergency=None, recent_action_times: Sequence[float] = (),
                         fresh_session_tokens: int | None = None, strip_emergencies: bool = True,
@@ -137,13 +148,8 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
     if emergency is not None:
         details["emergency"] = emergency.kind
         reason = f"{emergency.kind}: {emergency.reason}"
-    elif prediction.after_next_percent >= policy.strip_at_budget_percent:
-        reason = (f"OpenClaw's pre-prompt estimate after the next turn {prediction.after_next_percent:.0f}% of its "
-                  f"budget "
-                  f">= {policy.strip_at_budget_percent:g}%")
-    elif prediction.predicted + 2 * prediction.growth >= prediction.budget:
-        two = 100.0 * (prediction.predicted + 2 * prediction.growth) / prediction.budget
-        reason = f"OpenClaw's pre-prompt estimate after two more turns {two:.0f}% of its budget: no turn to spare"
+    elif urgent in ("next-turn", "no-turn-to-spare") or not large_due(prediction):
+        reason = _check_reason(prediction, policy.strip_at_budget_percent)
     else:
         big = 100.0 * (prediction.predicted + prediction.large) / prediction.budget
         reason = (f"OpenClaw's pre-prompt estimate after a run like this session's large ones "
