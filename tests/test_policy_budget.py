@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from hypothesis import given, settings, strategies as st
 
 from occd.config import PolicySettings
@@ -456,3 +458,30 @@ def test_no_room_even_keeping_none_and_no_fresh_session_either_strips_everything
     d = decide_budget_strip(_state(), PolicySettings(mode="act"), now=NOW, prediction=p, target=t,
                             emergency=em.Emergency("BLOCKED", "overflow notice"), fresh_session_tokens=20500)
     assert d.action == "strip" and d.details["keepTurnsWithTools"] == 0 and d.act
+
+
+def test_the_runs_end_counts_what_the_provider_counts_when_that_is_more():
+    from dataclasses import replace
+
+    assert b.provider_count({"totalTokens": 27010, "input": 1}) == 27010
+    assert b.provider_count({"input": 100, "output": 5, "cacheRead": 900, "cacheWrite": 0}) == 1005
+    assert b.provider_count(None) == 0 and b.provider_count({"totalTokens": True}) == 0
+    msgs = [{"role": "user", "_est": 100}, {"role": "assistant", "_est": 50, "usage": {"totalTokens": 900}},
+            {"role": "user", "_est": 200}, {"role": "assistant", "_est": 10, "usage": {"input": 2000}},
+            {"role": "toolResult", "_est": 4000}]
+    ctx = b.estimate_context(msgs)
+    assert b.last_count(msgs, ctx) == (2000, 350)      # the newest request with a count, and what it was sent
+    assert b.last_count(msgs[:1], ctx) is None
+    assert b.count_ratio((2000, 350), 1000) == 1.0                           # 2000 / 1420, capped at 1
+    assert b.count_ratio((700, 350), 1000) == pytest.approx(700 / 1420)
+    assert b.count_ratio(None, 1000) == 0.0
+    # a 48k window (budget 28k) whose system prompt and tools the provider counts at 22k where OpenClaw's estimate
+    # says 9.7k: with one 5k result (13k estimated) after the history of 23k, the estimate's checks leave room,
+    # the provider's count at the run's end does not (2026.7.1: it compacted there)
+    p = replace(_pred(23000, 13000, budget=28000, overhead=9700), midrun=False, spare=0)
+    assert not b.should_strip(p)
+    p = replace(p, count_ratio=1.0)
+    assert p.check() == ("end", 1, 36000) and b.should_strip(p) and b.urgency(p) == "next-turn"
+    # where the provider counts about half of the estimate (tool results at chars/4 of the chars/2 estimated) it
+    # is not the first check
+    assert not b.should_strip(replace(p, count_ratio=0.54))

@@ -27,6 +27,7 @@ class Facts:
     observations: object   # emergency.Observations (without checkpoints)
     last_compaction_at: float | None = None  # the newest compaction entry (epoch seconds), when known
     gaps: tuple = ()       # the last gaps between a run's end and the next user message (budget.reply_gaps)
+    count: tuple | None = None  # the provider's count of the last request, and the estimate it was sent (last_count)
 
 
 def _parse(path: Path) -> list[dict]:
@@ -69,7 +70,7 @@ def db_facts(ctx, obs) -> Facts | None:
     from occd.errors import OccdError
     from occd.openclaw import open_store
     from occd.openclaw.dbstore import DbStore, context_window_lines, loop_signals
-    from occd.policy.budget import GAP_RUNS, context_messages, estimate_context, reply_gaps, slim_entry
+    from occd.policy.budget import GAP_RUNS, context_messages, estimate_context, last_count, reply_gaps, slim_entry
     from occd.policy.emergency import observations_from_signals
 
     cache = ctx.cache.setdefault(FACTS_KEY, {})
@@ -101,8 +102,9 @@ def db_facts(ctx, obs) -> Facts | None:
             entries.append(slim_entry(o))
     sig = loop_signals(lines)
     msgs = context_messages(entries)
-    f = Facts(estimate_context(msgs), observations_from_signals(sig), _iso(sig.get("lastCompactionAt")),
-              reply_gaps(msgs, GAP_RUNS))
+    est = estimate_context(msgs)
+    f = Facts(est, observations_from_signals(sig), _iso(sig.get("lastCompactionAt")), reply_gaps(msgs, GAP_RUNS),
+              last_count(msgs, est))
     cache[ck] = (key, f)
     return f
 
@@ -111,7 +113,7 @@ def facts(ctx, obs) -> Facts | None:
     """The session's estimated context and emergency observations, or None when the file cannot be read."""
     if obs.era == "db":
         return db_facts(ctx, obs)
-    from occd.policy.budget import GAP_RUNS, context_messages, estimate_context, reply_gaps
+    from occd.policy.budget import GAP_RUNS, context_messages, estimate_context, last_count, reply_gaps
     from occd.policy.emergency import observe_entries
 
     cache = ctx.cache.setdefault(FACTS_KEY, {})
@@ -130,8 +132,9 @@ def facts(ctx, obs) -> Facts | None:
         return None
     comps = [e for e in entries if e.get("type") == "compaction" or e.get("_compaction")]
     msgs = context_messages(entries)
-    f = Facts(estimate_context(msgs), observe_entries(entries), _iso(comps[-1].get("timestamp")) if comps else None,
-              reply_gaps(msgs, GAP_RUNS))
+    est = estimate_context(msgs)
+    f = Facts(est, observe_entries(entries), _iso(comps[-1].get("timestamp")) if comps else None,
+              reply_gaps(msgs, GAP_RUNS), last_count(msgs, est))
     cache[str(obs.path)] = (key, f)
     return f
 
@@ -188,7 +191,7 @@ def evaluate(ctx, obs, policy, now: float):
     """(prediction, strip target, emergency) for one session, or None when it is not worth a look."""
     from dataclasses import replace
 
-    from occd.policy.budget import predict, spare_runs, strip_to_target
+    from occd.policy.budget import count_ratio, predict, spare_runs, strip_to_target
     from occd.policy.emergency import detect
 
     if not worth_reading(obs, policy):
@@ -199,7 +202,7 @@ def evaluate(ctx, obs, policy, now: float):
     over, src = overhead(ctx, obs, f.context)
     floor, large = _seen_growth(ctx, obs, f.context)
     p = predict(f.context, obs.prompt_budget, over, overhead_source=src, growth_floor=floor)
-    p = replace(p, midrun=bool(getattr(obs, "midrun_check", False)),
+    p = replace(p, midrun=bool(getattr(obs, "midrun_check", False)), count_ratio=count_ratio(f.count, over),
                 spare=spare_runs(f.gaps, gap_needed(getattr(ctx, "settings", None))))
     target = strip_to_target(f.context, p, policy.strip_target_percent, policy.keep_recent_turns,
                              policy.keep_recent_results)

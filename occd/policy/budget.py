@@ -188,6 +188,39 @@ def estimate_context(messages: Iterable[dict]) -> ContextEstimate:
                                        for a, b, c, d in turns), tuple(per))
 
 
+def provider_count(usage) -> int:
+    """The provider's count of a request (its prompt and reply), as OpenClaw's agent library takes it from an
+    assistant message's usage: totalTokens, else input + output + cacheRead + cacheWrite; 0 when unknown."""
+    if not isinstance(usage, dict):
+        return 0
+    t = usage.get("totalTokens")
+    if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0:
+        return int(t)
+    parts = [usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite")]
+    return int(sum(v for v in parts if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0))
+
+
+def last_count(messages: Sequence[dict], ctx: ContextEstimate) -> tuple[int, int] | None:
+    """(the provider's count of the last request with one, OpenClaw's estimate of the messages it was sent, no
+    margin): the newest assistant message with a usage, and the messages before it. None without one."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.get("role") == "assistant":
+            n = provider_count(m.get("usage"))
+            if n > 0:
+                return n, sum(ctx.per_message[:i])
+    return None
+
+
+def count_ratio(count: tuple[int, int] | None, overhead: int) -> float:
+    """The provider's tokens per estimated token for this session, from its last request (last_count): at most
+    1 (a strip since that request makes the estimate smaller than what was sent; the ratio is then high, not
+    low); 0 when unknown."""
+    if not count or count[0] <= 0:
+        return 0.0
+    return min(1.0, count[0] / max(1, with_margin(count[1]) + overhead))
+
+
 def reply_gaps(messages: Sequence[dict], n: int = 0) -> tuple[float, ...]:
     """The time from each run's end to the next user message (seconds, the last `n`; all with 0): a user
     message after an assistant's reply that calls no tool, both with a time (`_ts`, occd.policy.estimate
@@ -255,6 +288,7 @@ class Prediction:
     midrun: bool = True    # OpenClaw checks its estimate mid-run too (compaction.midTurnPrecheck.enabled; its
     #                        default is off: jobs.budget.evaluate says so from the config)
     spare: int = 1         # runs of margin for a gap occd may miss (spare_runs)
+    count_ratio: float = 0.0  # the provider's tokens per estimated token (count_ratio; 0: unknown)
 
     def checks(self, spare: int | None = None) -> list[tuple[str, int, int]]:
         """OpenClaw's checks occd must get ahead of, `spare` runs (default self.spare) after the next one, as
@@ -263,10 +297,14 @@ class Prediction:
         `agent` command, runCliTurnCompactionLifecycle in dist/cli-compaction-*.js: every message of the branch
         at 1.2 x its estimate, or the provider's last count if larger, against the same budget, before the
         reply is delivered; a run that ended with 12 results estimated at 132.5k of a 108k budget compacted
-        there, one with 8, 88.4k, did not); mid-run, after the tool results, with the overhead, where `midrun`
-        (compaction.midTurnPrecheck) is on."""
+        there, one with 8, 88.4k, did not). The provider's count, system prompt and tools included, is predicted
+        as the whole estimate at `count_ratio` (a 48k window whose tools count 22k at the provider: two results
+        of 5k passed its 28k budget there, where the history's estimate did not); mid-run, after the tool
+        results, with the overhead, where `midrun` (compaction.midTurnPrecheck) is on."""
         k, g = (self.spare if spare is None else spare), self.growth
         out = [("prompt", k, self.predicted + k * g), ("end", k + 1, self.predicted - self.overhead + (k + 1) * g)]
+        if self.count_ratio > 0:  # the run's end again: the provider's count, if larger than the estimate
+            out.append(("end", k + 1, math.ceil(self.count_ratio * (self.predicted + (k + 1) * g))))
         if self.midrun:
             out.append(("midrun", k + 1, self.predicted + (k + 1) * g))
         return out
