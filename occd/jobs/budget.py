@@ -30,6 +30,16 @@ class Facts:
     count: tuple | None = None  # the provider's count of the last request, and the estimate it was sent (last_count)
 
 
+def _facts(entries: list[dict], observations, last_compaction_at: float | None) -> Facts:
+    """Facts of a transcript's slim entries, either era: the context OpenClaw sends, estimated, its gaps between
+    runs and the provider's last count."""
+    from occd.policy.budget import GAP_RUNS, context_messages, estimate_context, last_count, reply_gaps
+
+    msgs = context_messages(entries)
+    est = estimate_context(msgs)
+    return Facts(est, observations, last_compaction_at, reply_gaps(msgs, GAP_RUNS), last_count(msgs, est))
+
+
 def _parse(path: Path) -> list[dict]:
     """The transcript's lines, slim (occd.policy.budget.slim_entry); an assistant message carrying a provider
     compaction checkpoint is marked `_compaction` (with its timestamp): the policies count it as a compaction
@@ -70,7 +80,7 @@ def db_facts(ctx, obs) -> Facts | None:
     from occd.errors import OccdError
     from occd.openclaw import open_store
     from occd.openclaw.dbstore import DbStore, context_window_lines, loop_signals
-    from occd.policy.budget import GAP_RUNS, context_messages, estimate_context, last_count, reply_gaps, slim_entry
+    from occd.policy.budget import slim_entry
     from occd.policy.emergency import observations_from_signals
 
     cache = ctx.cache.setdefault(FACTS_KEY, {})
@@ -101,10 +111,7 @@ def db_facts(ctx, obs) -> Facts | None:
         if isinstance(o, dict):
             entries.append(slim_entry(o))
     sig = loop_signals(lines)
-    msgs = context_messages(entries)
-    est = estimate_context(msgs)
-    f = Facts(est, observations_from_signals(sig), _iso(sig.get("lastCompactionAt")), reply_gaps(msgs, GAP_RUNS),
-              last_count(msgs, est))
+    f = _facts(entries, observations_from_signals(sig), _iso(sig.get("lastCompactionAt")))
     cache[ck] = (key, f)
     return f
 
@@ -113,7 +120,6 @@ def facts(ctx, obs) -> Facts | None:
     """The session's estimated context and emergency observations, or None when the file cannot be read."""
     if obs.era == "db":
         return db_facts(ctx, obs)
-    from occd.policy.budget import GAP_RUNS, context_messages, estimate_context, last_count, reply_gaps
     from occd.policy.emergency import observe_entries
 
     cache = ctx.cache.setdefault(FACTS_KEY, {})
@@ -131,10 +137,7 @@ def facts(ctx, obs) -> Facts | None:
         log.debug("%s: %s", obs.path, e)
         return None
     comps = [e for e in entries if e.get("type") == "compaction" or e.get("_compaction")]
-    msgs = context_messages(entries)
-    est = estimate_context(msgs)
-    f = Facts(est, observe_entries(entries), _iso(comps[-1].get("timestamp")) if comps else None,
-              reply_gaps(msgs, GAP_RUNS), last_count(msgs, est))
+    f = _facts(entries, observe_entries(entries), _iso(comps[-1].get("timestamp")) if comps else None)
     cache[str(obs.path)] = (key, f)
     return f
 
@@ -222,9 +225,9 @@ GAP_SLACK_S = 10.0  # beyond occd's own wait (the settle time or the poll), for 
 def gap_needed(settings) -> float:
     """The gap between runs that leaves occd time to act before the next prompt: its settle time (events) or
     poll interval (no watching), and GAP_SLACK_S."""
-    d = getattr(settings, "daemon", None)
-    if d is None:
-        return 2.0 + GAP_SLACK_S
+    from occd.config import DaemonSettings
+
+    d = getattr(settings, "daemon", None) or DaemonSettings()
     return (d.settle_seconds if d.watch else float(d.poll_interval_seconds)) + GAP_SLACK_S
 
 

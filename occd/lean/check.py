@@ -19,26 +19,14 @@ from pathlib import Path
 
 import orjson
 
+from occd.policy.estimate import entry_time
+
 log = logging.getLogger("occd.lean")
 
 SLACK_S = 2.0       # a call may be recorded this long before the user message's own timestamp
 AFTER_REPLY_S = 0.5  # and, clocks of one machine, at most this long after the reply's
 SOURCE = "lean"
 MAX_TURNS = 20  # the plugin keeps this many calls per session (index.js MAX_TURNS)
-
-
-def _ts(o: dict) -> float | None:
-    v = o.get("timestamp")
-    if isinstance(v, str):
-        try:
-            return datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    m = o.get("message") if isinstance(o.get("message"), dict) else {}
-    v = m.get("timestamp")
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return v / 1000.0 if v > 1e11 else float(v)
-    return None
 
 
 def _text(content) -> str:
@@ -63,9 +51,9 @@ def stored_turns(lines, is_seed=None) -> list[dict]:
             continue
         m = o["message"]
         if m.get("role") == "user":
-            user = (_ts(o), _text(m.get("content")))
+            user = (entry_time(o), _text(m.get("content")))
         elif m.get("role") == "assistant" and user is not None:
-            at = _ts(o)
+            at = entry_time(o)
             if user[0] is not None and at is not None and not (is_seed and is_seed(user[1], _text(m.get("content")))):
                 out.append({"userAt": user[0], "replyAt": at})
             user = None

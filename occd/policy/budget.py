@@ -351,9 +351,8 @@ def large_due(p: Prediction) -> bool:
 def urgency(p: Prediction) -> str | None:
     """Why acting cannot wait for the prompt cache to expire, or None (a gentle action): "next-turn" when
     OpenClaw would compact at a check of the next run (its prompt's, its end's, mid-run's: Prediction.checks);
-    "no-turn-to-spare" when it would one
-    run later and the session keeps a turn to spare (Prediction.spare); "large-run" when a run like the
-    session's large ones would (Prediction.large)."""
+    "no-turn-to-spare" when it would one run later and the session keeps a turn to spare (Prediction.spare);
+    "large-run" when a run like the session's large ones would (Prediction.large)."""
     if p.check(0)[2] >= p.budget:
         return "next-turn"
     if p.spare and p.check()[2] >= p.budget:

@@ -188,16 +188,19 @@ def slim_entry(o: dict) -> dict:
 
 
 def entry_time(o: dict) -> float | None:
-    """When the line was written (its ISO `timestamp`, epoch seconds), else its message's (epoch ms); None."""
+    """When a transcript line was written, epoch seconds: its ISO `timestamp` (None when that does not parse),
+    else its message's (epoch ms, or seconds for a figure too small to be ms); None without either."""
     v = o.get("timestamp")
     if isinstance(v, str):
         try:
             return datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
         except ValueError:
-            pass
-    m = o.get("message")
-    v = m.get("timestamp") if isinstance(m, dict) else None
-    return v / 1000.0 if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
+            return None
+    m = o.get("message") if isinstance(o.get("message"), dict) else {}
+    v = m.get("timestamp")
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return v / 1000.0 if v > 1e11 else float(v)
+    return None
 
 
 def strippable_tokens(m: dict) -> int:
