@@ -12,7 +12,9 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
 from occd.transcript import jsontext
+from occd.units import iso_seconds
 
 log = logging.getLogger("occd.jobs.budget")
 FACTS_KEY = "budget.facts"
@@ -59,17 +61,6 @@ def _parse(path: Path) -> list[dict]:
     return out
 
 
-def _iso(v) -> float | None:
-    from datetime import datetime
-
-    if not isinstance(v, str):
-        return None
-    try:
-        return datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def db_facts(ctx, obs) -> Facts | None:
     """The database era's Facts, read-only (OpenClaw's database is never written): the context from the last
     reset marker on (DbStore.read_lines' rule) estimated with OpenClaw's rules, and the emergency observations
@@ -111,7 +102,7 @@ def db_facts(ctx, obs) -> Facts | None:
         if isinstance(o, dict):
             entries.append(slim_entry(o))
     sig = loop_signals(lines)
-    f = _facts(entries, observations_from_signals(sig), _iso(sig.get("lastCompactionAt")))
+    f = _facts(entries, observations_from_signals(sig), iso_seconds(sig.get("lastCompactionAt")))
     cache[ck] = (key, f)
     return f
 
@@ -137,7 +128,7 @@ def facts(ctx, obs) -> Facts | None:
         log.debug("%s: %s", obs.path, e)
         return None
     comps = [e for e in entries if e.get("type") == "compaction" or e.get("_compaction")]
-    f = _facts(entries, observe_entries(entries), _iso(comps[-1].get("timestamp")) if comps else None)
+    f = _facts(entries, observe_entries(entries), iso_seconds(comps[-1].get("timestamp")) if comps else None)
     cache[str(obs.path)] = (key, f)
     return f
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
+
+from occd.units import iso_seconds
 
 log = logging.getLogger("occd.jobs.scan")  # the scan's own logger, as before the split
 TAIL_WINDOW = 8 * 1024  # the last reply and its usage are usually in the last few KB; reads go back further if not
@@ -65,15 +66,6 @@ class ScanResult:
     def summary(self) -> dict:
         return {"agents": len(self.agents), "sessions": len(self.sessions), "changed": self.changed,
                 "bytesRead": self.bytes_read, "errors": len(self.errors)}
-
-
-def _parse_ts(v) -> float | None:
-    if isinstance(v, str):
-        try:
-            return datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
 
 
 MARK = 32  # bytes kept from just before `end`: an in-place rewrite that ends up longer is not an append
@@ -150,7 +142,7 @@ def _file_tokens(path: Path, st: os.stat_result, cached: dict | None, result: Sc
         if new.get("entries") is not None:
             new["entries"] += rs.entries
         new["compactions_seen"] = new.get("compactions_seen", 0) + rs.compactions
-        new["last_ts"] = _parse_ts(rs.last_timestamp) or new.get("last_ts")
+        new["last_ts"] = iso_seconds(rs.last_timestamp) or new.get("last_ts")
         return new
     # new, replaced, shrunk or rewritten: the tail only
     stats: dict = {"bytes_read": 0}

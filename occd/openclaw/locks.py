@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from occd.errors import BusyError, OccdError, WriteError
+from occd.units import iso_seconds
 
 STALE_AFTER_S = 30.0
 # an empty or unparsable sessions.json.lock (no pid to check) this old was left by a kill mid-write: OpenClaw's
@@ -99,12 +100,9 @@ def read_lock(lock_path: Path | str, now: float | None = None, stale_after: floa
         if actual is not None and actual != st:
             return LockInfo(lock_path, pid, created, st, False, "pid-reused")
     if stale_after is not None and created:
-        try:
-            t = datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
-            if (now or time.time()) - t > stale_after:
-                return LockInfo(lock_path, pid, created, st, False, "too-old")
-        except ValueError:
-            pass
+        t = iso_seconds(created)
+        if t is not None and (now or time.time()) - t > stale_after:
+            return LockInfo(lock_path, pid, created, st, False, "too-old")
     return LockInfo(lock_path, pid, created, st, True, "live")
 
 

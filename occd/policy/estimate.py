@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from datetime import datetime
 from typing import Any, Callable
+
+from occd.units import epoch_seconds, iso_seconds
 
 SAFETY_MARGIN = 1.2
 CHARS_PER_TOKEN = 4
@@ -192,15 +193,10 @@ def entry_time(o: dict) -> float | None:
     else its message's (epoch ms, or seconds for a figure too small to be ms); None without either."""
     v = o.get("timestamp")
     if isinstance(v, str):
-        try:
-            return datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
+        return iso_seconds(v)
     m = o.get("message") if isinstance(o.get("message"), dict) else {}
     v = m.get("timestamp")
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return v / 1000.0 if v > 1e11 else float(v)
-    return None
+    return epoch_seconds(v) if isinstance(v, (int, float)) else None
 
 
 def strippable_tokens(m: dict) -> int:

@@ -12,6 +12,7 @@ from typing import Iterable
 
 from occd.relevance.prompts import SKIP_PREFIXES
 from occd.relevance.redact import squash
+from occd.units import epoch_seconds
 
 ORIGIN_RE = re.compile(r"\[openclaw:agent=([A-Za-z0-9][A-Za-z0-9_.\-]{0,63})\]")
 TEXT_KEEP = 2000          # characters of a user message kept in memory (digests use far fewer)
@@ -122,16 +123,7 @@ def _iso(t: float | None) -> str | None:
 
 def to_epoch(v) -> float | None:
     """ISO string or epoch (s or ms) → epoch seconds."""
-    if isinstance(v, bool) or v is None:
-        return None
-    if isinstance(v, (int, float)):
-        return v / 1000.0 if v > 1e11 else float(v)
-    if isinstance(v, str) and v:
-        try:
-            return datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
+    return epoch_seconds(v)
 
 
 def is_task(text: str | None) -> bool:
