@@ -94,7 +94,7 @@ class LeanSettings(BaseModel):
     keep_results_under_chars: int = Field(300, ge=0, description="results this short stay with their call")
     high_water: float = Field(0.9, gt=0, le=1, description="the plugin moves its (sticky) boundary when the lean prompt plus a turn passes this share of OpenClaw's token budget (a safety net: it moves earlier when a move pays, every ~7 turns with 5 kept)")
     low_water: float = Field(0.3, gt=0, le=1, description="... and then hides old tool turns until the prompt is down to this share (one prompt-cache break per move)")
-    requests_per_turn: float = Field(2, gt=0, description="model requests per turn (a tool call and the answer): how often a hidden turn is not read, for the plugin's cost rule")
+    requests_per_turn: float | None = Field(None, gt=0, description="model requests per turn, for the plugin's cost rule (how often a hidden turn is not read); unset: each session's own, counted in its newest three tool turns (a run of 12 calls is 13; 2 before its first)")
 
 
 class CostSettings(BaseModel):

@@ -225,6 +225,17 @@ def test_the_lean_job_records_each_boundary_move_the_plugin_reported_once(fake_o
     p = b["cost"]["prices"]
     want = (10 * 30_000 * p["cacheRead"] - 18_000 * (p["cacheWrite"] - p["cacheRead"])) / 1e6
     assert abs(t["usdNet"] - want) < 1e-9
+    assert "(it pays" not in a["reason"] and a["before"]["cost"]["warm"] is True  # a plugin that gives no reason
+    # a move after the cache expired (the plugin's "cold"): recorded as such, with no cache write premium to pay
+    cold = {**move, "at": 2, "why": "cold"}
+    lean.stats_path().write_text(json.dumps({"version": 1, "sessions": {"agent:main:main": {
+        "sessionId": "s-x", "boundaryMoves": 3, "lastMove": cold, "charsIn": 300_000, "charsOut": 112_000}}}))
+    with Ledger.open() as led:
+        assert run_cycle(ctx_for(state, led, mode="act"), ["scan", "lean"])["lean"][1]["boundaryMoves"] == 1
+        newest = led.history(kind="lean-move")[0]
+        assert newest["before"]["cost"]["warm"] is False and "the prompt cache had expired" in newest["reason"], newest
+        t2 = savings.summarize(led.history(limit=100))["total"]
+    assert t2["leanMoves"] == 2 and t2["usdNet"] > t["usdNet"] + 10 * 30_000 * p["cacheRead"] / 1e6
 
 
 def test_the_savings_line_adds_up_whatever_the_sign_of_the_cache_writes():

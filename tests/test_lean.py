@@ -293,7 +293,8 @@ def test_lean_rules_carry_the_cache_cost_ratio_and_follow_changed_settings(fake_
         ctx = ctx_for(state, led, mode="act")
         assert run_cycle(ctx, ["scan", "lean"])["lean"][1]["turnedOn"] == 1
         rules = lean.read_policy()["sessions"]["agent:main:main"]
-        assert rules["cacheCostRatio"] == 11.5 and rules["highWater"] == 0.9 and rules["requestsPerTurn"] == 2
+        assert rules["cacheCostRatio"] == 11.5 and rules["highWater"] == 0.9 and rules["requestsPerTurn"] is None
+        assert rules["cacheTtlSeconds"] == 300
         old = {k: v for k, v in rules.items() if k not in ("cacheCostRatio", "requestsPerTurn")} | {"highWater": 0.8}
         doc = lean.read_policy()
         doc["sessions"]["agent:main:main"] = old

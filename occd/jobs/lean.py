@@ -34,14 +34,18 @@ def decision(ctx, obs, policy, now: float):
                           in_use_checked=True)
 
 
-def rules_from_settings(settings, prices=None) -> dict:
+def rules_from_settings(settings, prices=None, ttl_s: float | None = None) -> dict:
     """The plugin's rules for a session; `prices` (occd.policy.cost.Prices of the session's model) set what a move
-    costs against what it saves: cacheCostRatio = (cache write - cache read) / cache read (sticky.js)."""
+    costs against what it saves: cacheCostRatio = (cache write - cache read) / cache read (sticky.js); `ttl_s` the
+    model's prompt-cache lifetime (`cost.cache_ttl_seconds`, its "default" when None): a move after it is free."""
+    from occd.policy import cost
+
     ls = settings.lean
+    ttl = ttl_s if ttl_s is not None else cost.cache_ttl(settings.cost.cache_ttl_seconds, None, None)
     rules = {"mode": ls.mode, "keepTurns": ls.keep_turns, "keepResults": ls.keep_results, "batchTurns": ls.batch_turns,
              "neverHide": list(ls.never_hide), "keepResultsUnderChars": ls.keep_results_under_chars,
              "highWater": ls.high_water, "lowWater": min(ls.low_water, ls.high_water),
-             "requestsPerTurn": ls.requests_per_turn}
+             "requestsPerTurn": ls.requests_per_turn, "cacheTtlSeconds": ttl}
     ratio = cache_cost_ratio(prices)
     if ratio is not None:
         rules["cacheCostRatio"] = ratio
@@ -56,13 +60,17 @@ def cache_cost_ratio(prices) -> float | None:
     return round((write - read) / read, 3)
 
 
-def _prices(ctx, obs):
-    """The session's model prices (OpenClaw's config, litellm's file, defaults), or None when the cost model is off
-    or they cannot be had (the plugin's default ratio then)."""
+def _session_rules(ctx, obs) -> dict:
+    """The plugin's rules for one session: the settings, with its model's cache lifetime and prices (OpenClaw's
+    config, litellm's file, defaults; without them, the cost model off or none to be had, the plugin's ratio)."""
     from occd.jobs.decide import economics_or_none
+    from occd.policy import cost
 
     econ = economics_or_none(ctx, obs)
-    return econ.prices if econ is not None else None
+    model = getattr(obs, "model", None)
+    provider = model.split("/", 1)[0] if isinstance(model, str) and "/" in model else None
+    ttl = cost.cache_ttl(ctx.settings.cost.cache_ttl_seconds, provider, model)
+    return rules_from_settings(ctx.settings, econ.prices if econ is not None else None, ttl)
 
 
 def covered(ctx, obs) -> bool:
@@ -114,7 +122,7 @@ def run(ctx) -> dict:
         if isinstance(cur, dict) and cur.get("mode") in ("drop", "stub"):
             ctx.cache[CACHE_KEY].add(obs.session_key)
             counts["active"] += 1
-            want = rules_from_settings(s, _prices(ctx, obs))
+            want = _session_rules(ctx, obs)
             if cur != want and s.policy_for(obs.agent).mode == "act":
                 # the settings (or the model's prices) changed since the rules went on: the session follows them
                 doc["sessions"][obs.session_key] = want
@@ -141,7 +149,7 @@ def run(ctx) -> dict:
                 led.record_action("lean", obs.agent, obs.session_id, obs.session_key, trigger="auto", policy=d.policy,
                                   reason=f"{d.reason}; {g.reason}", outcome="skipped", now=now)
             continue
-        doc["sessions"][obs.session_key] = mine = rules_from_settings(s, _prices(ctx, obs))
+        doc["sessions"][obs.session_key] = mine = _session_rules(ctx, obs)
         changed = True
         pending.append((obs, d, g, cur, policy, mine))
     if changed:
@@ -198,19 +206,24 @@ def _record_moves(ctx, scan, stats: dict) -> int:
         before_t = max(0, int(lm.get("charsBefore") or 0) // 4)
         after_t = max(0, min(before_t, int(lm.get("charsAfter") or 0) // 4))
         cost_rec = {"promptTokens": before_t, "prefixKeptTokens": min(after_t, max(0, int(lm.get("prefixChars") or 0) // 4)),
-                    "warm": True, "turns": ctx.settings.cost.horizon_turns}
+                    "warm": lm.get("why") != "cold", "turns": ctx.settings.cost.horizon_turns}
         if econ is not None:
             cost_rec["prices"] = econ.prices.as_dict()
             cost_rec["ttlSeconds"] = econ.ttl_s
         agent = key.split(":")[1] if key.startswith("agent:") and key.count(":") >= 2 else (obs.agent if obs else None)
         led.record_action("lean-move", agent, c.get("sessionId") or (obs.session_id if obs else None), key,
-                          trigger="auto", policy="lean", reason=f"lean view hid {lm.get('turns')} more turns",
+                          trigger="auto", policy="lean", reason=f"lean view hid {lm.get('turns')} more turns"
+                          + (f" ({MOVE_WHY[lm.get('why')]})" if lm.get("why") in MOVE_WHY else ""),
                           outcome="ok", before={"predictedPromptTokens": before_t, "removedTokens": before_t - after_t,
                                                 "cost": cost_rec},
                           after={"boundaryMoves": moves, "turnsHidden": lm.get("turns"), "movedAt": lm.get("at")},
                           now=record_time(ctx))
         n += 1
     return n
+
+
+MOVE_WHY = {"pays": "it pays: the reads it saves outweigh the cache write", "budget": "near OpenClaw's budget",
+            "cap": "before OpenClaw's cap on a prompt's tool results", "cold": "the prompt cache had expired: free"}
 
 
 def _after_upgrade(ctx) -> dict:

@@ -37,7 +37,8 @@ FENCE = "before-current-turn-entry-v1"
 IDEMPOTENCY = "atomic-idempotent-v1"
 DEFAULT_RULES = {"mode": "drop", "keepTurns": 5, "keepResults": 5, "batchTurns": 4, "neverHide": ["memory_*"],
                  "keepResultsUnderChars": 300, "highWater": 0.9, "lowWater": 0.3,
-                 "cacheCostRatio": 11.5, "requestsPerTurn": 2}
+                 "cacheCostRatio": 11.5, "requestsPerTurn": None,
+                 "cacheTtlSeconds": None}
 
 
 def lean_dir(env=None) -> Path:

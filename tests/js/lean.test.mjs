@@ -220,7 +220,7 @@ test("rulesFor: session over agent over default; bad values fall back", () => {
     sessions: { "agent:main:s1": { keepTurns: 1 }, "agent:main:bad": { keepTurns: -3, mode: "nuke" } },
   };
   assert.deepEqual(rulesFor(policy, "agent:main:s1"), { mode: "drop", keepTurns: 1, keepResults: 0, batchTurns: 2, neverHide: [], keepResultsUnderChars: 0,
-                                                         highWater: 0.9, lowWater: 0.3, cacheCostRatio: 11.5, requestsPerTurn: 2 });
+                                                         highWater: 0.9, lowWater: 0.3, cacheCostRatio: 11.5, requestsPerTurn: null, cacheTtlSeconds: null });
   assert.equal(rulesFor(policy, "agent:other:x").mode, "stub");
   assert.equal(rulesFor(policy, "agent:main:bad").keepTurns, 5);
   assert.equal(rulesFor(policy, "agent:main:bad").mode, "drop");

@@ -359,3 +359,83 @@ test("units survive a restart, and a state of whole turns (before units) still h
   assert.ok(!ids.some((id) => id.startsWith("c0_") || id.startsWith("c1_")), ids.join(","));
   assert.ok(ids.includes("c5_3") && ids.includes("c2_0"), ids.join(","));
 });
+
+// --- the cost rule counts the session's own requests a turn (every request of a run reads the prompt again) --
+test("the cost rule's requests a turn are the session's own: runs of many calls move sooner, a set figure wins", async () => {
+  const { requestsPerTurn } = await import(path.join(PLUGIN, "sticky.js"));
+  const n = 30;
+  const ids = Array.from({ length: n }, (_, t) => `t${t}`);
+  const saved = new Map(ids.map((_, t) => [t, 16000]));
+  const rules = { keepTurns: 5, batchTurns: 4, highWater: 0.9, lowWater: 0.3, cacheCostRatio: 11.5 };
+  const firstMove = (rs, perTurn) => {
+    const requestsByTurn = new Map(ids.map((_, t) => [t, perTurn]));
+    for (let v = 1; v <= n; v++) {
+      const units = ids.slice(0, v).map((_, t) => t);
+      const r = chooseHidden({ ids: ids.slice(0, v), units, saved, charsIn: v * 16000, rules: rs, tokenBudget: undefined,
+                               hiddenIds: new Set(), requestsByTurn });
+      if (r.moved) return [v, r.why];
+    }
+    return null;
+  };
+  // 2 requests a turn: D >= sqrt(57.5) = 7.6 turns -> 13 visible (as before); 13 a turn (a run of 12 calls):
+  // D >= sqrt(2 * 11.5 * 5 / 13) = 3.0 turns, but a move hides at least batchTurns (4) -> 9 visible
+  assert.deepEqual(firstMove(rules, 2), [13, "pays"]);
+  assert.deepEqual(firstMove(rules, 13), [9, "pays"]);
+  assert.deepEqual(firstMove({ ...rules, requestsPerTurn: 2 }, 13), [13, "pays"], "a set figure wins over the session's");
+  // the figure: the mean of the newest three tool turns among the units; 2 for a session without any
+  const byTurn = new Map([[0, 40], [1, 5], [2, 1], [3, 3], [4, 9]]);
+  assert.equal(requestsPerTurn({ rules: {}, units: [0, 1, 2, 3, 4], requestsByTurn: byTurn }), (1 + 3 + 9) / 3);
+  assert.equal(requestsPerTurn({ rules: {}, units: [0, 1], requestsByTurn: byTurn }), (40 + 5) / 2);
+  assert.equal(requestsPerTurn({ rules: {}, units: [], requestsByTurn: byTurn }), 2);
+  assert.equal(requestsPerTurn({ rules: { requestsPerTurn: 0.5 }, units: [0], requestsByTurn: byTurn }), 0.5);
+  assert.equal(requestsPerTurn({ rules: { requestsPerTurn: null }, units: [0] }), 2);
+  // leanView counts them from the messages: a run of 4 calls is 5 requests
+  let got = null;
+  forgetStateFiles();
+  leanView([...runTurn(0), ...runTurn(1, 2)], { ...RULES, keepResults: 5 }, (ctx) => { got = ctx.requestsByTurn; return []; });
+  assert.deepEqual([...got.entries()], [[0, 5], [1, 3]]);
+});
+
+test("a cold cache: after the provider's cache lifetime a move costs nothing, so the view hides all it may", async () => {
+  const { coldCache, lastRequestAt } = await import(path.join(PLUGIN, "sticky.js"));
+  const t0 = 1_800_000_000_000;
+  const msgs = [user("Q"), { ...asst([{ type: "text", text: "A" }]), timestamp: t0 }];
+  assert.equal(lastRequestAt(msgs), t0);
+  assert.equal(lastRequestAt([{ ...msgs[1], timestamp: t0 / 1000 }]), t0, "seconds");
+  assert.equal(lastRequestAt([{ ...msgs[1], timestamp: new Date(t0).toISOString() }]), t0, "ISO text");
+  assert.equal(lastRequestAt([user("Q")]), null);
+  assert.equal(coldCache(msgs, { cacheTtlSeconds: 300 }, t0 + 299_000), false);
+  assert.equal(coldCache(msgs, { cacheTtlSeconds: 300 }, t0 + 300_000), true);
+  assert.equal(coldCache(msgs, { cacheTtlSeconds: null }, t0 + 1e9), false, "no lifetime: never counted on");
+  assert.equal(coldCache(msgs, { cacheTtlSeconds: 300 }, t0 - 1e6), false, "a time in the future: warm");
+  // 7 tool turns of one call, 5 kept: 2 hideable, too few for the cost rule (batchTurns 4) and far from any budget
+  const ids = Array.from({ length: 7 }, (_, t) => `t${t}`);
+  const saved = new Map(ids.map((_, t) => [t, 16000]));
+  const rules = { keepTurns: 5, batchTurns: 4, highWater: 0.9, lowWater: 0.3, cacheCostRatio: 11.5 };
+  const ctx = { ids, units: ids.map((_, t) => t), saved, charsIn: 7 * 16000, rules, tokenBudget: 1e6, hiddenIds: new Set() };
+  assert.equal(chooseHidden(ctx).moved, false);
+  const r = chooseHidden({ ...ctx, cold: true });
+  assert.deepEqual([r.why, r.hidden], ["cold", [0, 1]]);
+  assert.equal(chooseHidden({ ...ctx, ids: ids.slice(0, 5), units: [0, 1, 2, 3, 4], cold: true }).moved, false, "nothing to hide");
+  // through the engine: the same history, the last answer 6 minutes old against 4 minutes old
+  const history = [];
+  for (let k = 0; k < 7; k++) history.push(...toolTurn(k));
+  const lastAt = history.at(-1).timestamp;
+  const assembleAt = async (ageMs) => {
+    forgetStateFiles();
+    const { paths } = setup({ ...RULES, cacheTtlSeconds: 300 });
+    const realNow = Date.now;
+    Date.now = () => lastAt + ageMs;
+    try {
+      return await engineOf(paths).assemble({ sessionId: "s1", sessionKey: "agent:main:main",
+                                              messages: structuredClone(history), tokenBudget: BUDGET, model: "m" });
+    } finally {
+      Date.now = realNow;
+    }
+  };
+  const warm = await assembleAt(240_000);
+  const cold = await assembleAt(360_000);
+  const results = (out) => out.messages.filter((m) => m.role === "toolResult").length;
+  assert.deepEqual([results(warm), results(cold)], [7, 5]);
+  assert.equal(cold.messages.filter((m) => m.role === "user").length, 7, "every question kept");
+});

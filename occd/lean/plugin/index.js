@@ -32,7 +32,9 @@ export const DEFAULT_RULES = Object.freeze({
   neverHide: [],             // tool names (a trailing * matches a prefix) never hidden, e.g. memory tools
   keepResultsUnderChars: 0,  // a result with at most this many characters is kept with its call
   // the sticky boundary's knobs (sticky.js): highWater, lowWater (shares of the budget), cacheCostRatio ((cache
-  // write - cache read) / cache read: what a move costs), requestsPerTurn (how often a hidden turn is not read)
+  // write - cache read) / cache read: what a move costs), requestsPerTurn (how often a hidden turn is not read;
+  // null: the session's own, counted in its newest tool turns), cacheTtlSeconds (the provider's cache lifetime: a
+  // move after it costs nothing; null: never counted on)
   ...STICKY_DEFAULTS,
 });
 const MODES = new Set(["off", "drop", "stub"]);
@@ -57,6 +59,7 @@ export function normalizeRules(raw, base = DEFAULT_RULES) {
   const pos = (v) => (typeof v === "number" && Number.isFinite(v) && v > 0 && v < 1e6 ? v : undefined);
   r.cacheCostRatio = pos(raw.cacheCostRatio) ?? r.cacheCostRatio;
   r.requestsPerTurn = pos(raw.requestsPerTurn) ?? r.requestsPerTurn;
+  r.cacheTtlSeconds = pos(raw.cacheTtlSeconds) ?? r.cacheTtlSeconds;
   if (Array.isArray(raw.neverHide)) r.neverHide = raw.neverHide.filter((s) => typeof s === "string" && s);
   return r;
 }
@@ -104,7 +107,8 @@ export function stubText(toolName, chars) {
  * of the oldest floor(turns / batchTurns) * batchTurns turns are hidden (the kept window moves once per
  * batchTurns turns); or, given `choose` (the engine's sticky boundary, sticky.js), the units
  * choose({units, saved: unit -> chars hiding it saves, results: unit -> its results' chars, fixedResults: chars of
- * the results no unit holds, resultsByTurn: turn -> chars of all its results, charsIn, firstOf:
+ * the results no unit holds, resultsByTurn: turn -> chars of all its results, requestsByTurn: turn -> its assistant
+ * messages (model requests), charsIn, firstOf:
  * unit -> first index, firstOfTurn, turns, keep, turnOf, rank: unit -> its rank in its turn}) returns. A hidden
  * unit: "drop" removes the hideable calls and their results, and the thinking of an assistant message that lost
  * a call (signed reasoning must not be sent without its call); an assistant message left with nothing else is
@@ -251,8 +255,10 @@ export function leanView(messages, rawRules, choose) {
     // neverHide, a short result, anything before a checkpoint): their chars, and each turn's results (a run's size)
     let fixedResults = 0;
     const resultsByTurn = new Map();
+    const requestsByTurn = new Map(); // a turn's model requests: its assistant messages (a run of 4 calls is 5)
     for (let i = 0; i < messages.length; i++) {
       if (!firstOfTurn.has(turnOf[i])) firstOfTurn.set(turnOf[i], i);
+      if (messages[i]?.role === "assistant") requestsByTurn.set(turnOf[i], (requestsByTurn.get(turnOf[i]) ?? 0) + 1);
       const u = unitOf.get(i);
       if (messages[i]?.role === "toolResult") {
         const c = textChars(messages[i].content);
@@ -272,6 +278,7 @@ export function leanView(messages, rawRules, choose) {
     }
     hidden = new Set(choose({
       units: hideable, saved, results: new Map(hideable.map((u) => [u, units[u].resultChars])), fixedResults, resultsByTurn,
+      requestsByTurn,
       charsIn: stats.charsIn,
       firstOf: new Map(hideable.map((u) => [u, units[u].first])), firstOfTurn, turns: lastTurn + 1, keep,
       turnOf: (u) => units[u].turn, rank: (u) => rankOf.get(u),

@@ -10,14 +10,20 @@
 //     on every later request. With the prompt growing g chars a turn and `requestsPerTurn` requests a turn, the
 //     cheapest rhythm moves when D^2 >= 2 * ratio * K * g / requestsPerTurn (the cost of a move spread over the
 //     turns until the next one equals the extra reads of the prompt growing meanwhile); then it hides every unit
-//     but the newest kept ones. With 5 kept turns of similar size this is a move every ~7 turns, whatever the
-//     window: short sessions never pay for one, long ones stop paying for reads they do not need;
+//     but the newest kept ones. requestsPerTurn is the session's own: the model requests (assistant messages) of
+//     its newest three tool turns, a run of 12 calls is 13 (the rules' requestsPerTurn, when set, instead; 2 for a
+//     session with no tool turn yet). With 5 kept turns of similar size and 2 requests a turn this is a move every
+//     ~7 turns, whatever the window: short sessions never pay for one, long ones stop paying for reads they do not
+//     need, and sessions of long runs (every request of a run reads the whole prompt again) move sooner;
 //   * the budget: the lean prompt plus one more turn would pass `highWater` of the token budget (and at least
 //     batchTurns tool turns could be hidden; or any, past the whole budget, since OpenClaw would compact): it hides
 //     the oldest visible units until the prompt is down to `lowWater` of the budget (keeping the newest whole);
 //   * OpenClaw's cap: the tool results passed on plus one more turn's would pass OpenClaw's own cap on a prompt's
 //     tool results (aggregateCapChars), past which OpenClaw cuts results itself, the newest ones included: it
 //     hides every unit but the newest kept ones;
+//   * a cold cache: the session's last model request is older than the provider's cache lifetime
+//     (`cacheTtlSeconds`, from occd's cost settings): the whole prompt is a cache write whatever the view sends,
+//     so a move costs nothing, and it hides every unit but the newest kept ones (any number of turns);
 // - which units are hidden survives a gateway restart: a state file in occd's data dir holds, per session, one-way
 //   hashes of the hidden turns' first messages (with a unit's rank in its turn where only some of a turn's units
 //   are hidden) and counts (never content), written atomically.
@@ -28,7 +34,9 @@ import { Refused, readRegular, signature, writeAtomic } from "./safefs.js";
 
 export { writeAtomic };
 
-export const STICKY_DEFAULTS = Object.freeze({ highWater: 0.9, lowWater: 0.3, cacheCostRatio: 11.5, requestsPerTurn: 2 });
+export const STICKY_DEFAULTS = Object.freeze({ highWater: 0.9, lowWater: 0.3, cacheCostRatio: 11.5, requestsPerTurn: null,
+                                               cacheTtlSeconds: null });
+const FALLBACK_REQUESTS_PER_TURN = 2; // a session with no tool turn yet: a call and the answer
 const MAX_KEYS = 8000;      // hidden turn and unit hashes kept per session (oldest forgotten first)
 const MAX_SESSIONS = 500;
 
@@ -88,11 +96,12 @@ export function aggregateCapChars(window) {
  * units kept whole, tokenBudget, hiddenIds: Set of unit ids hidden before, turnOf, results: Map unit -> chars of
  * its tool results, capChars: OpenClaw's cap on a prompt's tool results (aggregateCapChars), fixedResults: the chars
  * of the results no unit holds (never hidden, yet counted by OpenClaw's cap), resultsByTurn: Map turn -> chars of
- * all its results (a run's size; default: the units' results)}.
+ * all its results (a run's size; default: the units' results), requestsByTurn: Map turn -> its model requests
+ * (assistant messages), for the cost rule, cold: the provider's cache no longer holds the prompt (coldCache)}.
  */
 export function chooseHidden({ ids, units, saved, charsIn, rules, tokenBudget, hiddenIds, keep = rules.keepTurns,
                                turnOf = (u) => u, results = null, capChars = Infinity, fixedResults = 0,
-                               resultsByTurn = null }) {
+                               resultsByTurn = null, requestsByTurn = null, cold = false }) {
   const hidden = [];
   const visible = [];
   // the newest `keep` units are never hidden, whatever their id says (two turns that start alike share a base id;
@@ -117,7 +126,9 @@ export function chooseHidden({ ids, units, saved, charsIn, rules, tokenBudget, h
   const capped = results !== null && Number.isFinite(capChars)
     && fixedResults + resultsOf(visible) + Math.max(0, ...runs) > capChars;
   const charsBefore = chars;
-  const why = movePays({ candidates, visible, saved, keep, batch, newest, rules, turnOf }) ? "pays"
+  const freed = candidates.reduce((n, u) => n + (saved.get(u) ?? 0), 0);
+  const why = cold && freed > 0 ? "cold"
+    : movePays({ candidates, visible, saved, keep, batch, newest, rules, turnOf, requestsByTurn }) ? "pays"
     : (over && crowded) || past ? "budget" : capped ? "cap" : null;
   if (!why || candidates.length === 0) return { hidden, added: [], moved: false, charsBefore, charsAfter: chars, why: null };
   const taken = [];
@@ -150,14 +161,56 @@ function newestOf(byTurn) {
   return [...byTurn.keys()].sort((a, b) => b - a).slice(0, 3).map((t) => byTurn.get(t));
 }
 
+/** The time (ms) of the session's last model request: its newest assistant message's timestamp (ms, seconds or
+ * ISO text); null when it has none. */
+export function lastRequestAt(messages) {
+  for (let i = (messages?.length ?? 0) - 1; i >= 0; i--) {
+    const m = messages[i];
+    if (m?.role !== "assistant") continue;
+    const t = m.timestamp;
+    if (typeof t === "number" && Number.isFinite(t) && t > 0) return t < 1e11 ? t * 1000 : t;
+    if (typeof t === "string") {
+      const ms = Date.parse(t);
+      if (Number.isFinite(ms)) return ms;
+    }
+    return null;
+  }
+  return null;
+}
+
+/** The provider's cache no longer holds the session's prompt: its last request is at least `cacheTtlSeconds` old
+ * (unknown lifetime, unknown time or a time in the future: warm). */
+export function coldCache(messages, rules, now = Date.now()) {
+  const ttl = rules?.cacheTtlSeconds;
+  if (!(typeof ttl === "number" && Number.isFinite(ttl) && ttl > 0)) return false;
+  const at = lastRequestAt(messages);
+  return at !== null && now - at >= ttl * 1000;
+}
+
+/** The model requests a turn of this session makes: the rules' requestsPerTurn when set, else the mean of the
+ * session's newest three tool turns (among `units`) in `requestsByTurn`, else 2. */
+export function requestsPerTurn({ rules, units = [], turnOf = (u) => u, requestsByTurn = null }) {
+  const num = (v) => (typeof v === "number" && Number.isFinite(v) && v > 0 ? v : null);
+  const set = num(rules?.requestsPerTurn);
+  if (set !== null) return set;
+  if (requestsByTurn) {
+    const turns = [...new Set(units.map(turnOf))].sort((a, b) => b - a).slice(0, 3);
+    const counts = turns.map((t) => requestsByTurn.get(t) ?? 0).filter((n) => n > 0);
+    if (counts.length) return counts.reduce((a, b) => a + b, 0) / counts.length;
+  }
+  return FALLBACK_REQUESTS_PER_TURN;
+}
+
 /** The cost rule (see the head of this file): hiding every candidate now is the cheapest rhythm of moves.
  * K: the chars of the units kept whole (rewritten by the move), D: the chars the candidates would stop costing,
- * g: the prompt's growth per turn (the mean of the newest three tool turns). */
-export function movePays({ candidates, visible, saved, keep, batch, newest, rules, turnOf = (u) => u }) {
+ * g: the prompt's growth per turn (the mean of the newest three tool turns), r: the requests a turn
+ * (requestsPerTurn). */
+export function movePays({ candidates, visible, saved, keep, batch, newest, rules, turnOf = (u) => u,
+                           requestsByTurn = null }) {
   if (turnCount(candidates, turnOf) < Math.max(1, batch)) return false;
   const num = (v, d) => (typeof v === "number" && Number.isFinite(v) && v > 0 ? v : d);
   const ratio = num(rules?.cacheCostRatio, STICKY_DEFAULTS.cacheCostRatio);
-  const perTurn = num(rules?.requestsPerTurn, STICKY_DEFAULTS.requestsPerTurn);
+  const perTurn = requestsPerTurn({ rules, units: visible, turnOf, requestsByTurn });
   const sum = (us) => us.reduce((n, u) => n + (saved.get(u) ?? 0), 0);
   const D = sum(candidates);
   const K = sum(visible.slice(visible.length - keep));
@@ -174,12 +227,12 @@ export function movePays({ candidates, visible, saved, keep, batch, newest, rule
  * A unit's id is its turn's id and its rank in the turn ("<turn id>/<rank>"); a turn id alone (a turn every unit
  * of which is hidden, or a state written before units) stands for every unit of that turn.
  */
-export function stickyChooser({ state, key, messages, rules, tokenBudget, capChars = Infinity, textChars }) {
+export function stickyChooser({ state, key, messages, rules, tokenBudget, capChars = Infinity, textChars, now = Date.now() }) {
   const { hiddenIds, moves } = state.get(key);
   let move = null;
   let persist = [];
-  const choose = ({ units, saved, results, fixedResults, resultsByTurn, charsIn, firstOf, firstOfTurn, turns, keep,
-                    turnOf, rank }) => {
+  const choose = ({ units, saved, results, fixedResults, resultsByTurn, requestsByTurn, charsIn, firstOf, firstOfTurn,
+                    turns, keep, turnOf, rank }) => {
     const tids = turnIds(messages, firstOfTurn, turns);
     const ids = [];
     const known = new Set(hiddenIds);
@@ -188,7 +241,7 @@ export function stickyChooser({ state, key, messages, rules, tokenBudget, capCha
       if (hiddenIds.has(tids[turnOf(u)])) known.add(ids[u]);
     }
     const r = chooseHidden({ ids, units, saved, charsIn, rules, tokenBudget, hiddenIds: known, keep, turnOf, results, capChars,
-                             fixedResults, resultsByTurn });
+                             fixedResults, resultsByTurn, requestsByTurn, cold: coldCache(messages, rules, now) });
     const addedSet = new Set(r.added);
     move = { ...r, turns: turnCount(units.filter((u) => addedSet.has(ids[u])), turnOf), prefixChars: 0 };
     if (r.moved) {
