@@ -75,6 +75,36 @@ def test_rewrite_effect_by_hand():
                             prevents_compaction=True, compaction_history_tokens=108_000, summary_tokens=2000)
     assert abs(c.compactionUsd - (108_000 * 3 + 2000 * 15 + 60_000 * 3.45) / 1e6) < 1e-9
     assert c.netUsd > 0
+    # runs of 12 calls: 13 requests a turn, each reading 40k fewer: 5 x 13 x 40k x 0.3 = 0.78 saved; it pays now
+    runs = cost.rewrite_effect(100_000, 40_000, SONNET, prefix_kept_tokens=10_000, turns=5, warm=True,
+                               requests_per_turn=13)
+    assert abs(runs.savedUsd - 0.78) < 1e-9 and abs(runs.writeUsd - e.writeUsd) < 1e-12 and cost.pays(runs)
+    for odd in (None, 0, 0.5, float("nan"), float("inf"), True, "13"):
+        assert cost.rewrite_effect(100_000, 40_000, SONNET, prefix_kept_tokens=10_000, turns=5,
+                                   requests_per_turn=odd).savedUsd == e.savedUsd, odd  # 1 request a turn
+
+
+def test_a_strip_is_priced_with_the_sessions_requests_a_turn_and_the_record_keeps_them():
+    """The decision's figure (budget.ContextEstimate.requests_per_turn: the messages with calls of the newest three
+    turns with tools, plus the answer) goes into the ledger's cost record, and the savings report prices it so."""
+    from occd.policy import budget, savings
+
+    run = budget.TurnEstimate(total=30_000, tools=28_000, has_tools=True, calls=tuple((1, 7_000) for _ in range(4)))
+    together = budget.TurnEstimate(total=30_000, tools=28_000, has_tools=True, calls=((4, 28_000),))
+    plain = budget.TurnEstimate(total=500, tools=0, has_tools=False)
+    assert budget.ContextEstimate(turns=(run, plain, run)).requests_per_turn() == 5
+    assert budget.ContextEstimate(turns=(together, run, together, together)).requests_per_turn() == (5 + 2 + 2) / 3
+    assert budget.ContextEstimate(turns=(run, together, together, together)).requests_per_turn() == 2  # newest 3
+    assert budget.ContextEstimate(turns=(plain,)).requests_per_turn() == 1
+    details = {"predictedPromptTokens": 100_000, "removedTokens": 40_000, "overheadTokens": 10_000,
+               "promptBudget": 108_000, "growthTokens": 30_000, "requestsPerTurn": 5}
+    econ = cost.Economics(prices=SONNET)
+    eff, rec = cost.strip_verdict(details, econ, last_activity=100.0, now=110.0, prevents_compaction=False)
+    assert rec["requestsPerTurn"] == 5 and abs(eff.savedUsd - 1 * 5 * 40_000 * 0.3 / 1e6) < 1e-9  # H = 1 turn left
+    again, _ = savings.strip_effect({"cost": rec}, 40_000)
+    assert abs(again.savedUsd - eff.savedUsd) < 1e-12
+    old = {k: v for k, v in rec.items() if k != "requestsPerTurn"}  # a record from before: one request a turn
+    assert abs(savings.strip_effect({"cost": old}, 40_000)[0].savedUsd - eff.savedUsd / 5) < 1e-12
 
 
 @settings(max_examples=300, deadline=None)
@@ -227,15 +257,16 @@ def test_the_lean_job_records_each_boundary_move_the_plugin_reported_once(fake_o
     assert abs(t["usdNet"] - want) < 1e-9
     assert "(it pays" not in a["reason"] and a["before"]["cost"]["warm"] is True  # a plugin that gives no reason
     # a move after the cache expired (the plugin's "cold"): recorded as such, with no cache write premium to pay
-    cold = {**move, "at": 2, "why": "cold"}
+    cold = {**move, "at": 2, "why": "cold", "requests": 5}
     lean.stats_path().write_text(json.dumps({"version": 1, "sessions": {"agent:main:main": {
         "sessionId": "s-x", "boundaryMoves": 3, "lastMove": cold, "charsIn": 300_000, "charsOut": 112_000}}}))
     with Ledger.open() as led:
         assert run_cycle(ctx_for(state, led, mode="act"), ["scan", "lean"])["lean"][1]["boundaryMoves"] == 1
         newest = led.history(kind="lean-move")[0]
         assert newest["before"]["cost"]["warm"] is False and "the prompt cache had expired" in newest["reason"], newest
+        assert newest["before"]["cost"]["requestsPerTurn"] == 5 and "requestsPerTurn" not in a["before"]["cost"]
         t2 = savings.summarize(led.history(limit=100))["total"]
-    assert t2["leanMoves"] == 2 and t2["usdNet"] > t["usdNet"] + 10 * 30_000 * p["cacheRead"] / 1e6
+    assert t2["leanMoves"] == 2 and t2["usdNet"] > t["usdNet"] + 5 * 10 * 30_000 * p["cacheRead"] / 1e6
 
 
 def test_the_savings_line_adds_up_whatever_the_sign_of_the_cache_writes():

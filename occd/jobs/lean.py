@@ -185,6 +185,7 @@ def _record_moves(ctx, scan, stats: dict) -> int:
     of the messages it was sending), the part that stayed a cache read, the prices. Returns the moves recorded."""
     from occd.jobs.decide import economics
     from occd.jobs.scan import record_time
+    from occd.policy import cost
 
     led = ctx.ledger
     sessions = stats.get("sessions") if isinstance(stats.get("sessions"), dict) else {}
@@ -207,6 +208,8 @@ def _record_moves(ctx, scan, stats: dict) -> int:
         after_t = max(0, min(before_t, int(lm.get("charsAfter") or 0) // 4))
         cost_rec = {"promptTokens": before_t, "prefixKeptTokens": min(after_t, max(0, int(lm.get("prefixChars") or 0) // 4)),
                     "warm": lm.get("why") != "cold", "turns": ctx.settings.cost.horizon_turns}
+        if isinstance(lm.get("requests"), (int, float)):  # the plugin's count of the session's requests a turn
+            cost_rec["requestsPerTurn"] = cost.requests_a_turn(lm["requests"])
         if econ is not None:
             cost_rec["prices"] = econ.prices.as_dict()
             cost_rec["ttlSeconds"] = econ.ttl_s

@@ -264,7 +264,8 @@ def rotate_now(ctx, obs, reason: str, *, emergency: str | None = None, decision=
         # what the prompt was going to be and its budget: the rotation's price (issue 20); the prompt overhead:
         # the new session's figure
         dd = decision.details
-        priced = {k: dd[k] for k in ("predictedPromptTokens", "promptBudget", "growthTokens") if k in dd}
+        priced = {k: dd[k] for k in ("predictedPromptTokens", "promptBudget", "growthTokens", "requestsPerTurn")
+                  if k in dd}
         overhead = {"overheadTokens": dd["overheadTokens"]} if dd.get("overheadTokens") is not None else {}
         d = replace(d, details={**priced, **d.details, **overhead})
     ok = _act(ctx, obs, d, counts)

@@ -124,6 +124,15 @@ class ContextEstimate:
     def turns_with_tools(self) -> int:
         return sum(1 for t in self.turns if t.has_tools)
 
+    def requests_per_turn(self, n: int = 3) -> float:
+        """The model requests a turn of this session makes: over its newest `n` turns with tools, the messages
+        with tool calls plus the answer (a run of 12 calls one after another is 13); 1 without such a turn.
+        Every request of a run reads the whole prompt again, so what a strip takes out is saved that often."""
+        recent = [t for t in self.turns if t.has_tools][-n:]
+        if not recent:
+            return 1.0
+        return sum(len(t.call_groups) + 1 for t in recent) / len(recent)
+
 
 def context_messages(entries: Sequence[dict]) -> list[dict]:
     """The messages of a transcript's active path as OpenClaw builds its context (buildSessionContext): leaf
@@ -289,6 +298,7 @@ class Prediction:
     #                        default is off: jobs.budget.evaluate says so from the config)
     spare: int = 1         # runs of margin for a gap occd may miss (spare_runs)
     count_ratio: float = 0.0  # the provider's tokens per estimated token (count_ratio; 0: unknown)
+    requests: float = 1.0  # model requests a turn (ContextEstimate.requests_per_turn): each reads the prompt
 
     def checks(self, spare: int | None = None) -> list[tuple[str, int, int]]:
         """OpenClaw's checks occd must get ahead of, `spare` runs (default self.spare) after the next one, as
@@ -329,7 +339,8 @@ def predict(ctx: ContextEstimate, budget: int, overhead: int, *, overhead_source
     g = growth_margin(ctx, budget // 10)
     if growth_floor is not None:
         g = max(g, growth_floor) if ctx.turns else growth_floor
-    return Prediction(with_margin(ctx.history) + overhead, budget, g, overhead, overhead_source)
+    return Prediction(with_margin(ctx.history) + overhead, budget, g, overhead, overhead_source,
+                      requests=ctx.requests_per_turn())
 
 
 def should_strip(p: Prediction, strip_at_budget_percent: float = 100) -> bool:

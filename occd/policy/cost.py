@@ -5,12 +5,13 @@ no write premium). Anything that rewrites the history (a strip, a rotation, a le
 compaction) turns the next prompt from the first changed token on into a cache write.
 
 For one rewrite, with P the prompt the model is sent (tokens), R the tokens the action takes out of it (0 <= R <= P),
-b the tokens of P before the first change (still a cache read; 0 <= b <= P - R) and H the turns it saves on:
+b the tokens of P before the first change (still a cache read; 0 <= b <= P - R), H the turns it saves on and r the
+model requests a turn makes (every request of a run reads the whole prompt: a run of 12 calls is 13; at least 1):
 - cache warm (the session was active within the cache lifetime): the next prompt would have been a read of P;
-  now it is b read + (P - R - b) written: extra = (P - R - b) * (write - read) - R * read. Each later turn reads
-  R fewer tokens: R * read. net = H * R * read - (P - R - b) * (write - read);
+  now it is b read + (P - R - b) written: extra = (P - R - b) * (write - read) - R * read. Each later request
+  reads R fewer tokens: R * read. net = H * r * R * read - (P - R - b) * (write - read);
 - cache expired: the next prompt is a write of everything either way, so the rewrite is free:
-  net = R * write + (H - 1) * R * read.
+  net = R * write + (H * r - 1) * R * read.
 H is the turns until the next compaction (or rotation) would have rewritten the prompt anyway, at most
 `horizon_turns`. A prevented compaction also saves what it would have cost: the summary call (the history it
 summarizes at the input price, its summary at the output price) and the rebuilt prompt (a cache write instead of
@@ -156,20 +157,22 @@ def compaction_cost(history_tokens: float, rebuilt_tokens: float, p: Prices,
 
 def rewrite_effect(prompt_tokens: float, removed_tokens: float, p: Prices, *, prefix_kept_tokens: float = 0,
                    turns: int = DEFAULT_HORIZON_TURNS, warm: bool = True, prevents_compaction: bool = False,
-                   compaction_history_tokens: float | None = None, summary_tokens: float = DEFAULT_SUMMARY_TOKENS
-                   ) -> Effect:
+                   compaction_history_tokens: float | None = None, summary_tokens: float = DEFAULT_SUMMARY_TOKENS,
+                   requests_per_turn: float = 1.0) -> Effect:
     """The cost and saving of one rewrite of the prompt (module doc). Every token figure is bounded by what the
-    model was sent: 0 <= R <= P, 0 <= b <= P - R."""
+    model was sent: 0 <= R <= P, 0 <= b <= P - R. `requests_per_turn`: the model requests a turn makes (a run of
+    12 calls is 13), each of which reads R fewer tokens; the rewrite is written once, by the first."""
     P = max(0.0, float(prompt_tokens or 0))
     R = max(0.0, min(float(removed_tokens or 0), P))
     b = max(0.0, min(float(prefix_kept_tokens or 0), P - R))
     H = max(1, int(turns))
+    reads = H * requests_a_turn(requests_per_turn)
     if warm:
         write = ((P - R - b) * (p.cacheWrite - p.cacheRead)) / 1e6
-        saved = H * R * p.cacheRead / 1e6
+        saved = reads * R * p.cacheRead / 1e6
     else:
         write = -R * p.cacheWrite / 1e6 + R * p.cacheRead / 1e6  # the next turn writes less than it would have
-        saved = H * R * p.cacheRead / 1e6
+        saved = reads * R * p.cacheRead / 1e6
     comp = 0.0
     if prevents_compaction:
         hist = P if compaction_history_tokens is None else max(P, float(compaction_history_tokens))
@@ -206,12 +209,19 @@ def strip_verdict(details: dict, econ: Economics, *, last_activity: float | None
     eff = rewrite_effect(P, details.get("removedTokens") or 0, econ.prices,
                          prefix_kept_tokens=details.get("overheadTokens") or 0, turns=turns, warm=warm,
                          prevents_compaction=prevents_compaction,
-                         compaction_history_tokens=details.get("promptBudget"), summary_tokens=econ.summary_tokens)
+                         compaction_history_tokens=details.get("promptBudget"), summary_tokens=econ.summary_tokens,
+                         requests_per_turn=requests_a_turn(details.get("requestsPerTurn")))
     rec = {"prices": econ.prices.as_dict(), "ttlSeconds": econ.ttl_s, "warm": warm, "promptTokens": eff.promptTokens,
-           "prefixKeptTokens": eff.prefixKeptTokens, "turns": eff.turns, "preventsCompaction": prevents_compaction,
+           "prefixKeptTokens": eff.prefixKeptTokens, "turns": eff.turns, "requestsPerTurn": requests_a_turn(
+               details.get("requestsPerTurn")), "preventsCompaction": prevents_compaction,
            "compactionHistoryTokens": details.get("promptBudget"), "summaryTokens": econ.summary_tokens,
            "effect": eff.as_dict()}
     return eff, rec
+
+
+def requests_a_turn(v) -> float:
+    """A requests-a-turn figure (at least 1), or 1 for anything else: what records before it assumed."""
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 1 else 1.0
 
 
 def record_fields(rec: dict | None) -> dict:

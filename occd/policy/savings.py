@@ -176,7 +176,8 @@ def strip_effect(before: dict, removed: int, *, horizon: int = 10, prevents: boo
                              _int(before.get("overheadTokens")) or 0, turns=turns, warm=c.get("warm", True) is not False,
                              prevents_compaction=prevents,
                              compaction_history_tokens=_int(c.get("compactionHistoryTokens")) or _int(before.get("promptBudget")),
-                             summary_tokens=_int(c.get("summaryTokens")) or cm.DEFAULT_SUMMARY_TOKENS), prices
+                             summary_tokens=_int(c.get("summaryTokens")) or cm.DEFAULT_SUMMARY_TOKENS,
+                             requests_per_turn=cm.requests_a_turn(c.get("requestsPerTurn"))), prices
 
 
 def _loads(v) -> dict:

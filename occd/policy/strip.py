@@ -138,7 +138,7 @@ def decide_budget_strip(s: SessionState, policy: PolicySettings, *, now: float, 
                "overheadSource": prediction.overhead_source, "threshold": policy.strip_at_budget_percent,
                "targetPercent": policy.strip_target_percent, "keepTurnsWithTools": target.keep_turns_with_tools,
                "predictedAfter": target.predicted_after, "removedTokens": target.removed,
-               "keepRecentTurns": policy.keep_recent_turns}
+               "keepRecentTurns": policy.keep_recent_turns, "requestsPerTurn": round(prediction.requests, 2)}
     if target.safe_keep is not None:
         details["safeKeepTurns"] = target.safe_keep
     if prediction.large:

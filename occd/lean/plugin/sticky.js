@@ -88,7 +88,8 @@ export function aggregateCapChars(window) {
 }
 
 /**
- * chooseHidden(ctx) -> {hidden: [unit], added: [unit id], moved, why, charsBefore, charsAfter}. Pure.
+ * chooseHidden(ctx) -> {hidden: [unit], added: [unit id], moved, why, charsBefore, charsAfter, requests (the
+ * requests a turn the cost rule counted)}. Pure.
  * A unit is what is hidden or kept as one: a model message's tool calls with their results (a run of 4 calls is 4
  * units, calls sent together are one); each belongs to a turn (`turnOf`, default: a unit is its own turn).
  * ctx: {ids: [id per unit], units: [unit, oldest first], saved: Map unit -> chars hiding it saves, charsIn: chars
@@ -130,7 +131,10 @@ export function chooseHidden({ ids, units, saved, charsIn, rules, tokenBudget, h
   const why = cold && freed > 0 ? "cold"
     : movePays({ candidates, visible, saved, keep, batch, newest, rules, turnOf, requestsByTurn }) ? "pays"
     : (over && crowded) || past ? "budget" : capped ? "cap" : null;
-  if (!why || candidates.length === 0) return { hidden, added: [], moved: false, charsBefore, charsAfter: chars, why: null };
+  const requests = requestsPerTurn({ rules, units: visible, turnOf, requestsByTurn });
+  if (!why || candidates.length === 0) {
+    return { hidden, added: [], moved: false, charsBefore, charsAfter: chars, why: null, requests };
+  }
   const taken = [];
   const takenTurns = new Set();
   for (const u of candidates) {
@@ -142,7 +146,7 @@ export function chooseHidden({ ids, units, saved, charsIn, rules, tokenBudget, h
   }
   const added = taken.map((u) => ids[u]);
   hidden.sort((a, b) => a - b);
-  return { hidden, added, moved: added.length > 0, charsBefore, charsAfter: chars, why };
+  return { hidden, added, moved: added.length > 0, charsBefore, charsAfter: chars, why, requests };
 }
 
 function turnCount(units, turnOf) {
@@ -270,7 +274,8 @@ export function stickyChooser({ state, key, messages, rules, tokenBudget, capCha
     s.movedNow = move?.moved ? move.added.length : 0;
     if (!move?.moved) return;
     s.lastMove = { at: Date.now(), turns: move.turns, units: move.added.length, why: move.why,
-                   charsBefore: move.charsBefore, charsAfter: move.charsAfter, prefixChars: Math.max(0, move.prefixChars) };
+                   charsBefore: move.charsBefore, charsAfter: move.charsAfter, prefixChars: Math.max(0, move.prefixChars),
+                   requests: Math.round(move.requests * 100) / 100 };
     try {
       state.addHidden(key, sessionId, persist, s.hiddenTurns);
     } catch (e) {
