@@ -21,8 +21,9 @@ harness's BEFORE and BESIDE):
     .venv/bin/python bench/bench_closed_loop.py --release 2026.7.35 --gateway --window 96000 --turns 16 --gap 30 \
         --workstation 50x100
 
-Prints one row per arm (compactions, questions the model still sees at the end, turns blocked by overflow, the
-newest results whole, prefix breaks, the cost with a prompt cache under Anthropic-style and OpenAI-style prices
+Prints one row per arm (compactions, questions the model still sees at the end, turns blocked by overflow, turns
+that failed (OpenClaw answered the turn with an error, e.g. "Preflight compaction required but failed", read from
+the harness's turn<N>.json: such a turn did no work, so its arm's cost covers fewer turns), the newest results whole, prefix breaks, the cost with a prompt cache under Anthropic-style and OpenAI-style prices
 and its ratio to OpenClaw alone in the same run, occd's actions) and, with --json, the JSON lines the harness
 printed. --gateway sends the turns through `openclaw gateway` (as users run it); --lean turns the lean view on
 (implies --gateway).
@@ -124,6 +125,24 @@ def result(workdir: Path) -> dict | None:
         return None
 
 
+def failed_turns(loopdir: Path) -> tuple[int, str | None]:
+    """(turns OpenClaw answered with an error, the most frequent error) from the harness's turn<N>.json: a reply
+    with "ok": false or a status other than "ok" (a failed preflight compaction, a gateway error)."""
+    n, msgs = 0, {}
+    for f in sorted(loopdir.glob("turn*.json")):
+        try:
+            d = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(d, dict) or (d.get("ok") is not False and d.get("status", "ok") == "ok"):
+            continue
+        n += 1
+        err = d.get("error") if isinstance(d.get("error"), dict) else {}
+        m = str(err.get("message") or d.get("summary") or d.get("status") or "error")[:160]
+        msgs[m] = msgs.get(m, 0) + 1
+    return n, (max(msgs, key=msgs.get) if msgs else None)
+
+
 def _cost(r: dict | None) -> tuple[float, float] | None:
     """(Anthropic-style, OpenAI-style) USD with a prompt cache, from the harness's `cost` (cost.py), or None."""
     c = ((r or {}).get("cost") or {}).get("usd_with_cache") or {}
@@ -173,6 +192,10 @@ def main(argv=None) -> int:
     for p in procs.values():
         p.wait()
     rows = {arm: result(base / f"loop-{arm}") for arm in arms}
+    failed = {arm: failed_turns(base / f"loop-{arm}") for arm in arms}
+    for arm in arms:
+        if rows[arm] is not None:
+            rows[arm]["turns_failed"], rows[arm]["turn_error"] = failed[arm]
     wall = time.monotonic() - t0
     if a.json:
         for arm in arms:
@@ -185,7 +208,7 @@ def main(argv=None) -> int:
               f"arms at once ({wall / 60:.1f} min)"
               + (f"; occd arm with {' '.join(f'{k}={v}' for k, v in lab.items())}: a lab figure, not the defaults"
                  if lab else ""))
-        print(f"{'arm':<6} {'compactions':>11} {'questions seen':>15} {'blocked':>7} {'newest whole':>12} "
+        print(f"{'arm':<6} {'compactions':>11} {'questions seen':>15} {'blocked':>7} {'failed':>6} {'newest whole':>12} "
               f"{'breaks':>6} {'$ cache A/O':>13} {'vs alone':>13} {'occd CPU':>9}  occd actions")
         base_cost = _cost(rows.get("none"))
         for arm in arms:
@@ -201,8 +224,13 @@ def main(argv=None) -> int:
             share = (f"{cpu / r['wall_s'] * 100:.1f}%" if isinstance(cpu, (int, float))
                      and isinstance(r.get("wall_s"), (int, float)) and r["wall_s"] > 0 else "-")
             print(f"{arm:<6} {r['compactions']:>11} {str(r['questions_seen_at_end']) + '/' + str(r['turns']):>15} "
-                  f"{r['turns_blocked_by_overflow']:>7} {r['recent_results_intact']:>12} "
+                  f"{r['turns_blocked_by_overflow']:>7} {r['turns_failed']:>6} {r['recent_results_intact']:>12} "
                   f"{(r.get('cost') or {}).get('prefix_breaks', '-'):>6} {money:>13} {ratio:>13} {share:>9}  {acts}")
+        for arm in arms:
+            n, err = failed[arm]
+            if n:
+                print(f"{arm}: {n} of {rows[arm]['turns'] if rows[arm] else '?'} turns failed, e.g. \"{err}\" "
+                      "(no work done on those turns: its cost covers the others)")
     if not a.workdir:
         shutil.rmtree(base, ignore_errors=True)
     return 0 if all(rows.values()) else 1

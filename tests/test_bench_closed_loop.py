@@ -13,6 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 FAKE = r'''#!/usr/bin/env bash
 arm=$1
+mkdir -p "$2"; echo '{"runId": "a", "status": "ok"}' > "$2/turn1.json"
+[ "$arm" = none ] && echo '{"ok": false, "error": {"type": "cli_error", "message": "Preflight compaction required but failed: x"}}' > "$2/turn2.json"
 usd=2.0; [ "$arm" = occd ] && usd=1.5
 printf '{"arm": "%s", "turns": 12, "compactions": 0, "questions_seen_at_end": 12, "turns_blocked_by_overflow": 0, "recent_results_intact": "5/5", "reads": "%s", "trace": "%s", "occd_knobs": "%s", "cost": {"prefix_breaks": 3, "usd_with_cache": {"anthropic": %s, "openai": 1.0}}}\n' \
   "$arm" "${READS:-}" "${TRACE:-}" "${OCCD_POLICY__MODE:-}" "$usd"
@@ -38,11 +40,14 @@ def test_shapes_reach_the_harness_and_both_arms_print_with_cost(tmp_path, monkey
     rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert [r["arm"] for r in rows] == ["none", "occd"]
     assert all(r["reads"] == "4" and r["trace"] == "" and r["occd_knobs"] == "" for r in rows)
+    assert [(r["turns_failed"], r["turn_error"]) for r in rows] == [
+        (1, "Preflight compaction required but failed: x"), (0, None)]  # OpenClaw answered a turn with an error
     assert b.main(["--trace", str(trace), "--workdir", str(tmp_path / "t")]) == 0
     out = capsys.readouterr().out
     assert "replaying session.jsonl" in out
-    none, occd = [ln for ln in out.splitlines() if ln.startswith(("none", "occd"))]
+    none, occd = [ln for ln in out.splitlines() if ln.startswith(("none ", "occd "))]
     assert "2.000/1.000" in none and "1.500/1.000" in occd and "0.750/1.000" in occd  # cost, and vs alone
+    assert 'none: 1 of 12 turns failed, e.g. "Preflight compaction required but failed: x"' in out
     assert json.loads((tmp_path / "t" / "loop-occd.out").read_text())["trace"] == str(trace.resolve())
 
 
