@@ -214,6 +214,11 @@ def test_session_view_from_counts():
     assert v["active"] and v["tokensSaved"] == 7_500 and v["savedPercent"] == 75.0 and v["callsHidden"] == 7
     assert lean.session_view(stats, policy, "agent:main:other") is None
     assert lean.session_view({}, {"default": {"mode": "stub"}, "agents": {}, "sessions": {}}, "agent:x:y")["mode"] == "stub"
+    # OpenClaw's memory flush in a side session forked from agent:main:main: shown with that session's mode
+    side = "agent:main:internal-session-effects:run-1"
+    stats["sessions"][side] = {"charsIn": 40_000, "charsOut": 12_000, "sideOf": "agent:main:main", "at": 2_000}
+    v = lean.session_view(stats, policy, side)
+    assert v["mode"] == "drop" and v["active"] and v["sideOf"] == "agent:main:main" and v["tokensSaved"] == 7_000
 
 
 def test_log_scan_finds_degradation_and_quarantine_of_the_plugin_only():

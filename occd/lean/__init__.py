@@ -393,9 +393,12 @@ def session_view(stats: dict, policy: dict, session_key: str | None) -> dict | N
     mode = ((rule or {}).get("mode") or (policy.get("agents", {}).get(agent) or {}).get("mode")
             or policy.get("default", {}).get("mode") or "off")
     counts = (stats.get("sessions") or {}).get(session_key)
+    side = counts.get("sideOf") if isinstance(counts, dict) and isinstance(counts.get("sideOf"), str) else None
+    if side and rule is None:  # a side session OpenClaw forked from that one (its memory flush): seen with its rules
+        mode = (policy.get("sessions", {}).get(side) or {}).get("mode") or mode
     if mode == "off" and not counts:
         return None
-    out = {"mode": mode, "active": mode != "off"}
+    out = {"mode": mode, "active": mode != "off", **({"sideOf": side} if side else {})}
     if isinstance(counts, dict):
         cin, cout = counts.get("charsIn") or 0, counts.get("charsOut") or 0
         out.update({"callsHidden": counts.get("callsHidden", 0), "resultsHidden": counts.get("resultsHidden", 0),

@@ -439,3 +439,38 @@ test("a cold cache: after the provider's cache lifetime a move costs nothing, so
   assert.deepEqual([results(warm), results(cold)], [7, 5]);
   assert.equal(cold.messages.filter((m) => m.role === "user").length, 7, "every question kept");
 });
+
+test("a side session forked from a session's transcript (9.x memory flush) is seen as that session: lean, and moves nothing", async () => {
+  forgetStateFiles();
+  const { d, paths } = setup({ ...RULES, mode: "off" });
+  // occd's rules name the session only (as the daemon writes them); the default is off
+  fs.writeFileSync(paths.policyPath, JSON.stringify({ default: { mode: "off" }, sessions: { "agent:main:main": RULES } }));
+  const engine = engineOf(paths);
+  const history = [];
+  for (let k = 0; k < 20; k++) {
+    await engine.assemble({ sessionId: "s1", sessionKey: "agent:main:main", messages: structuredClone(history), tokenBudget: BUDGET, model: "m" });
+    history.push(...toolTurn(k));
+  }
+  const stateBefore = fs.readFileSync(paths.statePath, "utf8");
+  const movesBefore = JSON.parse(fs.readFileSync(paths.statsPath, "utf8")).sessions["agent:main:main"].boundaryMoves;
+  assert.ok(movesBefore >= 1, "the session's boundary moved before the flush");
+  const side = await engine.assemble({ sessionId: "internal-1", sessionKey: "agent:main:internal-session-effects:run-1",
+                                       messages: structuredClone(history), tokenBudget: BUDGET, model: "m" });
+  const next = await engine.assemble({ sessionId: "s1", sessionKey: "agent:main:main", messages: structuredClone(history), tokenBudget: BUDGET, model: "m" });
+  assert.ok(side.messages.length < history.length, "the side session is lean");
+  assert.deepEqual(json(side.messages), json(next.messages), "as the session's own next turn sees it");
+  const stats = JSON.parse(fs.readFileSync(paths.statsPath, "utf8")).sessions;
+  assert.equal(stats["agent:main:internal-session-effects:run-1"].sideOf, "agent:main:main");
+  assert.equal(stats["agent:main:internal-session-effects:run-1"].boundaryMoves, undefined, "no move reported for it");
+  const state = JSON.parse(fs.readFileSync(paths.statePath, "utf8"));
+  assert.equal(state.sessions["agent:main:internal-session-effects:run-1"], undefined, "nothing persisted for it");
+  assert.ok(fs.readFileSync(paths.statePath, "utf8") === stateBefore || stats["agent:main:main"].boundaryMoves > movesBefore,
+            "the side session moved nothing: only the session's own turn may");
+  // a side session that matches no session (another transcript), or one with rules of its own: its own rules
+  const other = [];
+  for (let k = 100; k < 120; k++) other.push(...toolTurn(k));
+  const stranger = await engine.assemble({ sessionId: "internal-2", sessionKey: "agent:main:internal-session-effects:run-2",
+                                           messages: structuredClone(other), tokenBudget: BUDGET, model: "m" });
+  assert.equal(stranger.messages.length, other.length, "default rules (off): whole");
+  fs.rmSync(d, { recursive: true, force: true });
+});

@@ -17,7 +17,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { durableRecall, RECALL_MEMORY, recallOnCleanCut, textChars } from "./recall.js";
 import { PolicyFile, Refused, StatsFile } from "./safefs.js";
-import { aggregateCapChars, STICKY_DEFAULTS, stateFile, stickyChooser } from "./sticky.js";
+import { aggregateCapChars, firstTurnIds, STICKY_DEFAULTS, stateFile, stickyChooser } from "./sticky.js";
 
 export { PolicyFile, StatsFile };
 export { leanTurn, recall, RECALL_SHARE } from "./recall.js";
@@ -325,6 +325,20 @@ export function rulesFor(policy, sessionKey) {
   return normalizeRules(pick(policy.sessions, sessionKey), r);
 }
 
+/** OpenClaw's side sessions forked from a session's transcript (2026.9.x `internal-session-effects`: the
+ * pre-compaction memory flush and other suppressed side effects), keyed `agent:<id>:internal-session-effects:<run>`. */
+export const SIDE_SESSION_RE = /^agent:[^:]+:internal-session-effects:/;
+
+/** The session a side session was forked from (the one whose hidden turns its first turns are), when it has no
+ * rules of its own; null otherwise. */
+export function sideSessionOwner(policy, sessionKey, messages, state) {
+  if (!state || typeof sessionKey !== "string" || !SIDE_SESSION_RE.test(sessionKey)) return null;
+  const own = policy?.sessions?.[sessionKey];
+  if (own && typeof own === "object") return null;
+  const owner = state.ownerOf(firstTurnIds(messages));
+  return owner && owner !== sessionKey ? owner : null;
+}
+
 // per session, the newest assemble() calls occd compares with the turns OpenClaw stored (counts and times only)
 export const MAX_TURNS = 20;
 
@@ -450,22 +464,28 @@ export function createEngine({ policyPath, statsPath, statePath, recallDir, logg
     async assemble(params) {
       const messages = params?.messages;
       try {
-        const rules = rulesFor(policy.get(), params.sessionKey);
+        const doc = policy.get();
+        // a side session OpenClaw forks from a session's transcript (its pre-compaction memory flush: the whole
+        // transcript, once it passes 2 MiB) is seen as that session's next turn would be: its rules and the calls
+        // it hides, without moving its boundary or recalling anything (the copy is whole)
+        const owner = sideSessionOwner(doc, params.sessionKey, messages, state);
+        const rules = rulesFor(doc, owner ?? params.sessionKey);
         let whole = messages;
         let turnsRecalled = 0;
-        if (rules.mode !== "off") {
+        if (rules.mode !== "off" && !owner) {
           ({ messages: whole, turnsRecalled } = durableRecall(RECALL_MEMORY, recallAt, params.sessionId ?? params.sessionKey,
                                                               messages, params.tokenBudget,
                                                               { cleanCut: recallOnCleanCut(config, params.sessionKey) }));
         }
         // sticky (sticky.js): the turns hidden before stay hidden; the boundary moves rarely and far
-        const skey = params.sessionKey ?? params.sessionId;
+        const skey = owner ?? params.sessionKey ?? params.sessionId;
         const sticky = state && skey != null && rules.mode !== "off"
           ? stickyChooser({ state, key: skey, messages: whole, rules, tokenBudget: params.tokenBudget, textChars,
                             capChars: aggregateCapChars(contextWindowOf(config, params)) }) : null;
         const { messages: lean, stats: s } = leanView(whole, rules, sticky?.choose);
         s.turnsRecalled = turnsRecalled;
-        sticky?.record(s, params.sessionId, warn);
+        if (owner) s.sideOf = owner;
+        else sticky?.record(s, params.sessionId, warn);
         const estimatedTokens = Math.ceil(s.charsOut / 4);
         if (stats && params.sessionKey) {
           try {

@@ -67,6 +67,17 @@ export function turnIds(messages, firstOf, turns) {
   });
 }
 
+/** The ids of the first `n` turns of `messages` (a turn starts at a user message), as the state keeps them. */
+export function firstTurnIds(messages, n = 8) {
+  const firstOfTurn = new Map();
+  let turn = 0;
+  for (let i = 0; i < (messages?.length ?? 0) && turn < n; i++) {
+    if (messages[i]?.role === "user" && i > 0) turn++;
+    if (turn < n && !firstOfTurn.has(turn)) firstOfTurn.set(turn, i);
+  }
+  return turnIds(messages ?? [], firstOfTurn, Math.min(n, turn + 1)).filter(Boolean);
+}
+
 /** The share knobs from the rules (0 < lowWater <= highWater <= 1), defaults otherwise. */
 export function waters(rules) {
   const ok = (v) => typeof v === "number" && Number.isFinite(v) && v > 0 && v <= 1;
@@ -322,6 +333,29 @@ export class StateFile {
     const e = this.data.sessions[key];
     const ids = Array.isArray(e?.hidden) ? e.hidden.filter((s) => typeof s === "string") : [];
     return { hiddenIds: new Set(ids), moves: Number.isInteger(e?.moves) ? e.moves : 0 };
+  }
+
+  /** The session whose hidden turns include the most of `ids` (firstTurnIds of a transcript): the session a copy
+   * of that transcript was forked from; null when none, or two match as well. */
+  ownerOf(ids) {
+    this._load();
+    const want = new Set(ids);
+    if (want.size === 0) return null;
+    let best = null;
+    let most = 0;
+    let tie = false;
+    for (const [key, e] of Object.entries(this.data.sessions)) {
+      if (!Array.isArray(e?.hidden)) continue;
+      const hit = new Set();
+      for (const h of e.hidden) {
+        if (typeof h !== "string") continue;
+        const tid = h.includes("/") ? h.slice(0, h.indexOf("/")) : h;
+        if (want.has(tid)) hit.add(tid);
+      }
+      if (hit.size > most) [best, most, tie] = [key, hit.size, false];
+      else if (hit.size === most && most > 0) tie = true;
+    }
+    return most > 0 && !tie ? best : null;
   }
 
   /** Add the newly hidden turn ids of one session and count the move; one atomic write. */
