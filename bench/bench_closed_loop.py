@@ -23,10 +23,11 @@ harness's BEFORE and BESIDE):
 
 Prints one row per arm (compactions, questions the model still sees at the end, turns blocked by overflow, turns
 that failed (OpenClaw answered the turn with an error, e.g. "Preflight compaction required but failed", read from
-the harness's turn<N>.json: such a turn did no work, so its arm's cost covers fewer turns), the newest results whole, prefix breaks, the cost with a prompt cache under Anthropic-style and OpenAI-style prices
-and its ratio to OpenClaw alone in the same run, occd's actions) and, with --json, the JSON lines the harness
-printed. --gateway sends the turns through `openclaw gateway` (as users run it); --lean turns the lean view on
-(implies --gateway).
+the harness's turn<N>.json: such a turn did no work, so its arm's cost covers fewer turns), the newest results
+whole, prefix breaks, the cost with a prompt cache under Anthropic-style and OpenAI-style prices and its ratio
+to OpenClaw alone in the same run, occd's actions) and, with --json, the JSON lines the harness printed.
+--gateway sends the turns through `openclaw gateway` (as users run it); --lean turns the lean view on (implies
+--gateway).
 """
 
 from __future__ import annotations

@@ -108,8 +108,7 @@ def economics(ctx, obs):
         cfg = None
     model = getattr(obs, "model", None)
     prices = cost.prices(cfg, model, litellm_table(ctx.cache) if cost.from_openclaw(cfg, model) is None else None)
-    provider = model.split("/", 1)[0] if isinstance(model, str) and "/" in model else None
-    return cost.Economics(prices=prices, ttl_s=cost.cache_ttl(c.cache_ttl_seconds, provider, model),
+    return cost.Economics(prices=prices, ttl_s=cost.model_cache_ttl(c.cache_ttl_seconds, model),
                           horizon_turns=c.horizon_turns, summary_tokens=c.summary_tokens)
 
 

@@ -67,9 +67,7 @@ def _session_rules(ctx, obs) -> dict:
     from occd.policy import cost
 
     econ = economics_or_none(ctx, obs)
-    model = getattr(obs, "model", None)
-    provider = model.split("/", 1)[0] if isinstance(model, str) and "/" in model else None
-    ttl = cost.cache_ttl(ctx.settings.cost.cache_ttl_seconds, provider, model)
+    ttl = cost.model_cache_ttl(ctx.settings.cost.cache_ttl_seconds, getattr(obs, "model", None))
     return rules_from_settings(ctx.settings, econ.prices if econ is not None else None, ttl)
 
 

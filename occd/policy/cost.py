@@ -114,6 +114,12 @@ def cache_ttl(ttls: dict | None, provider: str | None, model: str | None) -> flo
     return DEFAULT_TTL_S
 
 
+def model_cache_ttl(ttls: dict | None, model: str | None) -> float:
+    """cache_ttl for a model as OpenClaw names it ("provider/model", or a bare model without a provider)."""
+    provider = model.split("/", 1)[0] if isinstance(model, str) and "/" in model else None
+    return cache_ttl(ttls, provider, model)
+
+
 def cache_warm(last_activity: float | None, now: float, ttl_s: float) -> bool:
     """The provider still holds the prompt: the session was active within the cache lifetime (unknown: warm)."""
     return last_activity is None or now - last_activity < ttl_s
@@ -206,14 +212,15 @@ def strip_verdict(details: dict, econ: Economics, *, last_activity: float | None
     P = details.get("predictedPromptTokens") or 0
     warm = cache_warm(last_activity, now, econ.ttl_s)
     turns = turns_until(details.get("promptBudget"), P, details.get("growthTokens"), econ.horizon_turns)
+    requests = requests_a_turn(details.get("requestsPerTurn"))
     eff = rewrite_effect(P, details.get("removedTokens") or 0, econ.prices,
                          prefix_kept_tokens=details.get("overheadTokens") or 0, turns=turns, warm=warm,
                          prevents_compaction=prevents_compaction,
                          compaction_history_tokens=details.get("promptBudget"), summary_tokens=econ.summary_tokens,
-                         requests_per_turn=requests_a_turn(details.get("requestsPerTurn")))
+                         requests_per_turn=requests)
     rec = {"prices": econ.prices.as_dict(), "ttlSeconds": econ.ttl_s, "warm": warm, "promptTokens": eff.promptTokens,
-           "prefixKeptTokens": eff.prefixKeptTokens, "turns": eff.turns, "requestsPerTurn": requests_a_turn(
-               details.get("requestsPerTurn")), "preventsCompaction": prevents_compaction,
+           "prefixKeptTokens": eff.prefixKeptTokens, "turns": eff.turns, "requestsPerTurn": requests,
+           "preventsCompaction": prevents_compaction,
            "compactionHistoryTokens": details.get("promptBudget"), "summaryTokens": econ.summary_tokens,
            "effect": eff.as_dict()}
     return eff, rec

@@ -17,7 +17,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { durableRecall, RECALL_MEMORY, recallOnCleanCut, textChars } from "./recall.js";
 import { PolicyFile, Refused, StatsFile } from "./safefs.js";
-import { aggregateCapChars, firstTurnIds, STICKY_DEFAULTS, stateFile, stickyChooser } from "./sticky.js";
+import { aggregateCapChars, firstTurnIds, STICKY_DEFAULTS, stateFile, stickyChooser, turnsOf } from "./sticky.js";
 
 export { PolicyFile, StatsFile };
 export { leanTurn, recall, RECALL_SHARE } from "./recall.js";
@@ -128,13 +128,8 @@ export function leanView(messages, rawRules, choose) {
     return { messages, stats };
   }
   // turns
-  const turnOf = new Array(messages.length);
-  let turn = 0;
-  for (let i = 0; i < messages.length; i++) {
-    if (messages[i]?.role === "user" && i > 0) turn++;
-    turnOf[i] = turn;
-  }
-  const lastTurn = turn;
+  const turnOf = turnsOf(messages);
+  const lastTurn = turnOf[messages.length - 1];
   // calls and results, paired by id: a result pairs with the latest call of its id before it that has none yet
   // (by position: duplicated ids, calls without id and results naming another tool never split a pair)
   const pairOfCall = new Map(); // "msg index:block index" -> pair

@@ -67,15 +67,23 @@ export function turnIds(messages, firstOf, turns) {
   });
 }
 
-/** The ids of the first `n` turns of `messages` (a turn starts at a user message), as the state keeps them. */
-export function firstTurnIds(messages, n = 8) {
-  const firstOfTurn = new Map();
+/** The turn of each message: a turn starts at each user message but the first message. */
+export function turnsOf(messages) {
+  const turnOf = new Array(messages.length);
   let turn = 0;
-  for (let i = 0; i < (messages?.length ?? 0) && turn < n; i++) {
+  for (let i = 0; i < messages.length; i++) {
     if (messages[i]?.role === "user" && i > 0) turn++;
-    if (turn < n && !firstOfTurn.has(turn)) firstOfTurn.set(turn, i);
+    turnOf[i] = turn;
   }
-  return turnIds(messages ?? [], firstOfTurn, Math.min(n, turn + 1)).filter(Boolean);
+  return turnOf;
+}
+
+/** The ids of the first `n` turns of `messages`, as the state keeps them. */
+export function firstTurnIds(messages, n = 8) {
+  const msgs = Array.isArray(messages) ? messages : [];
+  const firstOfTurn = new Map();
+  turnsOf(msgs).forEach((t, i) => { if (t < n && !firstOfTurn.has(t)) firstOfTurn.set(t, i); });
+  return turnIds(msgs, firstOfTurn, firstOfTurn.size).filter(Boolean);
 }
 
 /** The share knobs from the rules (0 < lowWater <= highWater <= 1), defaults otherwise. */
@@ -139,10 +147,10 @@ export function chooseHidden({ ids, units, saved, charsIn, rules, tokenBudget, h
     && fixedResults + resultsOf(visible) + Math.max(0, ...runs) > capChars;
   const charsBefore = chars;
   const freed = candidates.reduce((n, u) => n + (saved.get(u) ?? 0), 0);
-  const why = cold && freed > 0 ? "cold"
-    : movePays({ candidates, visible, saved, keep, batch, newest, rules, turnOf, requestsByTurn }) ? "pays"
-    : (over && crowded) || past ? "budget" : capped ? "cap" : null;
   const requests = requestsPerTurn({ rules, units: visible, turnOf, requestsByTurn });
+  const why = cold && freed > 0 ? "cold"
+    : movePays({ candidates, visible, saved, keep, batch, newest, rules, turnOf, requests }) ? "pays"
+    : (over && crowded) || past ? "budget" : capped ? "cap" : null;
   if (!why || candidates.length === 0) {
     return { hidden, added: [], moved: false, charsBefore, charsAfter: chars, why: null, requests };
   }
@@ -221,11 +229,11 @@ export function requestsPerTurn({ rules, units = [], turnOf = (u) => u, requests
  * g: the prompt's growth per turn (the mean of the newest three tool turns), r: the requests a turn
  * (requestsPerTurn). */
 export function movePays({ candidates, visible, saved, keep, batch, newest, rules, turnOf = (u) => u,
-                           requestsByTurn = null }) {
+                           requestsByTurn = null, requests = requestsPerTurn({ rules, units: visible, turnOf, requestsByTurn }) }) {
   if (turnCount(candidates, turnOf) < Math.max(1, batch)) return false;
   const num = (v, d) => (typeof v === "number" && Number.isFinite(v) && v > 0 ? v : d);
   const ratio = num(rules?.cacheCostRatio, STICKY_DEFAULTS.cacheCostRatio);
-  const perTurn = requestsPerTurn({ rules, units: visible, turnOf, requestsByTurn });
+  const perTurn = requests;
   const sum = (us) => us.reduce((n, u) => n + (saved.get(u) ?? 0), 0);
   const D = sum(candidates);
   const K = sum(visible.slice(visible.length - keep));
